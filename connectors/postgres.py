@@ -1,0 +1,74 @@
+"""Postgres-side helpers: support tables, replication slot, publication and WAL position."""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import psycopg
+
+
+class PostgresUnreachable(Exception):
+    def __init__(self, endpoint: str, detail: str):
+        self.endpoint = endpoint
+        super().__init__(f"PostgreSQL at {endpoint} is unreachable: {detail}")
+
+
+@contextmanager
+def connect(dsn: dict[str, Any], autocommit: bool = True) -> Iterator[psycopg.Connection]:
+    endpoint = f"{dsn.get('host')}:{dsn.get('port')}/{dsn.get('dbname')}"
+    try:
+        conn = psycopg.connect(autocommit=autocommit, **dsn)
+    except psycopg.OperationalError as exc:
+        # The driver's message never carries the password; keep only its first line.
+        raise PostgresUnreachable(endpoint, str(exc).strip().splitlines()[0] if str(exc).strip() else "") from None
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def ensure_support_tables(conn: psycopg.Connection, heartbeat_table: str, signal_table: str) -> None:
+    """The heartbeat table (target of Debezium's heartbeat action query) and the signal table."""
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {heartbeat_table} (id int PRIMARY KEY, ts timestamptz NOT NULL)")
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {signal_table} "
+                 f"(id varchar(64) PRIMARY KEY, type varchar(32) NOT NULL, data varchar(2048))")
+
+
+def current_wal_lsn(conn: psycopg.Connection) -> int:
+    return lsn_to_int(conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()[0])
+
+
+def lsn_to_int(lsn: str) -> int:
+    hi, lo = lsn.split("/")
+    return (int(hi, 16) << 32) | int(lo, 16)
+
+
+@dataclass
+class SlotInfo:
+    name: str
+    active: bool
+    restart_lsn: int | None
+    confirmed_flush_lsn: int | None
+    retained_bytes: int | None
+
+
+def slot_info(conn: psycopg.Connection, slot: str) -> SlotInfo | None:
+    row = conn.execute(
+        "SELECT slot_name, active, restart_lsn::text, confirmed_flush_lsn::text, "
+        "pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint "
+        "FROM pg_replication_slots WHERE slot_name = %s", (slot,)).fetchone()
+    if row is None:
+        return None
+    return SlotInfo(row[0], row[1], row[2] and lsn_to_int(row[2]), row[3] and lsn_to_int(row[3]), row[4])
+
+
+def drop_slot(conn: psycopg.Connection, slot: str) -> bool:
+    if slot_info(conn, slot) is None:
+        return False
+    conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+    return True
+
+
+def drop_publication(conn: psycopg.Connection, publication: str) -> None:
+    conn.execute(f'DROP PUBLICATION IF EXISTS "{publication}"')

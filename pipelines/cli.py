@@ -1,0 +1,203 @@
+"""The `cdckit` command line. Every error leaves through `main`, masked and with a typed exit code."""
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from pipelines.errors import CdckitError
+
+out = Console()
+err = Console(stderr=True)
+config_option = click.option("--config", "-c", "config_path", type=click.Path(path_type=Path),
+                             default=Path("cdckit.yaml"), envvar="CDCKIT_CONFIG", show_default=True,
+                             help="the YAML config")
+
+
+def _load(path: Path):
+    from pipelines.config import load_config
+
+    return load_config(path)
+
+
+def say(text: str) -> None:
+    from pipelines.secrets import mask
+
+    out.print(mask(text), highlight=False, markup=False)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def app() -> None:
+    """Keep a search index and a Redis cache in step with PostgreSQL."""
+
+
+# -- config ---------------------------------------------------------------------------------------
+@app.group("config")
+def config_group() -> None:
+    """Check the configuration."""
+
+
+@config_group.command("check")
+@config_option
+def config_check(config_path: Path) -> None:
+    """Validate the config (fields and secrets) without contacting anything."""
+    cfg = _load(config_path)
+    say(f"config ok: {len(cfg.tables)} table(s), topic prefix '{cfg.topic_prefix}', "
+        f"search {cfg.search.kind} at {cfg.search.url}, redis at {cfg.redis.url}")
+
+
+# -- connector ------------------------------------------------------------------------------------
+@app.group("connector")
+def connector_group() -> None:
+    """Manage the Debezium connector over Kafka Connect's REST API."""
+
+
+@connector_group.command("apply")
+@config_option
+def connector_apply(config_path: Path) -> None:
+    """Create or update the connector; changes nothing when it is already right."""
+    from pipelines import connector_ops
+
+    cfg = _load(config_path)
+    result = connector_ops.apply(cfg)
+    say(f"connector {cfg.connector_name}: {result.action}")
+    for key, old, new in result.changes:
+        if old is not None:
+            say(f"  - {key}={old}")
+        if new is not None:
+            say(f"  + {key}={new}")
+
+
+@connector_group.command("status")
+@config_option
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+def connector_status(config_path: Path, as_json: bool) -> None:
+    """Connector and task states, with the trace of any failed task. Exit 1 unless all run."""
+    from pipelines import connector_ops
+
+    cfg = _load(config_path)
+    st = connector_ops.status(cfg)
+    if as_json:
+        body = None if st is None else {"name": st.name, "state": st.state, "worker_id": st.worker_id,
+                                        "trace": st.trace, "tasks": [vars(t) for t in st.tasks]}
+        say(json.dumps(body, indent=2))
+    elif st is None:
+        say(f"connector {cfg.connector_name}: not registered (run `cdckit connector apply`)")
+    else:
+        say(f"connector {st.name}: {st.state} on {st.worker_id}")
+        if st.trace:
+            say(st.trace)
+        for task in st.tasks:
+            say(f"  task {task.id}: {task.state} on {task.worker_id}")
+            if task.trace:
+                say("    " + task.trace.replace("\n", "\n    "))
+    sys.exit(0 if st is not None and st.healthy else 1)
+
+
+def _connector_verb(verb: str, done: str):
+    @connector_group.command(verb, help=f"{verb.capitalize()} the connector (with its tasks).")
+    @config_option
+    def command(config_path: Path) -> None:
+        from pipelines import connector_ops
+
+        cfg = _load(config_path)
+        getattr(connector_ops.client_for(cfg), verb)(cfg.connector_name)
+        say(f"connector {cfg.connector_name}: {done}")
+
+    return command
+
+
+for _verb, _done in (("pause", "pause requested"), ("resume", "resume requested"),
+                     ("restart", "restart requested"), ("delete", "deleted")):
+    _connector_verb(_verb, _done)
+
+
+# -- devstack -------------------------------------------------------------------------------------
+@app.group("devstack")
+def devstack_group() -> None:
+    """The local stack of real servers on loopback ports (no Docker needed)."""
+
+
+@devstack_group.command("up")
+def devstack_up() -> None:
+    """Start the five servers (idempotent) and wait until each answers."""
+    from pipelines.devstack import stack
+    from pipelines.devstack.settings import StackSettings
+
+    settings = StackSettings()
+    say(f"local stack in {settings.state_dir}")
+    stack.up(settings, say=say)
+    _show_stack(stack.status(settings))
+
+
+@devstack_group.command("down")
+def devstack_down() -> None:
+    """Stop exactly the processes `up` started."""
+    from pipelines.devstack import stack
+    from pipelines.devstack.settings import StackSettings
+
+    stack.down(StackSettings(), say=say)
+
+
+@devstack_group.command("status")
+def devstack_status() -> None:
+    """Which servers run and answer. Exit 1 unless all five are healthy."""
+    from pipelines.devstack import stack
+    from pipelines.devstack.settings import StackSettings
+
+    states = stack.status(StackSettings())
+    _show_stack(states)
+    sys.exit(0 if all(s.healthy for s in states) else 1)
+
+
+def _show_stack(states) -> None:
+    table = Table("server", "endpoint", "pid", "state", "log")
+    for s in states:
+        table.add_row(s.name, s.endpoint, str(s.pid or "-"),
+                      "healthy" if s.healthy else ("not answering" if s.pid else "stopped"), s.log)
+    out.print(table)
+
+
+# -- entry point ----------------------------------------------------------------------------------
+def _known_errors() -> tuple[type[BaseException], ...]:
+    from connectors.connect_client import ConnectError
+    from connectors.postgres import PostgresUnreachable
+    from pipelines.devstack.packages import MissingPackage
+    from pipelines.devstack.stack import DevstackError
+
+    return (CdckitError, ConnectError, PostgresUnreachable, MissingPackage, DevstackError)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from pipelines.secrets import install_log_masking, mask
+
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    install_log_masking()
+    try:
+        app.main(args=argv, prog_name="cdckit", standalone_mode=False)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 0
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except click.exceptions.Abort:
+        return 130
+    except _known_errors() as exc:
+        err.print(f"error: {mask(str(exc))}", highlight=False, markup=False)
+        return getattr(exc, "exit_code", 1)
+    return 0
+
+
+def entry() -> None:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

@@ -1,0 +1,283 @@
+"""The one YAML config, validated up front: a mistake names its field and nothing starts."""
+from __future__ import annotations
+
+import re
+import string
+from pathlib import Path
+from typing import Any, Iterator, Literal
+from urllib.parse import urlsplit
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from pipelines.errors import ConfigError
+from pipelines.secrets import SecretRef
+
+_IDENT = r"[A-Za-z_][A-Za-z0-9_$]*"
+_TABLE = re.compile(rf"^{_IDENT}\.{_IDENT}$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PostgresConfig(_Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(5432, ge=1, le=65535)
+    database: str
+    user: str
+    password: SecretRef | None = None
+    sslmode: Literal["disable", "allow", "prefer", "require", "verify-ca", "verify-full"] = "prefer"
+    slot: str = Field("cdckit", pattern=r"^[a-z0-9_]{1,63}$")
+    publication: str = Field("cdckit", pattern=r"^[A-Za-z0-9_]{1,63}$")
+    heartbeat_table: str = Field("public.cdckit_heartbeat", pattern=_TABLE.pattern)
+    signal_table: str = Field("public.cdckit_signal", pattern=_TABLE.pattern)
+
+    def dsn_kwargs(self) -> dict[str, Any]:
+        kw: dict[str, Any] = dict(host=self.host, port=self.port, dbname=self.database, user=self.user,
+                                  sslmode=self.sslmode, connect_timeout=5)
+        if self.password:
+            kw["password"] = self.password.get()
+        return kw
+
+
+class KafkaConfig(_Strict):
+    bootstrap_servers: str
+    partitions: int = Field(1, ge=1, description="partitions of each change topic Debezium creates")
+    replication_factor: int = Field(1, ge=1)
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    sasl_username: str | None = None
+    sasl_password: SecretRef | None = None
+    ssl_ca_location: Path | None = None
+
+    @model_validator(mode="after")
+    def _sasl_complete(self) -> "KafkaConfig":
+        if self.security_protocol.startswith("SASL") and not (
+            self.sasl_mechanism and self.sasl_username and self.sasl_password
+        ):
+            raise ValueError("SASL needs sasl_mechanism, sasl_username and sasl_password")
+        return self
+
+    def client_config(self) -> dict[str, Any]:
+        """librdkafka settings shared by every producer, consumer and admin client."""
+        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers,
+                                "security.protocol": self.security_protocol}
+        if self.sasl_mechanism:
+            conf.update({"sasl.mechanism": self.sasl_mechanism, "sasl.username": self.sasl_username,
+                         "sasl.password": self.sasl_password.get()})
+        if self.ssl_ca_location:
+            conf["ssl.ca.location"] = str(self.ssl_ca_location)
+        return conf
+
+
+class ConnectConfig(_Strict):
+    url: str
+    connector_name: str | None = None
+    timeout_s: float = Field(10.0, gt=0)
+    heartbeat_interval_ms: int = Field(10_000, ge=0)
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, v: str) -> str:
+        return _check_url(v, ("http", "https"))
+
+
+class TableConfig(_Strict):
+    name: str = Field(description="schema.table")
+    key: list[str] | None = Field(None, min_length=1, description="key columns; default: the primary key")
+    index: str | None = Field(None, description="search index (alias) name; default: schema_table")
+    redis_key: str | None = Field(None, description="key template, e.g. 'customer:{id}'; default: schema.table:{_id}")
+    redis_format: Literal["json", "hash"] = "json"
+    redis_ttl_s: int | None = Field(None, gt=0)
+    columns: list[str] | None = Field(None, min_length=1, description="projection: the columns kept")
+    rename: dict[str, str] = Field(default_factory=dict, description="column -> document field")
+    mappings: dict[str, Any] | None = Field(None, description="search mapping 'properties' for this table")
+
+    @field_validator("name")
+    @classmethod
+    def _qualified(cls, v: str) -> str:
+        if not _TABLE.match(v):
+            raise ValueError(f"'{v}' is not schema.table")
+        return v
+
+    @field_validator("index")
+    @classmethod
+    def _index_name(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"^[a-z0-9][a-z0-9_\-]*$", v):
+            raise ValueError("index names are lower case letters, digits, '_' and '-'")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "TableConfig":
+        if self.columns is not None:
+            unknown = set(self.rename) - set(self.columns)
+            if unknown:
+                raise ValueError(f"rename names columns outside 'columns': {sorted(unknown)}")
+        if self.redis_key is not None:
+            fields = {f for _, f, _, _ in string.Formatter().parse(self.redis_key) if f is not None}
+            if not fields:
+                raise ValueError("redis_key needs at least one {placeholder}")
+            allowed = set(self.key or []) | {"_id"}
+            if self.key is not None and not fields <= allowed:
+                raise ValueError(f"redis_key placeholders {sorted(fields - allowed)} are not key columns")
+        return self
+
+    @property
+    def schema_name(self) -> str:
+        return self.name.split(".", 1)[0]
+
+    @property
+    def table_name(self) -> str:
+        return self.name.split(".", 1)[1]
+
+    @property
+    def index_name(self) -> str:
+        return self.index or f"{self.schema_name}_{self.table_name}".lower()
+
+    @property
+    def redis_key_template(self) -> str:
+        return self.redis_key or f"{self.name}:{{_id}}"
+
+
+class SearchConfig(_Strict):
+    kind: Literal["elasticsearch", "opensearch"]
+    url: str
+    username: str | None = None
+    password: SecretRef | None = None
+    api_key: SecretRef | None = None
+    verify_certs: bool = True
+    ca_certs: Path | None = None
+    bulk_chunk: int = Field(2000, ge=1)
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, v: str) -> str:
+        return _check_url(v, ("http", "https"))
+
+    @model_validator(mode="after")
+    def _auth(self) -> "SearchConfig":
+        if self.api_key and (self.username or self.password):
+            raise ValueError("use either api_key or username/password, not both")
+        if bool(self.username) != bool(self.password):
+            raise ValueError("username and password go together")
+        return self
+
+
+class RedisConfig(_Strict):
+    url: str
+    username: str | None = None
+    password: SecretRef | None = None
+    deleted_version_ttl_s: int = Field(7 * 24 * 3600, gt=0,
+                                       description="how long the version of a deleted key is kept")
+
+    @field_validator("url")
+    @classmethod
+    def _redis_url(cls, v: str) -> str:
+        return _check_url(v, ("redis", "rediss"))
+
+
+class SparkConfig(_Strict):
+    master: str = "local[2]"
+    checkpoint_dir: Path = Path(".cdckit/checkpoints")
+    trigger: str = Field("1 second", description="a processing-time interval, or 'available_now'")
+    max_offsets_per_trigger: int | None = Field(None, gt=0)
+    kafka_source: Literal["python", "jvm"] = Field(
+        "python", description="'jvm' uses Spark's built-in kafka source when its jar is on the class path")
+    shuffle_partitions: int = Field(4, ge=1)
+
+    @field_validator("trigger")
+    @classmethod
+    def _trigger(cls, v: str) -> str:
+        if v != "available_now" and not re.match(r"^\d+(\.\d+)?\s*(ms|milliseconds?|s|seconds?|minutes?)$", v):
+            raise ValueError("use an interval like '1 second' / '500 ms', or 'available_now'")
+        return v
+
+
+class Config(_Strict):
+    topic_prefix: str = Field("cdc", pattern=r"^[A-Za-z0-9_\-]+$")
+    postgres: PostgresConfig
+    kafka: KafkaConfig
+    connect: ConnectConfig
+    tables: list[TableConfig] = Field(min_length=1)
+    search: SearchConfig
+    redis: RedisConfig
+    spark: SparkConfig = Field(default_factory=SparkConfig)
+    dlq_topic: str | None = None
+
+    @model_validator(mode="after")
+    def _unique_tables(self) -> "Config":
+        names = [t.name for t in self.tables]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"tables listed twice: {dupes}")
+        indexes = [t.index_name for t in self.tables]
+        if len(set(indexes)) != len(indexes):
+            raise ValueError("two tables map to the same index")
+        return self
+
+    @property
+    def connector_name(self) -> str:
+        return self.connect.connector_name or f"{self.topic_prefix}-postgres"
+
+    @property
+    def dead_letter_topic(self) -> str:
+        return self.dlq_topic or f"{self.topic_prefix}.dlq"
+
+    def topic_for(self, table: TableConfig) -> str:
+        return f"{self.topic_prefix}.{table.name}"
+
+    def table_for_topic(self, topic: str) -> TableConfig | None:
+        return next((t for t in self.tables if self.topic_for(t) == topic), None)
+
+
+def _check_url(v: str, schemes: tuple[str, ...]) -> str:
+    parts = urlsplit(v)
+    if parts.scheme not in schemes or not parts.hostname:
+        raise ValueError(f"'{v}' is not a {'/'.join(schemes)} URL")
+    if parts.password:
+        raise ValueError("put credentials in the username/password fields (secret refs), not in the URL")
+    return v.rstrip("/")
+
+
+def _secret_refs(model: BaseModel, path: str = "") -> Iterator[tuple[str, SecretRef]]:
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        here = f"{path}.{name}" if path else name
+        if isinstance(value, SecretRef):
+            yield here, value
+        elif isinstance(value, BaseModel):
+            yield from _secret_refs(value, here)
+
+
+def parse_config(data: Any, source: str = "config") -> Config:
+    if not isinstance(data, dict):
+        raise ConfigError("(top level)", f"{source} must be a mapping")
+    try:
+        config = Config.model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+        raise ConfigError(field, err["msg"] + more) from None
+    for field, ref in _secret_refs(config):
+        try:
+            ref.resolve()
+        except ValueError as exc:
+            raise ConfigError(field, str(exc)) from None
+    return config
+
+
+def load_config(path: str | Path) -> Config:
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError("--config", f"no such file: {path}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError("(yaml)", f"{path} is not valid YAML: {exc}") from None
+    config = parse_config(data, str(path))
+    # Relative paths in the config are relative to the config file, not the working directory.
+    if not config.spark.checkpoint_dir.is_absolute():
+        config.spark.checkpoint_dir = (path.parent / config.spark.checkpoint_dir).resolve()
+    return config

@@ -1,0 +1,54 @@
+"""`cdckit connector apply|status|delete`: idempotent connector management over the REST API."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from connectors import postgres
+from connectors.connect_client import ConnectClient, ConnectorStatus
+from connectors.debezium_config import POSTGRES_CONNECTOR, connector_config, diff, masked
+from pipelines.config import Config
+from pipelines.errors import ConfigError
+
+
+@dataclass
+class ApplyResult:
+    action: str  # "created" | "updated" | "unchanged"
+    changes: list[tuple[str, str | None, str | None]] = field(default_factory=list)
+
+
+def client_for(config: Config) -> ConnectClient:
+    return ConnectClient(config.connect.url, timeout_s=config.connect.timeout_s)
+
+
+def prepare_database(config: Config) -> None:
+    """Tables the connector config refers to (heartbeat target, signal table) must exist first."""
+    with postgres.connect(config.postgres.dsn_kwargs()) as conn:
+        postgres.ensure_support_tables(conn, config.postgres.heartbeat_table, config.postgres.signal_table)
+
+
+def apply(config: Config, client: ConnectClient | None = None) -> ApplyResult:
+    client = client or client_for(config)
+    wanted = connector_config(config)
+    current = client.get_config(config.connector_name)
+    changes = diff(current, wanted)
+    if not changes:
+        return ApplyResult("unchanged")
+    prepare_database(config)
+    problems = client.validate(POSTGRES_CONNECTOR, wanted)
+    if problems:
+        raise ConfigError("connector", "Kafka Connect rejects the generated config: " + "; ".join(problems))
+    client.put_config(config.connector_name, wanted)
+    secret = masked(wanted)
+    shown = [(k, None if old is None else masked({k: old})[k], None if new is None else secret[k])
+             for k, old, new in changes]
+    return ApplyResult("created" if current is None else "updated", shown)
+
+
+def status(config: Config, client: ConnectClient | None = None) -> ConnectorStatus | None:
+    from connectors.connect_client import ConnectNotFound
+
+    client = client or client_for(config)
+    try:
+        return client.status(config.connector_name)
+    except ConnectNotFound:
+        return None

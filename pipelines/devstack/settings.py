@@ -1,0 +1,48 @@
+"""Where the local stack keeps its state and which loopback ports it uses."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_PORTS = {"postgres": 55432, "kafka": 59092, "connect": 58083, "redis": 56379, "search": 59200}
+
+
+def _port(name: str) -> int:
+    value = os.environ.get(f"CDCKIT_DEVSTACK_{name.upper()}_PORT")
+    return int(value) if value else DEFAULT_PORTS[name]
+
+
+@dataclass(frozen=True)
+class StackSettings:
+    state_dir: Path = field(default_factory=lambda: Path(os.environ.get("CDCKIT_DEVSTACK_DIR", ".devstack")).resolve())
+    ports: dict[str, int] = field(default_factory=lambda: {n: _port(n) for n in DEFAULT_PORTS})
+    database: str = "cdckit"
+    start_timeout_s: float = 60.0
+
+    @property
+    def logs(self) -> Path:
+        return self.state_dir / "logs"
+
+    @property
+    def run(self) -> Path:
+        return self.state_dir / "run"
+
+    def log(self, server: str) -> Path:
+        return self.logs / f"{server}.log"
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.ports['kafka']}"
+
+    @property
+    def connect_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports['connect']}"
+
+    @property
+    def search_url(self) -> str:
+        return f"http://127.0.0.1:{self.ports['search']}"
+
+    @property
+    def redis_url(self) -> str:
+        return f"redis://127.0.0.1:{self.ports['redis']}/0"
