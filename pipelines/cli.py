@@ -12,8 +12,8 @@ from rich.table import Table
 
 from pipelines.errors import CdckitError
 
-out = Console()
-err = Console(stderr=True)
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
 config_option = click.option("--config", "-c", "config_path", type=click.Path(path_type=Path),
                              default=Path("cdckit.yaml"), envvar="CDCKIT_CONFIG", show_default=True,
                              help="the YAML config")

@@ -34,7 +34,7 @@ def apply(config: Config, client: ConnectClient | None = None) -> ApplyResult:
     if not changes:
         return ApplyResult("unchanged")
     prepare_database(config)
-    problems = client.validate(POSTGRES_CONNECTOR, wanted)
+    problems = client.validate(POSTGRES_CONNECTOR, {"name": config.connector_name, **wanted})
     if problems:
         raise ConfigError("connector", "Kafka Connect rejects the generated config: " + "; ".join(problems))
     client.put_config(config.connector_name, wanted)
