@@ -15,13 +15,15 @@ import requests
 class ConnectError(Exception):
     """Base for every Kafka Connect failure; `endpoint` names the URL that failed."""
 
+    exit_code = 4
+
     def __init__(self, message: str, endpoint: str, status: int | None = None):
         self.endpoint, self.status = endpoint, status
         super().__init__(f"Kafka Connect {endpoint}: {message}")
 
 
 class ConnectUnreachable(ConnectError):
-    pass
+    exit_code = 3
 
 
 class ConnectNotFound(ConnectError):

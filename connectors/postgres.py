@@ -9,6 +9,8 @@ import psycopg
 
 
 class PostgresUnreachable(Exception):
+    exit_code = 3
+
     def __init__(self, endpoint: str, detail: str):
         self.endpoint = endpoint
         super().__init__(f"PostgreSQL at {endpoint} is unreachable: {detail}")

@@ -32,6 +32,8 @@ class PostgresConfig(_Strict):
     publication: str = Field("cdckit", pattern=r"^[A-Za-z0-9_]{1,63}$")
     heartbeat_table: str = Field("public.cdckit_heartbeat", pattern=_TABLE.pattern)
     signal_table: str = Field("public.cdckit_signal", pattern=_TABLE.pattern)
+    connector_host: str | None = Field(None, description="host Kafka Connect uses, when it differs from 'host'")
+    connector_port: int | None = Field(None, ge=1, le=65535)
 
     def dsn_kwargs(self) -> dict[str, Any]:
         kw: dict[str, Any] = dict(host=self.host, port=self.port, dbname=self.database, user=self.user,

@@ -1,0 +1,87 @@
+"""Helpers shared by integration tests: CLI runs, Postgres, reading a topic end to end."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import yaml
+
+from tests.stack import ROOT, Endpoints
+
+
+def write_config(tmp_path: Path, data: dict[str, Any], name: str = "cdckit.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run the real `cdckit` entry point in a child process, as a user would."""
+    import os
+
+    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def pg(stack: Endpoints) -> psycopg.Connection:
+    return psycopg.connect(host=stack.pg_host, port=stack.pg_port, dbname=stack.pg_database,
+                           user=stack.pg_user, autocommit=True)
+
+
+def read_topic(bootstrap: str, topic: str, expect: int, timeout_s: float = 60) -> list[tuple[Any, Any]]:
+    """(key, value) pairs of a single-partition topic from offset 0, decoded; None for tombstones."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "cdckit-tests", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    records: list[tuple[Any, Any]] = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(records) < expect and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error():
+                continue
+            decode = lambda b: None if b is None else json.loads(b)  # noqa: E731
+            records.append((decode(msg.key()), decode(msg.value())))
+    finally:
+        consumer.close()
+    return records
+
+
+def drop_connector(stack: Endpoints, data: dict[str, Any]) -> None:
+    """Remove what a test's connector left behind: the connector, its slot and publication."""
+    from connectors import postgres
+    from connectors.connect_client import ConnectClient, ConnectNotFound
+
+    name = data["connect"].get("connector_name") or f"{data['topic_prefix']}-postgres"
+    try:
+        ConnectClient(stack.connect_url).delete(name)
+    except ConnectNotFound:
+        pass
+    with pg(stack) as conn:
+        for _ in range(50):  # the slot stays active until the task has stopped
+            try:
+                postgres.drop_slot(conn, data["postgres"]["slot"])
+                break
+            except psycopg.errors.ObjectInUse:
+                time.sleep(0.2)
+        postgres.drop_publication(conn, data["postgres"]["publication"])
+
+
+def wait_streaming(stack: Endpoints, data: dict[str, Any], timeout_s: float = 60) -> None:
+    """Debezium holds the slot's walsender only once the snapshot is done and streaming began."""
+    from connectors import postgres
+
+    deadline = time.monotonic() + timeout_s
+    with pg(stack) as conn:
+        while time.monotonic() < deadline:
+            info = postgres.slot_info(conn, data["postgres"]["slot"])
+            if info is not None and info.active:
+                return
+            time.sleep(0.2)
+    raise TimeoutError(f"slot {data['postgres']['slot']} did not become active in {timeout_s} s")
