@@ -1,0 +1,121 @@
+"""Redis cache sink: pipelined, server-side compare-and-set on the version (Lua)."""
+from __future__ import annotations
+
+import string
+import time
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any, Iterable
+
+import orjson
+import redis
+
+from derived.change import Change
+from derived.shape import shape, shaped_field
+
+
+class StoreUnavailable(Exception):
+    """The store did not accept the batch after retries; the batch must be retried as a whole."""
+
+
+@dataclass
+class CacheTable:
+    key_template: str
+    format: str = "json"
+    ttl_s: int | None = None
+    columns: list[str] | None = None
+    rename: dict[str, str] = field(default_factory=dict)
+
+    def key(self, change: Change) -> str:
+        return self.key_template.format(**change.key, _id=change.doc_id)
+
+    def pattern(self) -> str:
+        """A SCAN pattern matching every key of this table."""
+        parts = string.Formatter().parse(self.key_template)
+        return "".join(_glob_escape(lit) + ("*" if field is not None else "") for lit, field, _, _ in parts)
+
+
+def _glob_escape(text: str) -> str:
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+
+
+def _default(value: Any) -> Any:
+    return str(value)
+
+
+@dataclass
+class ApplyStats:
+    applied: int = 0
+    stale: int = 0
+
+
+class RedisCache:
+    VERSION_PREFIX = "cdckit:v:"
+
+    def __init__(self, client: redis.Redis, deleted_version_ttl_s: int, generation: str = "",
+                 retries: int = 5):
+        self.r = client
+        self.deleted_ttl = deleted_version_ttl_s
+        self.generation = generation
+        self.retries = retries
+        scripts = resources.files("derived")
+        self._upsert = self.r.register_script(scripts.joinpath("cache_upsert.lua").read_text())
+        self._delete = self.r.register_script(scripts.joinpath("cache_delete.lua").read_text())
+
+    def _keys(self, data_key: str) -> list[str]:
+        data_key = self.generation + data_key
+        return [data_key, self.VERSION_PREFIX + data_key]
+
+    def apply(self, changes: Iterable[Change], tables: dict[str, CacheTable]) -> ApplyStats:
+        """Apply reduced changes (at most one per key). Retries connection errors, then raises."""
+        changes = list(changes)
+        delay = 0.2
+        for attempt in range(self.retries + 1):
+            try:
+                return self._apply_once(changes, tables)
+            except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError) as exc:
+                if attempt == self.retries:
+                    raise StoreUnavailable(f"redis: {exc}") from exc
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+        raise AssertionError("unreachable")
+
+    def _apply_once(self, changes: list[Change], tables: dict[str, CacheTable]) -> ApplyStats:
+        stats = ApplyStats()
+        pipe = self.r.pipeline(transaction=False)
+        for ch in changes:
+            t = tables[ch.table]
+            keys = self._keys(t.key(ch))
+            if ch.op == "delete":
+                self._delete(keys=keys, args=[ch.version.redis(), self.deleted_ttl], client=pipe)
+            else:
+                payload = orjson.dumps(shape(ch.row, t), default=_default, option=orjson.OPT_NON_STR_KEYS)
+                merge = [f for f in (shaped_field(c, t) for c in ch.unavailable) if f is not None]
+                self._upsert(keys=keys, args=[ch.version.redis(), t.format, payload, t.ttl_s or 0,
+                                              orjson.dumps(merge)], client=pipe)
+        for result in pipe.execute():
+            if result == 1:
+                stats.applied += 1
+            else:
+                stats.stale += 1
+        return stats
+
+    def truncate(self, change: Change, table: CacheTable) -> int:
+        """Delete, at the truncate's version, every key of the table not written after it."""
+        deleted = 0
+        pattern = self.generation + table.pattern()
+        for key in self.r.scan_iter(match=pattern, count=1000):
+            key = key.decode() if isinstance(key, bytes) else key
+            if key.startswith(self.VERSION_PREFIX):
+                continue
+            deleted += self._delete(keys=[key, self.VERSION_PREFIX + key],
+                                    args=[change.version.redis(), self.deleted_ttl])
+        return deleted
+
+    def read(self, key: str, table: CacheTable) -> dict[str, Any] | None:
+        data_key = self.generation + key
+        if table.format == "json":
+            raw = self.r.get(data_key)
+            return None if raw is None else orjson.loads(raw)
+        raw = self.r.hgetall(data_key)
+        return {k.decode(): v.decode() for k, v in raw.items()} or None

@@ -1,0 +1,58 @@
+"""What the stores apply: one decoded change to one row, with its version."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+
+class Version(NamedTuple):
+    """Orders changes to one key by their place in Postgres' commit order (see connectors/version.py).
+
+    epoch: a WAL position all earlier-committed changes to the key are below;
+    kind:  0 for a snapshot read, 1 for a streamed change (a streamed change beats a read at the same epoch);
+    lsn:   the change's own WAL position, ordering changes inside one transaction.
+    """
+
+    epoch: int
+    kind: int
+    lsn: int
+
+    def redis(self) -> str:
+        # Fixed-width digits: string order is tuple order, and Lua compares strings exactly.
+        return f"{self.epoch:020d}{self.kind}{self.lsn:020d}"
+
+    def external(self) -> int:
+        # Search engines take one signed 64-bit version; changes to one key from one transaction
+        # share it, and `external_gte` lets the later of them (later offset) overwrite.
+        return (self.epoch << 1) | self.kind
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    topic: str
+    partition: int
+    offset: int
+
+
+@dataclass(slots=True)
+class Change:
+    table: str                      # schema.table
+    op: str                         # "upsert" | "delete" | "truncate"
+    key: dict[str, Any]             # key columns -> values (empty for truncate)
+    doc_id: str                     # stable id built from the key ("" for truncate)
+    row: dict[str, Any] | None      # the new row for upserts
+    version: Version
+    position: Position
+    unavailable: tuple[str, ...] = ()   # unchanged TOAST columns: keep the stored value
+    source_ts_ms: int | None = None
+    snapshot: bool = False
+
+
+@dataclass(slots=True)
+class DeadLetter:
+    position: Position
+    key: bytes | None
+    value: bytes | None
+    stage: str     # "decode" | "apply"
+    reason: str
+    extra: dict[str, str] = field(default_factory=dict)

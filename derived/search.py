@@ -1,0 +1,243 @@
+"""Search index sink: versioned bulk writes through an alias, for Elasticsearch and OpenSearch.
+
+External versions (`external_gte`) make every write idempotent and order-independent: a 409 is
+"the index already holds something newer", not an error. Deletes are versioned too, so the
+engine remembers (for `index.gc_deletes`) that an older upsert must not bring the document back.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Protocol
+
+from derived.change import Change, DeadLetter
+from derived.cache import StoreUnavailable
+from derived.shape import shape, shaped_field
+
+RETRYABLE = {429, 500, 502, 503, 504}
+
+
+class Engine(Protocol):
+    """The few calls cdckit makes; one adapter per client library."""
+
+    def bulk(self, operations: list[dict[str, Any]]) -> dict[str, Any]: ...
+    def alias_exists(self, alias: str) -> bool: ...
+    def create_index(self, index: str, mappings: dict[str, Any] | None) -> None: ...
+    def point_alias(self, alias: str, index: str, remove_from: list[str]) -> None: ...
+    def alias_targets(self, alias: str) -> list[str]: ...
+    def mget(self, index: str, ids: list[str]) -> dict[str, dict[str, Any]]: ...
+    def search(self, index: str, body: dict[str, Any]) -> dict[str, Any]: ...
+    def count(self, index: str) -> int: ...
+    def delete_index(self, index: str) -> None: ...
+    def refresh(self, index: str) -> None: ...
+
+
+class _Common:
+    client: Any
+
+    def alias_exists(self, alias: str) -> bool:
+        return bool(self.client.indices.exists_alias(name=alias))
+
+    def alias_targets(self, alias: str) -> list[str]:
+        if not self.alias_exists(alias):
+            return []
+        return sorted(self.client.indices.get_alias(name=alias))
+
+    def point_alias(self, alias: str, index: str, remove_from: list[str]) -> None:
+        actions = [{"remove": {"index": old, "alias": alias}} for old in remove_from]
+        actions.append({"add": {"index": index, "alias": alias, "is_write_index": True}})
+        self._aliases(actions)
+
+    def mget(self, index: str, ids: list[str]) -> dict[str, dict[str, Any]]:
+        body = self._mget(index, ids)
+        return {d["_id"]: d["_source"] for d in body["docs"] if d.get("found")}
+
+    def count(self, index: str) -> int:
+        return int(self.client.count(index=index)["count"])
+
+    def delete_index(self, index: str) -> None:
+        self.client.indices.delete(index=index)
+
+    def refresh(self, index: str) -> None:
+        self.client.indices.refresh(index=index)
+
+
+class OpenSearchEngine(_Common):
+    def __init__(self, url: str, http_auth: tuple[str, str] | None = None, api_key: str | None = None,
+                 verify_certs: bool = True, ca_certs: str | None = None, timeout: float = 30):
+        from opensearchpy import OpenSearch
+
+        headers = {"Authorization": f"ApiKey {api_key}"} if api_key else None
+        self.client = OpenSearch(url, http_auth=http_auth, headers=headers, verify_certs=verify_certs,
+                                 ca_certs=ca_certs, timeout=timeout, max_retries=0)
+
+    def bulk(self, operations):
+        return self.client.bulk(body=operations)
+
+    def create_index(self, index, mappings):
+        body: dict[str, Any] = {"settings": {"number_of_replicas": 0}}
+        if mappings:
+            body["mappings"] = {"properties": mappings}
+        self.client.indices.create(index=index, body=body)
+
+    def _aliases(self, actions):
+        self.client.indices.update_aliases(body={"actions": actions})
+
+    def _mget(self, index, ids):
+        return self.client.mget(index=index, body={"ids": ids})
+
+    def search(self, index, body):
+        return self.client.search(index=index, body=body)
+
+
+class ElasticsearchEngine(_Common):
+    def __init__(self, url: str, http_auth: tuple[str, str] | None = None, api_key: str | None = None,
+                 verify_certs: bool = True, ca_certs: str | None = None, timeout: float = 30):
+        from elasticsearch import Elasticsearch
+
+        # Plain JSON headers: the client's default compatibility media type is refused by
+        # OpenSearch-API servers, and Elasticsearch 8/9 accept plain JSON as well.
+        plain = {"accept": "application/json", "content-type": "application/json"}
+        self.client = Elasticsearch(url, basic_auth=http_auth, api_key=api_key, verify_certs=verify_certs,
+                                    ca_certs=ca_certs, request_timeout=timeout, max_retries=0, headers=plain)
+
+    def bulk(self, operations):
+        return self.client.bulk(operations=operations).body
+
+    def create_index(self, index, mappings):
+        self.client.indices.create(index=index, settings={"number_of_replicas": 0},
+                                   mappings={"properties": mappings} if mappings else None)
+
+    def _aliases(self, actions):
+        self.client.indices.update_aliases(actions=actions)
+
+    def _mget(self, index, ids):
+        return self.client.mget(index=index, ids=ids).body
+
+    def search(self, index, body):
+        return self.client.search(index=index, **body).body
+
+
+@dataclass
+class SearchTable:
+    alias: str
+    columns: list[str] | None = None
+    rename: dict[str, str] = field(default_factory=dict)
+    mappings: dict[str, Any] | None = None
+
+
+@dataclass
+class SearchStats:
+    applied: int = 0
+    stale: int = 0
+    dead: list[DeadLetter] = field(default_factory=list)
+
+
+class SearchSink:
+    def __init__(self, engine: Engine, chunk: int = 2000, retries: int = 5, index_suffix: str = ""):
+        self.engine, self.chunk, self.retries = engine, chunk, retries
+        self.index_suffix = index_suffix  # a rebuild writes to another generation's index
+
+    def target(self, table: SearchTable) -> str:
+        return table.alias + self.index_suffix
+
+    def ensure_index(self, table: SearchTable) -> None:
+        """A first generation `<alias>_v1` behind the alias, unless the alias exists already."""
+        if self.engine.alias_exists(table.alias):
+            return
+        index = f"{table.alias}_v1"
+        try:
+            self.engine.create_index(index, table.mappings)
+        except Exception as exc:  # noqa: BLE001 - exists already (e.g. a crash between the two calls)
+            if "already_exists" not in str(exc) and "already exists" not in str(exc):
+                raise
+        self.engine.point_alias(table.alias, index, [])
+
+    def _op(self, ch: Change, table: SearchTable, kept: dict[str, Any]) -> list[dict[str, Any]]:
+        meta = {"_index": self.target(table), "_id": ch.doc_id, "version": ch.version.external(),
+                "version_type": "external_gte"}
+        if ch.op == "delete":
+            return [{"delete": meta}]
+        return [{"index": meta}, {**kept, **shape(ch.row, table)}]
+
+    def apply(self, changes: Iterable[Change], tables: dict[str, SearchTable]) -> SearchStats:
+        stats = SearchStats()
+        changes = list(changes)
+        kept = self._stored_unavailable(changes, tables)
+        for start in range(0, len(changes), self.chunk):
+            self._apply_chunk(changes[start:start + self.chunk], tables, stats, kept)
+        return stats
+
+    def _apply_chunk(self, pending: list[Change], tables: dict[str, SearchTable], stats: SearchStats,
+                     kept: dict[tuple[str, str], dict[str, Any]]) -> None:
+        delay = 0.2
+        for attempt in range(self.retries + 1):
+            ops = [op for ch in pending
+                   for op in self._op(ch, tables[ch.table], kept.get((ch.table, ch.doc_id), {}))]
+            try:
+                result = self.engine.bulk(ops)
+            except Exception as exc:  # noqa: BLE001 - connection errors, timeouts, 429/5xx on the request
+                failure: Exception | None = exc
+                retry = pending
+            else:
+                failure, retry = None, []
+                for ch, item in zip(pending, result["items"]):
+                    outcome = next(iter(item.values()))
+                    status = outcome.get("status", 500)
+                    if status < 300 or (status == 404 and ch.op == "delete"):
+                        stats.applied += 1
+                    elif status == 409:
+                        stats.stale += 1
+                    elif status in RETRYABLE:
+                        retry.append(ch)
+                    else:
+                        stats.dead.append(DeadLetter(ch.position, None, None, "apply",
+                                                     f"search rejected document {ch.doc_id!r}: "
+                                                     f"{_reason(outcome)}", {"store": "search"}))
+            if not retry:
+                return
+            pending = retry
+            if attempt < self.retries:
+                time.sleep(delay)
+                delay = min(delay * 2, 8.0)
+        raise StoreUnavailable(f"search: {len(pending)} writes still failing after {self.retries} retries"
+                               + (f": {failure}" if failure else ""))
+
+    def _stored_unavailable(self, changes: list[Change], tables: dict[str, SearchTable]
+                            ) -> dict[tuple[str, str], dict[str, Any]]:
+        """Unchanged TOAST columns come without a value: the stored document's fields for them."""
+        by_table: dict[str, list[Change]] = {}
+        for ch in changes:
+            if ch.op == "upsert" and ch.unavailable:
+                by_table.setdefault(ch.table, []).append(ch)
+        kept: dict[tuple[str, str], dict[str, Any]] = {}
+        for name, group in by_table.items():
+            t = tables[name]
+            stored = self.engine.mget(self.target(t), [ch.doc_id for ch in group])
+            for ch in group:
+                old = stored.get(ch.doc_id, {})
+                fields = [f for f in (shaped_field(c, t) for c in ch.unavailable) if f is not None]
+                kept[(name, ch.doc_id)] = {f: old[f] for f in fields if f in old}
+        return kept
+
+    def truncate(self, change: Change, table: SearchTable) -> int:
+        """Versioned deletes of every document not written after the truncate."""
+        deleted = 0
+        while True:
+            hits = self.engine.search(self.target(table), {"size": 5000, "version": True, "_source": False,
+                                                            "query": {"match_all": {}}})["hits"]["hits"]
+            older = [h["_id"] for h in hits if int(h.get("_version", 0)) < change.version.external()]
+            if not older:
+                return deleted
+            ops = [{"delete": {"_index": self.target(table), "_id": i, "version": change.version.external(),
+                               "version_type": "external_gte"}} for i in older]
+            self.engine.bulk(ops)
+            self.engine.refresh(self.target(table))
+            deleted += len(older)
+
+
+def _reason(outcome: dict[str, Any]) -> str:
+    err = outcome.get("error")
+    if isinstance(err, dict):
+        return f"{err.get('type')}: {err.get('reason')}"
+    return str(err or outcome)

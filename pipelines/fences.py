@@ -1,0 +1,37 @@
+"""Per-partition snapshot fences (see connectors/version.py), kept beside Spark's checkpoint.
+
+The state after batch N is stored under N; batch N+1 starts from it. A batch re-run after a crash
+starts from the same state as its first run, so it computes the same versions.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+Fences = dict[str, int]  # "topic:partition" -> highest snapshot lsn seen
+
+
+class FenceStore:
+    def __init__(self, directory: Path):
+        self.path = Path(directory) / "cdckit-fences.json"
+
+    def _load(self) -> dict[str, Fences]:
+        try:
+            return json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return {}
+
+    def before(self, batch_id: int) -> Fences:
+        """The fences as they stood after the newest batch older than `batch_id`."""
+        older = [int(b) for b in self._load() if int(b) < batch_id]
+        return dict(self._load()[str(max(older))]) if older else {}
+
+    def save(self, batch_id: int, fences: Fences) -> None:
+        state = self._load()
+        state[str(batch_id)] = fences
+        keep = sorted(state, key=int)[-3:]
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({b: state[b] for b in keep}))
+        os.replace(tmp, self.path)
