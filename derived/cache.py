@@ -43,6 +43,14 @@ def _default(value: Any) -> Any:
     return str(value)
 
 
+def _hash_value(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return orjson.dumps(value, default=_default).decode()
+
+
 @dataclass
 class ApplyStats:
     applied: int = 0
@@ -89,10 +97,13 @@ class RedisCache:
             if ch.op == "delete":
                 self._delete(keys=keys, args=[ch.version.redis(), self.deleted_ttl], client=pipe)
             else:
-                payload = orjson.dumps(shape(ch.row, t), default=_default, option=orjson.OPT_NON_STR_KEYS)
+                doc = shape(ch.row, t)
                 merge = [f for f in (shaped_field(c, t) for c in ch.unavailable) if f is not None]
-                self._upsert(keys=keys, args=[ch.version.redis(), t.format, payload, t.ttl_s or 0,
-                                              orjson.dumps(merge)], client=pipe)
+                args = [ch.version.redis(), t.format, orjson.dumps(doc, default=_default), t.ttl_s or 0,
+                        orjson.dumps(merge)]
+                if t.format == "hash":
+                    args += [x for f, v in doc.items() for x in (f, _hash_value(v))]
+                self._upsert(keys=keys, args=args, client=pipe)
         for result in pipe.execute():
             if result == 1:
                 stats.applied += 1

@@ -17,11 +17,19 @@ def last_per_key(changes: Iterable[Change]) -> tuple[list[Change], list[Change]]
             continue
         k = (change.table, change.doc_id)
         held = latest.get(k)
-        if held is None or change.version >= held.version:
-            if held is not None and change.unavailable and held.op == "upsert":
-                # TOAST: an unchanged column is absent from the newer change; take it from the older one.
-                kept = {c: held.row[c] for c in change.unavailable if c in held.row}
-                change.row = {**kept, **change.row}
-                change.unavailable = tuple(c for c in change.unavailable if c not in kept)
+        if held is None:
             latest[k] = change
+            continue
+        newer, older = (change, held) if change.version >= held.version else (held, change)
+        _fill_unavailable(newer, older)
+        latest[k] = newer
     return truncates, list(latest.values())
+
+
+def _fill_unavailable(newer: Change, older: Change) -> None:
+    """TOAST: an unchanged column is absent from the newer change; take it from the older one."""
+    if not newer.unavailable or older.op != "upsert" or newer.op != "upsert":
+        return
+    kept = {c: older.row[c] for c in newer.unavailable if c in older.row}
+    newer.row = {**kept, **newer.row}
+    newer.unavailable = tuple(c for c in newer.unavailable if c not in kept)

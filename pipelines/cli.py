@@ -117,6 +117,18 @@ for _verb, _done in (("pause", "pause requested"), ("resume", "resume requested"
     _connector_verb(_verb, _done)
 
 
+# -- run ------------------------------------------------------------------------------------------
+@app.command("run")
+@config_option
+def run_command(config_path: Path) -> None:
+    """Run the streaming sync (Spark Structured Streaming) until SIGTERM/SIGINT."""
+    from pipelines import job
+
+    cfg = _load(config_path)
+    logging.getLogger("cdckit").setLevel(logging.INFO)
+    sys.exit(job.run(cfg))
+
+
 # -- devstack -------------------------------------------------------------------------------------
 @app.group("devstack")
 def devstack_group() -> None:
