@@ -21,7 +21,8 @@ def with_(path: str, value):
     parts = path.split(".")
     for p in parts[:-1]:
         node = node[int(p)] if p.isdigit() else node[p]
-    node[parts[-1]] = value
+    last = parts[-1]
+    node[int(last) if last.isdigit() else last] = value
     return data
 
 

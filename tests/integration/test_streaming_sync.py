@@ -1,0 +1,126 @@
+"""The streaming job keeps both stores equal to Postgres through snapshot, mixed writes and a truncate."""
+import json
+import time
+import uuid
+from datetime import datetime
+from decimal import Decimal
+
+import pytest
+import redis
+import requests
+
+from pipelines.config import parse_config
+from tests.helpers import cli, drop_connector, pg, wait_streaming, write_config
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+
+@pytest.fixture(scope="session")
+def spark():
+    import os
+    import sys
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from pipelines.kafka_source import KafkaDataSource
+
+    session = (SparkSession.builder.master("local[2]").appName("cdckit-tests")
+               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    session.dataSource.register(KafkaDataSource)
+    yield session
+    session.stop()
+
+
+def pg_rows(stack, table):
+    with pg(stack) as conn:
+        cur = conn.execute(f"SELECT id, name, amount::text, tags, doc::text, big, ts FROM {table}")
+        return {str(r[0]): r for r in cur.fetchall()}
+
+
+def same(pg_row, doc):
+    id_, name, amount, tags, docj, big, ts = pg_row
+    return (doc.get("id") == id_ and doc.get("name") == name and doc.get("amount") == amount
+            and doc.get("tags") == tags and (None if doc.get("doc") is None else json.loads(doc["doc"]))
+            == (None if docj is None else json.loads(docj)) and doc.get("big") == big
+            and (ts is None and doc.get("ts") is None
+                 or ts is not None and datetime.fromisoformat(doc["ts"].replace("Z", "+00:00")) == ts))
+
+
+def store_docs(stack, cfg, table_cfg):
+    r = redis.Redis.from_url(stack.redis_url)
+    cache = {}
+    for key in r.scan_iter(match=f"{table_cfg.redis_key_template.split('{')[0]}*", count=1000):
+        key = key.decode()
+        cache[key.rsplit(":", 1)[1]] = json.loads(r.get(key))
+    requests.post(f"{stack.search_url}/{table_cfg.index_name}/_refresh")
+    hits = requests.post(f"{stack.search_url}/{table_cfg.index_name}/_search",
+                         json={"size": 10000, "query": {"match_all": {}}}).json()["hits"]["hits"]
+    return cache, {h["_id"]: h["_source"] for h in hits}
+
+
+def test_snapshot_then_mixed_workload_ends_exact(stack, spark, tmp_path):
+    name = f"sync_{uuid.uuid4().hex[:6]}"
+    table = f"public.{name}"
+    with pg(stack) as conn:
+        conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, name text, amount numeric(12,2), tags int[], "
+                     f"doc jsonb, big text, ts timestamptz)")
+        conn.execute(f"INSERT INTO {table} SELECT g, 'row ' || g, g * 1.25, ARRAY[g, g+1], "
+                     f"jsonb_build_object('g', g), NULL, now() FROM generate_series(1, 3000) g")
+        # A TOASTed value (large, incompressible) that later updates of other columns must keep.
+        conn.execute(f"UPDATE {table} SET big = (SELECT string_agg(md5(random()::text), '') "
+                     f"FROM generate_series(1, 400)) WHERE id = 7")
+    data = stack.config(tables=[{"name": table, "redis_key": f"{name}:{{id}}", "index": name}],
+                        spark={"checkpoint_dir": str(tmp_path / "ckpt"), "trigger": "1 second"})
+    path = write_config(tmp_path, data)
+    cfg = parse_config(data)
+    try:
+        assert cli("connector", "apply", "-c", str(path)).returncode == 0
+        wait_streaming(stack, data)
+        from pipelines import job
+
+        query = job.start(spark, cfg)
+
+        def workload():
+            with pg(stack) as conn:
+                for i in range(300):
+                    conn.execute(f"UPDATE {table} SET name = 'ünïcødé ✓ ' || id, amount = amount + 1 "
+                                 f"WHERE id %% 50 = %s", (i % 50,))
+                    conn.execute(f"DELETE FROM {table} WHERE id = %s", (3000 - i,))
+                    conn.execute(f"INSERT INTO {table} VALUES (%s, NULL, NULL, NULL, NULL, NULL, NULL)",
+                                 (10_000 + i,))
+                conn.execute(f"UPDATE {table} SET id = 99999 WHERE id = 11")  # primary-key change
+                conn.execute(f"UPDATE {table} SET name = 'toast kept' WHERE id = 7")
+
+        workload()  # runs while the query is streaming
+        deadline = time.monotonic() + 120
+        want = pg_rows(stack, table)
+        while time.monotonic() < deadline:
+            cache, search = store_docs(stack, cfg, cfg.tables[0])
+            if set(cache) == set(want) == set(search) and all(
+                    same(want[k], cache[k]) and same(want[k], search[k]) for k in want):
+                break
+            time.sleep(2)
+        assert set(cache) == set(want), (len(cache), len(want))
+        assert set(search) == set(want), (len(search), len(want))
+        bad = [k for k in want if not (same(want[k], cache[k]) and same(want[k], search[k]))]
+        assert not bad, (bad[:3], [want[k] for k in bad[:1]], [cache[k] for k in bad[:1]])
+        assert len(cache["7"]["big"]) == 12800 and cache["7"]["name"] == "toast kept"
+
+        # A truncate empties both stores; rows written after it arrive.
+        with pg(stack) as conn:
+            conn.execute(f"TRUNCATE {table}")
+            conn.execute(f"INSERT INTO {table} (id, name) VALUES (1, 'after truncate')")
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            cache, search = store_docs(stack, cfg, cfg.tables[0])
+            if set(cache) == set(search) == {"1"}:
+                break
+            time.sleep(2)
+        assert set(cache) == set(search) == {"1"} and cache["1"]["name"] == "after truncate"
+        query.stop()
+    finally:
+        for q in spark.streams.active:
+            q.stop()
+        drop_connector(stack, data)
