@@ -43,7 +43,13 @@ def _kafka_conf(options: dict[str, str]) -> dict[str, Any]:
     return conf
 
 
-class KafkaStreamReader(DataSourceStreamReader):
+try:
+    from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow
+except ImportError:  # pragma: no cover - pyspark without admission control
+    SupportsTriggerAvailableNow = object  # type: ignore[misc,assignment]
+
+
+class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, options: dict[str, str]):
         self.options = options
         self.conf = _kafka_conf(options)
@@ -57,6 +63,7 @@ class KafkaStreamReader(DataSourceStreamReader):
         else:
             raise ValueError("one of the options subscribe or subscribePattern is required")
         self._consumer = None
+        self._available_now: Offsets | None = None
 
     # -- driver side --------------------------------------------------------------------------
     def _meta_consumer(self):
@@ -126,9 +133,17 @@ class KafkaStreamReader(DataSourceStreamReader):
                 marks[(t, p)] = low[(t, p)] if o == -2 else o
         return _to_offsets(marks)
 
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Trigger.AvailableNow: read up to the ends as they are now, then stop."""
+        self._available_now = _to_offsets(self._high_watermarks(self._partitions()))
+
     def latestOffset(self, start: Offsets | None = None, limit=None) -> Offsets:
-        tps = self._partitions()
-        high = self._high_watermarks(tps)
+        if self._available_now is not None:
+            tps = sorted((t, int(p)) for t, parts in self._available_now.items() for p in parts)
+            high = {(t, p): self._available_now[t][str(p)] for t, p in tps}
+        else:
+            tps = self._partitions()
+            high = self._high_watermarks(tps)
         start = start or {}
         begin = {tp: int(start.get(tp[0], {}).get(str(tp[1]), 0)) for tp in tps}
         end = {tp: max(high[tp], begin[tp]) for tp in tps}

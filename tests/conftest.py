@@ -29,3 +29,20 @@ def _isolated_secrets():
     yield
     secrets._known.clear()
     secrets._known.update(before)
+
+
+@pytest.fixture(scope="session")
+def spark():
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    from pipelines.kafka_source import KafkaDataSource
+
+    session = (SparkSession.builder.master("local[2]").appName("cdckit-tests")
+               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2").getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    session.dataSource.register(KafkaDataSource)
+    yield session
+    session.stop()
+
+

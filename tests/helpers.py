@@ -85,3 +85,13 @@ def wait_streaming(stack: Endpoints, data: dict[str, Any], timeout_s: float = 60
                 return
             time.sleep(0.2)
     raise TimeoutError(f"slot {data['postgres']['slot']} did not become active in {timeout_s} s")
+
+
+def wait_for(check, timeout_s: float = 90, interval_s: float = 1.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        result = check()
+        if result:
+            return result
+        time.sleep(interval_s)
+    raise TimeoutError(f"{what} not reached within {timeout_s} s")

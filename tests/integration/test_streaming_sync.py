@@ -15,24 +15,6 @@ from tests.helpers import cli, drop_connector, pg, wait_streaming, write_config
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 
-@pytest.fixture(scope="session")
-def spark():
-    import os
-    import sys
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    from pipelines.kafka_source import KafkaDataSource
-
-    session = (SparkSession.builder.master("local[2]").appName("cdckit-tests")
-               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2").getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    session.dataSource.register(KafkaDataSource)
-    yield session
-    session.stop()
-
-
 def pg_rows(stack, table):
     with pg(stack) as conn:
         cur = conn.execute(f"SELECT id, name, amount::text, tags, doc::text, big, ts FROM {table}")
