@@ -182,7 +182,7 @@ class RedisConfig(_Strict):
 class SparkConfig(_Strict):
     master: str = "local[2]"
     checkpoint_dir: Path = Path(".cdckit/checkpoints")
-    trigger: str = Field("1 second", description="a processing-time interval, or 'available_now'")
+    trigger: str = Field("1 second", validate_default=True, description="a processing-time interval, or 'available_now'")
     max_offsets_per_trigger: int | None = Field(None, gt=0)
     kafka_source: Literal["python", "jvm"] = Field(
         "python", description="'jvm' uses Spark's built-in kafka source when its jar is on the class path")
@@ -191,9 +191,14 @@ class SparkConfig(_Strict):
     @field_validator("trigger")
     @classmethod
     def _trigger(cls, v: str) -> str:
-        if v != "available_now" and not re.match(r"^\d+(\.\d+)?\s*(ms|milliseconds?|s|seconds?|minutes?)$", v):
+        if v == "available_now":
+            return v
+        m = re.match(r"^(\d+)\s*(ms|milliseconds?|s|seconds?|minutes?)$", v.strip())
+        if not m:
             raise ValueError("use an interval like '1 second' / '500 ms', or 'available_now'")
-        return v
+        # Spark's interval parser wants spelled-out units.
+        unit = {"ms": "milliseconds", "s": "seconds"}.get(m[2], m[2].rstrip("s") + "s")
+        return f"{m[1]} {unit}"
 
 
 class Config(_Strict):

@@ -158,7 +158,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         except ImportError:  # pragma: no cover - older pyspark
             return self.max_per_trigger
         if isinstance(limit, ReadMaxRows):
-            return limit.maxRows
+            return limit.max_rows
         return None if limit is not None else self.max_per_trigger
 
     def getDefaultReadLimit(self):

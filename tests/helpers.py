@@ -95,3 +95,44 @@ def wait_for(check, timeout_s: float = 90, interval_s: float = 1.0, what: str = 
             return result
         time.sleep(interval_s)
     raise TimeoutError(f"{what} not reached within {timeout_s} s")
+
+
+def cache_docs(stack: Endpoints, key_prefix: str) -> dict[str, Any]:
+    """Redis JSON documents under `key_prefix`, by the id after the prefix."""
+    import redis
+
+    r = redis.Redis.from_url(stack.redis_url)
+    keys = [k.decode() for k in r.scan_iter(match=f"{key_prefix}*", count=1000)]
+    values = r.mget(keys) if keys else []
+    return {k[len(key_prefix):]: json.loads(v) for k, v in zip(keys, values) if v is not None}
+
+
+def search_docs(stack: Endpoints, index: str) -> dict[str, Any]:
+    import requests
+
+    requests.post(f"{stack.search_url}/{index}/_refresh", timeout=10)
+    resp = requests.post(f"{stack.search_url}/{index}/_search", timeout=30,
+                         json={"size": 10000, "query": {"match_all": {}}})
+    if resp.status_code == 404:
+        return {}
+    return {h["_id"]: h["_source"] for h in resp.json()["hits"]["hits"]}
+
+
+def simple_rows(stack: Endpoints, table: str) -> dict[str, dict[str, Any]]:
+    """Rows of a table whose columns JSON-encode the same way in Debezium and row_to_json."""
+    with pg(stack) as conn:
+        return {str(r["id"]): r for (r,) in conn.execute(f"SELECT row_to_json(t) FROM {table} t")}
+
+
+def diff_stores(stack: Endpoints, table: str, key_prefix: str, index: str) -> dict[str, list[str]]:
+    want = simple_rows(stack, table)
+    out = {}
+    for store, got in (("cache", cache_docs(stack, key_prefix)), ("search", search_docs(stack, index))):
+        out[f"{store}_missing"] = sorted(set(want) - set(got))
+        out[f"{store}_extra"] = sorted(set(got) - set(want))
+        out[f"{store}_stale"] = sorted(k for k in set(want) & set(got) if got[k] != want[k])
+    return out
+
+
+def stores_exact(stack: Endpoints, table: str, key_prefix: str, index: str) -> bool:
+    return not any(diff_stores(stack, table, key_prefix, index).values())

@@ -34,7 +34,7 @@ def test_defaults_derive_names():
     assert cfg.topic_for(t) == "cdc.public.customers"
     assert cfg.table_for_topic("cdc.public.customers") is t
     assert t.index_name == "public_customers"
-    assert cfg.spark.trigger == "1 second"
+    assert cfg.spark.trigger == "1 seconds"
 
 
 @pytest.mark.parametrize("path,value,field", [
@@ -104,3 +104,9 @@ def test_shipped_example_configs_are_valid():
 
     cfg = load_config(ROOT / "cdckit.example.yaml")
     assert cfg.tables[0].redis_key_template == "customer:{id}"
+
+
+@pytest.mark.parametrize("given,spark", [("500 ms", "500 milliseconds"), ("1 second", "1 seconds"),
+                                         ("2s", "2 seconds"), ("1 minute", "1 minutes")])
+def test_trigger_is_normalised_for_spark(given, spark):
+    assert parse_config(with_("spark", {"trigger": given})).spark.trigger == spark
