@@ -11,6 +11,7 @@ class DeadLetterWriter:
         from confluent_kafka import Producer
 
         self.topic = topic
+        ensure_topic(kafka_conf, topic)
         self._producer = Producer({**kafka_conf, "linger.ms": 5, "enable.idempotence": False})
         self._errors: list[str] = []
 
@@ -35,3 +36,18 @@ class DeadLetterWriter:
                 errors, self._errors = self._errors, []
                 raise RuntimeError(f"dead-letter topic {self.topic}: {remaining} unsent, errors: {errors[:3]}")
         return count
+
+
+def ensure_topic(kafka_conf: dict, topic: str, partitions: int = 1) -> None:
+    """Create the dead-letter topic (one partition, kept, not compacted: every letter matters)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient(kafka_conf)
+    if topic in admin.list_topics(timeout=10).topics:
+        return
+    futures = admin.create_topics([NewTopic(topic, partitions, config={"cleanup.policy": "delete"})])
+    try:
+        futures[topic].result(15)
+    except Exception as exc:  # noqa: BLE001 - created concurrently by another writer
+        if "TOPIC_ALREADY_EXISTS" not in str(exc).upper():
+            raise

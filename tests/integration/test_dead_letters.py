@@ -1,0 +1,81 @@
+"""Malformed records, an unknown op and a mapping conflict go to the dead-letter topic with reasons;
+the rest of the batch, and later batches, are applied."""
+import json
+import time
+import uuid
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from pipelines.config import parse_config
+from tests.helpers import cache_docs, cli, drop_connector, pg, search_docs, wait_for, wait_streaming, write_config
+
+pytestmark = [pytest.mark.integration, pytest.mark.spark]
+
+
+def envelope(table: str, row: dict, op: str = "u", lsn: int = 1 << 40) -> bytes:
+    schema, name = table.split(".")
+    return json.dumps({"op": op, "before": None, "after": row, "source": {
+        "schema": schema, "table": name, "lsn": lsn, "snapshot": "false",
+        "sequence": json.dumps([str(lsn), str(lsn)]), "ts_ms": int(time.time() * 1000)}}).encode()
+
+
+def read_all(bootstrap: str, topic: str, timeout_s: float = 5):
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "dlq-test", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, 0)])
+    out, deadline = [], time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        m = c.poll(0.3)
+        if m is not None and m.error() is None:
+            out.append(m)
+    c.close()
+    return out
+
+
+def test_bad_records_are_dead_lettered_and_the_rest_applied(stack, spark, tmp_path):
+    name = f"dlq_{uuid.uuid4().hex[:6]}"
+    table = f"public.{name}"
+    with pg(stack) as conn:
+        conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, n int)")
+        conn.execute(f"INSERT INTO {table} VALUES (1, 1)")
+    data = stack.config(tables=[{"name": table, "redis_key": f"{name}:{{id}}", "index": name,
+                                 "mappings": {"n": {"type": "integer"}}}],
+                        spark={"checkpoint_dir": str(tmp_path / "ckpt"), "trigger": "1 second"})
+    cfg = parse_config(data)
+    topic = cfg.topic_for(cfg.tables[0])
+    try:
+        assert cli("connector", "apply", "-c", str(write_config(tmp_path, data))).returncode == 0
+        wait_streaming(stack, data)
+        from pipelines import job
+
+        query = job.start(spark, cfg)
+        wait_for(lambda: "1" in cache_docs(stack, f"{name}:"), 90, 1, "the snapshot row")
+        p = Producer({"bootstrap.servers": stack.bootstrap_servers})
+        key = json.dumps({"id": 2}).encode()
+        p.produce(topic, key=key, value=b"{this is not json")
+        p.produce(topic, key=key, value=envelope(table, {"id": 2, "n": 2}, op="x"))
+        p.produce(topic, key=json.dumps({"id": 3}).encode(), value=envelope(table, {"id": 3, "n": "three"}))
+        p.produce(topic, key=json.dumps({"id": 4}).encode(), value=envelope(table, {"id": 4, "n": 4}))
+        p.flush(10)
+        with pg(stack) as conn:
+            conn.execute(f"INSERT INTO {table} VALUES (5, 5)")
+
+        wait_for(lambda: {"4", "5"} <= set(cache_docs(stack, f"{name}:")) and
+                 {"4", "5"} <= set(search_docs(stack, name)), 90, 1, "good records of the batch")
+        letters = wait_for(lambda: (lambda m: len(m) >= 3 and m)(
+            read_all(stack.bootstrap_servers, cfg.dead_letter_topic)), 60, 0, "dead letters")
+        reasons = [dict(m.headers())["cdckit.reason"].decode() for m in letters]
+        assert any("not valid JSON" in r for r in reasons), reasons
+        assert any("unknown op 'x'" in r for r in reasons), reasons
+        assert any("mapper_parsing_exception" in r for r in reasons), reasons
+        for m in letters:
+            h = {k: v.decode() for k, v in m.headers()}
+            assert h["cdckit.source.topic"] == topic and int(h["cdckit.source.offset"]) >= 0
+        bad_json = next(m for m in letters if "not valid JSON" in dict(m.headers())["cdckit.reason"].decode())
+        assert bad_json.value() == b"{this is not json"  # the original record, for replay after a fix
+        assert query.isActive
+        query.stop()
+    finally:
+        for q in spark.streams.active:
+            q.stop()
+        drop_connector(stack, data)
