@@ -190,26 +190,47 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
 def read_range(conf: dict[str, Any], r: KafkaRange, poll_timeout_s: float = 120,
                chunk: int = 20_000) -> Iterator[pa.RecordBatch]:
-    from confluent_kafka import Consumer, TopicPartition
+    """Records of [start, end) of one partition. Offsets may have gaps (compaction, transaction
+    markers): the range is done when the consumer's position reaches `end`, not when a record with
+    offset end-1 arrives. A range the broker can no longer serve raises."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+    tp = TopicPartition(r.topic, r.partition, r.start)
     c = Consumer({**conf, "group.id": "cdckit-source-reader", "enable.auto.commit": False,
-                  "auto.offset.reset": "error", "fetch.max.bytes": 52428800, "log_level": 3})
-    c.assign([TopicPartition(r.topic, r.partition, r.start)])
+                  "auto.offset.reset": "error", "enable.partition.eof": True, "fetch.max.bytes": 52428800,
+                  "log_level": 3})
+    c.assign([tp])
     cols: dict[str, list] = {n: [] for n in ARROW_SCHEMA.names}
     next_offset = r.start
     last_progress = time.monotonic()
+    where = f"{r.topic}[{r.partition}]"
     try:
         while next_offset < r.end:
             msgs = c.consume(10_000, 0.5)
             if not msgs:
+                position = c.position([TopicPartition(r.topic, r.partition)])[0].offset
+                if position >= r.end:
+                    break
+                _, high = c.get_watermark_offsets(TopicPartition(r.topic, r.partition), cached=True)
+                if 0 <= high < r.end and max(position, next_offset) >= high:
+                    raise RuntimeError(f"{where}: the log ends at {high}, before the range end {r.end} "
+                                       f"(topic recreated or truncated?)")
                 if time.monotonic() - last_progress > poll_timeout_s:
-                    raise RuntimeError(f"{r.topic}[{r.partition}]: no record between offsets {next_offset} "
-                                       f"and {r.end} within {poll_timeout_s:g} s (range no longer served?)")
+                    raise RuntimeError(f"{where}: no record between offsets {next_offset} and {r.end} "
+                                       f"within {poll_timeout_s:g} s")
                 continue
             last_progress = time.monotonic()
             for m in msgs:
-                if m.error() is not None:
-                    raise RuntimeError(f"{r.topic}[{r.partition}] at offset {next_offset}: {m.error()}")
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        if m.offset() < r.end:
+                            raise RuntimeError(f"{where}: the log ends at {m.offset()}, before the range end "
+                                               f"{r.end} (topic recreated or truncated?)")
+                        next_offset = r.end
+                        break
+                    raise RuntimeError(f"{where} at offset {next_offset}: {err} "
+                                       f"(range {r.start}-{r.end} can no longer be served)")
                 off = m.offset()
                 if off >= r.end:
                     next_offset = r.end
