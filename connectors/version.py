@@ -25,7 +25,7 @@ The version is (epoch, kind, lsn):
 """
 from __future__ import annotations
 
-import json
+import orjson
 from typing import Any
 
 from derived.change import Version
@@ -47,9 +47,9 @@ def previous_commit(source: dict[str, Any]) -> int | None:
     if seq is None:
         return None
     try:
-        parts = json.loads(seq) if isinstance(seq, str) else seq
+        parts = orjson.loads(seq) if isinstance(seq, str) else seq
         return None if parts[0] is None else int(parts[0])
-    except (ValueError, TypeError, IndexError):
+    except (orjson.JSONDecodeError, ValueError, TypeError, IndexError):
         raise VersionError(f"source.sequence is not [commit, lsn]: {seq!r}") from None
 
 

@@ -58,9 +58,11 @@ def stores_from_config(config: Config, generation: str = "", index_suffix: str =
     search_tables = {t.name: SearchTable(t.index_name, t.columns, dict(t.rename), t.mappings) for t in config.tables}
     cache_tables = {t.name: CacheTable(t.redis_key_template, t.redis_format, t.redis_ttl_s, t.columns,
                                        dict(t.rename)) for t in config.tables}
-    return Stores(SearchSink(engine, chunk=s.bulk_chunk, index_suffix=index_suffix),
-                  RedisCache(client, rc.deleted_version_ttl_s, generation=generation),
-                  search_tables, cache_tables, {t.name: t.key for t in config.tables})
+    from derived.null_store import NullStore
+
+    search = SearchSink(engine, chunk=s.bulk_chunk, index_suffix=index_suffix) if "search" in config.sinks else NullStore()
+    cache = RedisCache(client, rc.deleted_version_ttl_s, generation=generation) if "cache" in config.sinks else NullStore()
+    return Stores(search, cache, search_tables, cache_tables, {t.name: t.key for t in config.tables})
 
 
 def decode_records(rows: Iterable[dict[str, Any]], fences: dict[str, int],

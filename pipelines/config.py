@@ -211,6 +211,8 @@ class Config(_Strict):
     redis: RedisConfig
     spark: SparkConfig = Field(default_factory=SparkConfig)
     dlq_topic: str | None = None
+    sinks: list[Literal["search", "cache"]] = Field(default_factory=lambda: ["search", "cache"], min_length=1,
+                                                    description="which derived stores this pipeline writes")
 
     @model_validator(mode="after")
     def _unique_tables(self) -> "Config":

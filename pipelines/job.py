@@ -10,10 +10,13 @@ import threading
 import time
 from typing import Callable
 
-from pipelines.apply_batch import BatchStats, apply_records, rows_from_arrow, stores_from_config
+import orjson
+
+from pipelines.apply_batch import BatchStats, stores_from_config
 from pipelines.config import Config
 from pipelines.dead_letters import DeadLetterWriter
 from pipelines.fences import FenceStore
+from pipelines.partition_apply import STATS_DDL, STATS_SCHEMA, _add, apply_partition, executor_fn
 
 log = logging.getLogger("cdckit.job")
 
@@ -50,18 +53,30 @@ def change_stream(spark, config: Config):
     return reader.load()
 
 
-def batch_writer(config: Config, on_batch: Callable[[int, BatchStats], None] | None = None):
-    stores = stores_from_config(config)
-    for table in stores.search_tables.values():
-        stores.search.ensure_index(table)
-    dlq = DeadLetterWriter(config.kafka.client_config(), config.dead_letter_topic)
+def batch_writer(config: Config, on_batch: Callable[[int, BatchStats], None] | None = None, stores=None):
+    """foreachBatch: every Kafka partition's slice is applied on an executor (mapInArrow); the
+    driver only gathers the per-partition stats and fences. `stores` (tests, benchmarks) applies on
+    the driver instead, through the very same function."""
+    setup = stores or stores_from_config(config)
+    for table in setup.search_tables.values():
+        setup.search.ensure_index(table)
+    DeadLetterWriter(config.kafka.client_config(), config.dead_letter_topic)  # creates the topic once
     fences = FenceStore(config.spark.checkpoint_dir)
+    config_json = orjson.dumps(config.model_dump(mode="json"))
 
     def write(df, batch_id: int) -> None:
         started = time.monotonic()
-        rows = rows_from_arrow(df.toArrow())
         state = fences.before(batch_id)
-        stats = apply_records(rows, stores, state, dlq)
+        if stores is None:
+            out = df.mapInArrow(executor_fn(config_json, state), STATS_DDL).toArrow().to_pylist()
+        else:
+            dlq = DeadLetterWriter(config.kafka.client_config(), config.dead_letter_topic)
+            out = list(apply_partition(df.toArrow().to_batches(), stores, dlq, state))
+        stats = BatchStats()
+        for row in out:
+            state[f"{row['topic']}:{row['partition']}"] = max(state.get(f"{row['topic']}:{row['partition']}", 0),
+                                                               row["fence"])
+            _add(stats, BatchStats(**{k: row[k] for k in STATS_SCHEMA.names[3:]}))
         fences.save(batch_id, state)
         log.info("batch %d: %d records, search +%d (%d stale), cache +%d (%d stale), %d dead letters, %.2f s",
                  batch_id, stats.records, stats.search_applied, stats.search_stale, stats.cache_applied,
@@ -72,8 +87,8 @@ def batch_writer(config: Config, on_batch: Callable[[int, BatchStats], None] | N
     return write
 
 
-def start(spark, config: Config, on_batch=None):
-    writer = (change_stream(spark, config).writeStream.foreachBatch(batch_writer(config, on_batch))
+def start(spark, config: Config, on_batch=None, stores=None):
+    writer = (change_stream(spark, config).writeStream.foreachBatch(batch_writer(config, on_batch, stores))
               .option("checkpointLocation", str(config.spark.checkpoint_dir / "query")))
     if config.spark.trigger == "available_now":
         writer = writer.trigger(availableNow=True)
