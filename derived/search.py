@@ -95,11 +95,9 @@ class ElasticsearchEngine(_Common):
                  verify_certs: bool = True, ca_certs: str | None = None, timeout: float = 30):
         from elasticsearch import Elasticsearch
 
-        # Plain JSON headers: the client's default compatibility media type is refused by
-        # OpenSearch-API servers, and Elasticsearch 8/9 accept plain JSON as well.
-        plain = {"accept": "application/json", "content-type": "application/json"}
         self.client = Elasticsearch(url, basic_auth=http_auth, api_key=api_key, verify_certs=verify_certs,
-                                    ca_certs=ca_certs, request_timeout=timeout, max_retries=0, headers=plain)
+                                    ca_certs=ca_certs, request_timeout=timeout, max_retries=0,
+                                    node_class=_plain_json_node())
 
     def bulk(self, operations):
         return self.client.bulk(operations=operations).body
@@ -116,6 +114,29 @@ class ElasticsearchEngine(_Common):
 
     def search(self, index, body):
         return self.client.search(index=index, **body).body
+
+
+def _plain_json_node():
+    """A transport node that sends plain JSON media types. elasticsearch-py always rewrites them to
+    `application/vnd.elasticsearch+json; compatible-with=N`, which OpenSearch-API servers refuse;
+    Elasticsearch 8/9 accept plain JSON too, so one client works against both."""
+    import re
+
+    from elastic_transport import Urllib3HttpNode
+
+    compat = re.compile(r"application/vnd\.elasticsearch\+([a-z\-]+); compatible-with=\d+")
+
+    class PlainJsonNode(Urllib3HttpNode):
+        def perform_request(self, method, target, body=None, headers=None, request_timeout=None):
+            if headers:
+                headers = headers.copy()
+                for name in ("accept", "content-type"):
+                    if name in headers:
+                        headers[name] = compat.sub(r"application/\1", headers[name])
+            return super().perform_request(method, target, body=body, headers=headers,
+                                           request_timeout=request_timeout)
+
+    return PlainJsonNode
 
 
 @dataclass

@@ -1,0 +1,37 @@
+"""The job's wiring that needs no Spark: the JVM kafka source switch takes the same options."""
+from pipelines.config import parse_config
+from pipelines.job import change_stream
+from tests.pipelines.test_config import BASE, with_
+
+
+class FakeReader:
+    def __init__(self):
+        self.fmt, self.options = None, {}
+
+    def format(self, fmt):
+        self.fmt = fmt
+        return self
+
+    def option(self, key, value):
+        self.options[key] = value
+        return self
+
+    def load(self):
+        return self
+
+
+class FakeSpark:
+    def __init__(self):
+        self.readStream = FakeReader()
+
+
+def test_python_and_jvm_sources_get_the_same_options():
+    python = change_stream(FakeSpark(), parse_config(with_("spark", {"max_offsets_per_trigger": 1000})))
+    jvm = change_stream(FakeSpark(), parse_config(with_("spark", {"max_offsets_per_trigger": 1000,
+                                                                  "kafka_source": "jvm"})))
+    assert (python.fmt, jvm.fmt) == ("cdckit_kafka", "kafka")
+    assert python.options["subscribe"] == "cdc.public.customers"
+    assert python.options["kafka.bootstrap.servers"] == "127.0.0.1:9092"
+    assert python.options["maxOffsetsPerTrigger"] == "1000"
+    assert {k: v for k, v in jvm.options.items() if k != "failOnDataLoss"} == python.options
+    assert jvm.options["failOnDataLoss"] == "true"
