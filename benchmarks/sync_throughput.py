@@ -64,7 +64,7 @@ def spark_job(spark, config) -> tuple[float, int]:
 
     applied = []
     started = time.perf_counter()
-    query = job.start(spark, config, on_batch=lambda _id, stats: applied.append(stats.records))
+    query = job.start(spark, config, on_batch=lambda _id, stats, _rows: applied.append(stats.records))
     query.awaitTermination()
     return sum(applied) / (time.perf_counter() - started), sum(applied)
 

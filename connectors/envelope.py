@@ -73,7 +73,7 @@ def decode(key: bytes | None, value: bytes | None, position: Position, fence: in
     except VersionError as exc:
         raise RecordError(str(exc)) from None
     common = dict(version=version, position=position, source_ts_ms=source.get("ts_ms"),
-                  snapshot=is_snapshot(source))
+                  snapshot=is_snapshot(source), snapshot_last=str(source.get("snapshot")) == "last")
     if _OPS[op] == "truncate":
         return Change(table, "truncate", {}, "", None, **common)
     if key_data is None:

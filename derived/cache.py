@@ -70,9 +70,21 @@ class RedisCache:
         self._upsert = self.r.register_script(scripts.joinpath("cache_upsert.lua").read_text())
         self._delete = self.r.register_script(scripts.joinpath("cache_delete.lua").read_text())
 
-    def _keys(self, data_key: str) -> list[str]:
+    COUNT_PREFIX = "cdckit:count:"
+
+    def _keys(self, data_key: str, table: CacheTable) -> list[str]:
         data_key = self.generation + data_key
-        return [data_key, self.VERSION_PREFIX + data_key]
+        return [data_key, self.VERSION_PREFIX + data_key, self._count_key(table)]
+
+    def _count_key(self, table: CacheTable) -> str:
+        # Counted per key template: an O(1) estimate for `status` (keys with a TTL expire uncounted).
+        return f"{self.COUNT_PREFIX}{self.generation}{table.key_template}"
+
+    def count(self, table: CacheTable, exact: bool = False) -> int:
+        if not exact:
+            return int(self.r.get(self._count_key(table)) or 0)
+        pattern = self.generation + table.pattern()
+        return sum(1 for k in self.r.scan_iter(match=pattern, count=1000) if not k.startswith(b"cdckit:"))
 
     def apply(self, changes: Iterable[Change], tables: dict[str, CacheTable]) -> ApplyStats:
         """Apply reduced changes (at most one per key). Retries connection errors, then raises."""
@@ -93,7 +105,7 @@ class RedisCache:
         pipe = self.r.pipeline(transaction=False)
         for ch in changes:
             t = tables[ch.table]
-            keys = self._keys(t.key(ch))
+            keys = self._keys(t.key(ch), t)
             if ch.op == "delete":
                 self._delete(keys=keys, args=[ch.version.redis(), self.deleted_ttl], client=pipe)
             else:
@@ -117,9 +129,9 @@ class RedisCache:
         pattern = self.generation + table.pattern()
         for key in self.r.scan_iter(match=pattern, count=1000):
             key = key.decode() if isinstance(key, bytes) else key
-            if key.startswith(self.VERSION_PREFIX):
+            if key.startswith("cdckit:"):
                 continue
-            deleted += self._delete(keys=[key, self.VERSION_PREFIX + key],
+            deleted += self._delete(keys=[key, self.VERSION_PREFIX + key, self._count_key(table)],
                                     args=[change.version.redis(), self.deleted_ttl])
         return deleted
 

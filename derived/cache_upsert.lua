@@ -1,10 +1,11 @@
--- Versioned upsert. KEYS[1] data key, KEYS[2] version key.
+-- Versioned upsert. KEYS[1] data key, KEYS[2] version key, KEYS[3] the table's key counter.
 -- ARGV: version, format ("json"|"hash"), payload (JSON object, stored as sent), ttl seconds (0 = none),
 --       merge fields (JSON array), then for "hash" the field/value pairs.
 -- A version not above the stored one is stale: a replay never overwrites newer data.
 local held = redis.call('GET', KEYS[2])
 if held and held >= ARGV[1] then return 0 end
 local merge = cjson.decode(ARGV[5])
+if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('INCR', KEYS[3]) end
 if ARGV[2] == 'json' then
   local payload = ARGV[3]
   local old = (#merge > 0) and redis.call('GET', KEYS[1])

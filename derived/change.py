@@ -46,6 +46,7 @@ class Change:
     unavailable: tuple[str, ...] = ()   # unchanged TOAST columns: keep the stored value
     source_ts_ms: int | None = None
     snapshot: bool = False
+    snapshot_last: bool = False         # Debezium's marker on the initial snapshot's final record
 
 
 @dataclass(slots=True)

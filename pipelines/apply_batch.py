@@ -29,6 +29,8 @@ class BatchStats:
     cache_applied: int = 0
     cache_stale: int = 0
     truncates: int = 0
+    snapshot_reads: int = 0
+    snapshot_last_lsn: int = 0          # set when the batch held the snapshot's final record
     newest_source_ts_ms: int | None = None
 
 
@@ -83,7 +85,7 @@ def decode_records(rows: Iterable[dict[str, Any]], fences: dict[str, int],
                 continue
             table_hint = out.table
             if out.table not in known_tables:
-                raise RecordError(f"table {out.table} is not in the config")
+                continue  # a captured table this config does not sync (e.g. the signal table)
             if key_columns.get(out.table) and out.op != "truncate":
                 out = decode(r["key"], r["value"], pos, fences.get(fence_key, 0), key_columns[out.table])
         except RecordError as exc:
@@ -114,6 +116,8 @@ def apply_records(rows: list[dict[str, Any]], stores: Stores, fences: dict[str, 
     stats.dead_letters = dlq.write(dead) if dead else 0
     stats.search_applied, stats.search_stale = search.applied, search.stale
     stats.cache_applied, stats.cache_stale = cache.applied, cache.stale
+    stats.snapshot_reads = sum(1 for c in changes if c.snapshot)
+    stats.snapshot_last_lsn = max((c.version.lsn for c in changes if c.snapshot_last), default=0)
     stamps = [c.source_ts_ms for c in changes if c.source_ts_ms and not c.snapshot]
     stats.newest_source_ts_ms = max(stamps) if stamps else None
     return stats

@@ -126,7 +126,58 @@ def run_command(config_path: Path) -> None:
 
     cfg = _load(config_path)
     logging.getLogger("cdckit").setLevel(logging.INFO)
-    sys.exit(job.run(cfg))
+    sys.exit(job.run(cfg, config_path=config_path))
+
+
+# -- status ---------------------------------------------------------------------------------------
+@app.command("status")
+@config_option
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+@click.option("--exact", is_flag=True, help="exact row/document/key counts (scans; slower)")
+def status_command(config_path: Path, as_json: bool, exact: bool) -> None:
+    """Connector, slot, topics, pipeline and stores as they are now. Exit 1 when unhealthy."""
+    from pipelines import status
+
+    cfg = _load(config_path)
+    report = status.collect(cfg, exact=exact)
+    if as_json:
+        say(json.dumps(report.as_json(), indent=2, default=str))
+    else:
+        _show_status(report)
+    sys.exit(0 if report.healthy else 1)
+
+
+def _show_status(report) -> None:
+    c = report.connector or {}
+    say(f"connector  {c.get('name', '?')}: {c.get('state', 'unknown')}"
+        + "".join(f", task {t['id']} {t['state']}" for t in c.get("tasks", [])))
+    sl = report.slot or {}
+    if sl.get("exists"):
+        say(f"slot       {sl['name']}: {'active' if sl['active'] else 'INACTIVE'}, lag {sl['lag_bytes'] or 0:,} B, "
+            f"WAL retained {sl['wal_retained_bytes'] or 0:,} B")
+    p = report.pipeline
+    if p.get("last_batch_id") is not None:
+        fresh = p.get("newest_change_age_s")
+        say(f"pipeline   last batch {p['last_batch_id']} {p['last_batch_age_s']} s ago"
+            + (f", newest applied change {fresh} s old" if fresh is not None else ""))
+    table = Table("topic", "cleanup", "end", "committed", "lag")
+    for topic, t in report.topics.items():
+        end = sum(t.get("end_offsets", {}).values()) if t.get("exists") else "-"
+        committed = sum((t.get("committed_offsets") or {}).values()) if t.get("exists") else "-"
+        table.add_row(topic, t.get("cleanup_policy", "missing"), str(end), str(committed),
+                      f"{t.get('lag', '-')}{' (growing)' if t.get('lag_growing') else ''}")
+    out.print(table)
+    rows = Table("table", "postgres", "search docs", "cache keys")
+    for name, t in report.tables.items():
+        pg = t.get("postgres_rows", t.get("postgres_rows_estimate"))
+        rows.add_row(name, "-" if pg is None else (f"{pg}" if "postgres_rows" in t else f"~{pg}"),
+                     str(t.get("search_docs", "-")), str(t.get("cache_keys", "-")))
+    out.print(rows)
+    for w in report.warnings:
+        say(f"warning: {w}")
+    for problem in report.problems:
+        say(f"UNHEALTHY: {problem}")
+    say("healthy" if report.healthy else "unhealthy")
 
 
 # -- devstack -------------------------------------------------------------------------------------

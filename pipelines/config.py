@@ -211,6 +211,8 @@ class Config(_Strict):
     redis: RedisConfig
     spark: SparkConfig = Field(default_factory=SparkConfig)
     dlq_topic: str | None = None
+    metrics_port: int = Field(9464, ge=0, le=65535, description="Prometheus metrics of `cdckit run`; 0 = off")
+    metrics_host: str = Field("127.0.0.1", description="address the metrics listen on (0.0.0.0 in a container)")
     sinks: list[Literal["search", "cache"]] = Field(default_factory=lambda: ["search", "cache"], min_length=1,
                                                     description="which derived stores this pipeline writes")
 
@@ -232,6 +234,11 @@ class Config(_Strict):
     @property
     def dead_letter_topic(self) -> str:
         return self.dlq_topic or f"{self.topic_prefix}.dlq"
+
+    @property
+    def topic_pattern(self) -> str:
+        """Every table topic of this prefix (not the heartbeat, transaction or dead-letter topics)."""
+        return rf"^{re.escape(self.topic_prefix)}\.[^.]+\.[^.]+$"
 
     def topic_for(self, table: TableConfig) -> str:
         return f"{self.topic_prefix}.{table.name}"

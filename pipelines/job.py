@@ -8,11 +8,15 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Callable
 
 import orjson
 
 from pipelines.apply_batch import BatchStats, stores_from_config
+from pipelines.checkpoint_state import write_status
+from pipelines.config import load_config
+from pipelines.errors import CdckitError
 from pipelines.config import Config
 from pipelines.dead_letters import DeadLetterWriter
 from pipelines.fences import FenceStore
@@ -40,10 +44,11 @@ def spark_session(config: Config):
 
 
 def change_stream(spark, config: Config):
-    """The change topics as a streaming DataFrame with the kafka source's columns."""
-    topics = ",".join(config.topic_for(t) for t in config.tables)
+    """Every table topic of the prefix as a streaming DataFrame with the kafka source's columns.
+    A pattern, not a list, so a table added later (`cdckit snapshot add`) needs no restart."""
     fmt = "cdckit_kafka" if config.spark.kafka_source == "python" else "kafka"
-    reader = spark.readStream.format(fmt).option("subscribe", topics).option("startingOffsets", "earliest")
+    reader = (spark.readStream.format(fmt).option("subscribePattern", config.topic_pattern)
+              .option("startingOffsets", "earliest"))
     for key, value in config.kafka.client_config().items():
         reader = reader.option(f"kafka.{key}", value)
     if config.spark.max_offsets_per_trigger:
@@ -53,19 +58,56 @@ def change_stream(spark, config: Config):
     return reader.load()
 
 
-def batch_writer(config: Config, on_batch: Callable[[int, BatchStats], None] | None = None, stores=None):
+class LiveConfig:
+    """The config a batch runs with: re-read when its file changes, so tables can be added while
+    the job runs; an invalid edit is logged and the previous config kept."""
+
+    def __init__(self, config: Config, path: Path | None = None):
+        self.config, self.path = config, path
+        self.mtime = path.stat().st_mtime if path else None
+        self._prepare()
+
+    def _prepare(self) -> None:
+        stores = stores_from_config(self.config)
+        for table in stores.search_tables.values():
+            stores.search.ensure_index(table)
+        self.json = orjson.dumps(self.config.model_dump(mode="json"))
+
+    def current(self) -> Config:
+        if self.path is not None:
+            try:
+                mtime = self.path.stat().st_mtime
+            except OSError:
+                return self.config
+            if mtime != self.mtime:
+                self.mtime = mtime
+                try:
+                    fresh = load_config(self.path)
+                    fresh.spark.checkpoint_dir = self.config.spark.checkpoint_dir
+                    self.config = fresh
+                    self._prepare()
+                    log.warning("config reloaded: %d table(s)", len(fresh.tables))
+                except CdckitError as exc:
+                    log.error("config change ignored: %s", exc)
+        return self.config
+
+
+def batch_writer(config: Config, on_batch: Callable | None = None, stores=None, config_path: Path | None = None,
+                 metrics=None):
     """foreachBatch: every Kafka partition's slice is applied on an executor (mapInArrow); the
     driver only gathers the per-partition stats and fences. `stores` (tests, benchmarks) applies on
     the driver instead, through the very same function."""
-    setup = stores or stores_from_config(config)
-    for table in setup.search_tables.values():
-        setup.search.ensure_index(table)
+    live = LiveConfig(config, config_path)
+    if stores is not None:
+        for table in stores.search_tables.values():
+            stores.search.ensure_index(table)
     DeadLetterWriter(config.kafka.client_config(), config.dead_letter_topic)  # creates the topic once
     fences = FenceStore(config.spark.checkpoint_dir)
-    config_json = orjson.dumps(config.model_dump(mode="json"))
 
     def write(df, batch_id: int) -> None:
         started = time.monotonic()
+        live.current()
+        config_json = live.json
         state = fences.before(batch_id)
         if stores is None:
             out = df.mapInArrow(executor_fn(config_json, state), STATS_DDL).toArrow().to_pylist()
@@ -78,17 +120,22 @@ def batch_writer(config: Config, on_batch: Callable[[int, BatchStats], None] | N
                                                                row["fence"])
             _add(stats, BatchStats(**{k: row[k] for k in STATS_SCHEMA.names[3:]}))
         fences.save(batch_id, state)
+        seconds = time.monotonic() - started
+        write_status(config.spark.checkpoint_dir, batch_id, stats, seconds)
+        if metrics is not None:
+            metrics.batch(stats, seconds)
         log.info("batch %d: %d records, search +%d (%d stale), cache +%d (%d stale), %d dead letters, %.2f s",
                  batch_id, stats.records, stats.search_applied, stats.search_stale, stats.cache_applied,
-                 stats.cache_stale, stats.dead_letters, time.monotonic() - started)
+                 stats.cache_stale, stats.dead_letters, seconds)
         if on_batch:
-            on_batch(batch_id, stats)
+            on_batch(batch_id, stats, out)
 
     return write
 
 
-def start(spark, config: Config, on_batch=None, stores=None):
-    writer = (change_stream(spark, config).writeStream.foreachBatch(batch_writer(config, on_batch, stores))
+def start(spark, config: Config, on_batch=None, stores=None, config_path: Path | None = None, metrics=None):
+    write = batch_writer(config, on_batch, stores, config_path, metrics)
+    writer = (change_stream(spark, config).writeStream.foreachBatch(write)
               .option("checkpointLocation", str(config.spark.checkpoint_dir / "query")))
     if config.spark.trigger == "available_now":
         writer = writer.trigger(availableNow=True)
@@ -97,9 +144,14 @@ def start(spark, config: Config, on_batch=None, stores=None):
     return writer.queryName("cdckit").start()
 
 
-def run(config: Config) -> int:
+def run(config: Config, config_path: Path | None = None, on_batch=None, once: Callable[[], bool] | None = None
+        ) -> int:
+    """Run until SIGTERM/SIGINT (after the current batch), or until `once()` says the work is done."""
+    from pipelines.metrics import PipelineMetrics
+
     spark = spark_session(config)
-    query = start(spark, config)
+    metrics = PipelineMetrics(config.metrics_port, config.metrics_host) if config.metrics_port else None
+    query = start(spark, config, on_batch=on_batch, config_path=config_path, metrics=metrics)
     stopping = threading.Event()
 
     def on_term(signum, _frame):
@@ -109,7 +161,7 @@ def run(config: Config) -> int:
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
     while query.isActive:
-        if stopping.is_set():
+        if stopping.is_set() or (once is not None and once()):
             while query.status.get("isTriggerActive"):
                 time.sleep(0.1)
             query.stop()

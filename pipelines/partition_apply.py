@@ -18,7 +18,8 @@ STATS_SCHEMA = pa.schema([
     ("topic", pa.string()), ("partition", pa.int32()), ("fence", pa.int64()), ("records", pa.int64()),
     ("tombstones", pa.int64()), ("dead_letters", pa.int64()), ("search_applied", pa.int64()),
     ("search_stale", pa.int64()), ("cache_applied", pa.int64()), ("cache_stale", pa.int64()),
-    ("truncates", pa.int64()), ("newest_source_ts_ms", pa.int64()),
+    ("truncates", pa.int64()), ("snapshot_reads", pa.int64()), ("snapshot_last_lsn", pa.int64()),
+    ("newest_source_ts_ms", pa.int64()),
 ])
 # The same schema as Spark DDL, for mapInArrow's declared output.
 STATS_DDL = ", ".join(f"`{f.name}` {'string' if f.type == pa.string() else 'int' if f.type == pa.int32() else 'bigint'}"
@@ -70,6 +71,8 @@ def _add(total: BatchStats, s: BatchStats) -> None:
         a, b = getattr(total, name), getattr(s, name)
         if name == "newest_source_ts_ms":
             setattr(total, name, max(x for x in (a, b) if x is not None) if (a or b) else None)
+        elif name == "snapshot_last_lsn":
+            setattr(total, name, max(a, b))
         else:
             setattr(total, name, a + b)
 

@@ -11,13 +11,27 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 
+def server_state_dir(prefix: str) -> Path:
+    """A state dir the postgres user can reach: not under pytest's tmp dir, which pytest resets to
+    mode 700 whenever another pytest session starts."""
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    path.chmod(0o755)
+    return path
+
+
 @pytest.fixture(scope="session")
-def stack(tmp_path_factory):
+def stack():
     """The real servers, once for the whole run."""
+    import shutil
+
     from tests.stack import provide
 
-    with provide(tmp_path_factory.mktemp("devstack")) as endpoints:
+    state = server_state_dir("cdckit-test-stack-")
+    with provide(state) as endpoints:
         yield endpoints
+    shutil.rmtree(state, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)

@@ -10,8 +10,10 @@ pytestmark = pytest.mark.integration
 PORTS = {"postgres": 55632, "kafka": 59292, "connect": 58283, "redis": 56579, "search": 59400}
 
 
-def test_up_twice_then_down(tmp_path):
-    settings = StackSettings(state_dir=tmp_path / "stack", ports=PORTS)
+def test_up_twice_then_down():
+    from tests.conftest import server_state_dir
+
+    settings = StackSettings(state_dir=server_state_dir("cdckit-devstack-test-"), ports=PORTS)
     started = time.monotonic()
     try:
         states = stack.up(settings, say=lambda _: None)
@@ -22,6 +24,7 @@ def test_up_twice_then_down(tmp_path):
         assert {s.name: s.pid for s in again} == pids  # nothing restarted
     finally:
         stack.down(settings, say=lambda _: None)
+        __import__("shutil").rmtree(settings.state_dir, ignore_errors=True)
     assert not any(processes.alive(pid) for pid in pids.values())
     assert not any(processes.port_in_use(port) for port in PORTS.values())
     assert all(s.pid is None and not s.healthy for s in stack.status(settings))

@@ -30,7 +30,7 @@ def test_python_and_jvm_sources_get_the_same_options():
     jvm = change_stream(FakeSpark(), parse_config(with_("spark", {"max_offsets_per_trigger": 1000,
                                                                   "kafka_source": "jvm"})))
     assert (python.fmt, jvm.fmt) == ("cdckit_kafka", "kafka")
-    assert python.options["subscribe"] == "cdc.public.customers"
+    assert python.options["subscribePattern"] == r"^cdc\.[^.]+\.[^.]+$"
     assert python.options["kafka.bootstrap.servers"] == "127.0.0.1:9092"
     assert python.options["maxOffsetsPerTrigger"] == "1000"
     assert {k: v for k, v in jvm.options.items() if k != "failOnDataLoss"} == python.options

@@ -1,0 +1,46 @@
+"""What the pipeline leaves beside Spark's checkpoint, for `status` and `bootstrap` to read:
+the committed source offsets (Spark's own files) and a small per-batch status file."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+
+def _latest(folder: Path) -> int | None:
+    ids = [int(p.name) for p in folder.glob("[0-9]*") if p.name.isdigit()]
+    return max(ids) if ids else None
+
+
+def committed_offsets(checkpoint_dir: Path) -> dict[str, dict[str, int]] | None:
+    """Source offsets up to which the pipeline has applied everything (Spark's last commit)."""
+    query = Path(checkpoint_dir) / "query"
+    batch = _latest(query / "commits")
+    if batch is None:
+        return None
+    lines = (query / "offsets" / str(batch)).read_text().splitlines()
+    # v1 / metadata / one line per source
+    return {t: {p: int(o) for p, o in parts.items()} for t, parts in json.loads(lines[2]).items()}
+
+
+def status_path(checkpoint_dir: Path) -> Path:
+    return Path(checkpoint_dir) / "cdckit-status.json"
+
+
+def write_status(checkpoint_dir: Path, batch_id: int, stats: Any, seconds: float) -> None:
+    body = {"batch_id": batch_id, "finished_at": time.time(), "seconds": round(seconds, 3), "pid": os.getpid(),
+            **{k: v for k, v in vars(stats).items()}}
+    path = status_path(checkpoint_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(body))
+    os.replace(tmp, path)
+
+
+def read_status(checkpoint_dir: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(status_path(checkpoint_dir).read_text())
+    except (OSError, ValueError):
+        return None
