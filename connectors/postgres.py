@@ -53,16 +53,17 @@ class SlotInfo:
     restart_lsn: int | None
     confirmed_flush_lsn: int | None
     retained_bytes: int | None
+    active_pid: int | None = None
 
 
 def slot_info(conn: psycopg.Connection, slot: str) -> SlotInfo | None:
     row = conn.execute(
         "SELECT slot_name, active, restart_lsn::text, confirmed_flush_lsn::text, "
-        "pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint "
+        "pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)::bigint, active_pid "
         "FROM pg_replication_slots WHERE slot_name = %s", (slot,)).fetchone()
     if row is None:
         return None
-    return SlotInfo(row[0], row[1], row[2] and lsn_to_int(row[2]), row[3] and lsn_to_int(row[3]), row[4])
+    return SlotInfo(row[0], row[1], row[2] and lsn_to_int(row[2]), row[3] and lsn_to_int(row[3]), row[4], row[5])
 
 
 def drop_slot(conn: psycopg.Connection, slot: str) -> bool:
@@ -74,3 +75,28 @@ def drop_slot(conn: psycopg.Connection, slot: str) -> bool:
 
 def drop_publication(conn: psycopg.Connection, publication: str) -> None:
     conn.execute(f'DROP PUBLICATION IF EXISTS "{publication}"')
+
+
+def ensure_publication(conn: psycopg.Connection, publication: str, tables: list[str]) -> str:
+    """The pgoutput publication for exactly these tables; returns 'created', 'updated' or 'unchanged'."""
+    wanted = sorted(tables)
+    exists = conn.execute("SELECT 1 FROM pg_publication WHERE pubname = %s", (publication,)).fetchone()
+    table_list = ", ".join(wanted)
+    if not exists:
+        conn.execute(f'CREATE PUBLICATION "{publication}" FOR TABLE {table_list}')
+        return "created"
+    have = sorted(f"{s}.{t}" for s, t in conn.execute(
+        "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s", (publication,)).fetchall())
+    if have == wanted:
+        return "unchanged"
+    conn.execute(f'ALTER PUBLICATION "{publication}" SET TABLE {table_list}')
+    return "updated"
+
+
+def send_signal(conn: psycopg.Connection, signal_table: str, kind: str, data: str) -> str:
+    """A Debezium source-channel signal (e.g. execute-snapshot); returns its id."""
+    import uuid
+
+    signal_id = uuid.uuid4().hex
+    conn.execute(f"INSERT INTO {signal_table} (id, type, data) VALUES (%s, %s, %s)", (signal_id, kind, data))
+    return signal_id

@@ -16,7 +16,11 @@ The version is (epoch, kind, lsn):
   lock, so the later one commits after the earlier one's commit: P(later) >= commit(earlier) >
   P(earlier). Every transaction streamed after a snapshot at L0 commits after L0, so P >= L0.
 - snapshot read: epoch = P if present (a blocking/incremental snapshot taken mid-stream) else L0,
-  kind 0, so any change streamed after it at the same epoch (kind 1) wins.
+  kind 0, so any change streamed after it at the same epoch (kind 1) wins. Incremental-snapshot
+  reads have no `lsn` (`sequence` = [P, P]): they are emitted when a chunk's window closes, P being
+  the last commit processed then; Debezium drops a read whose key changed inside the window, so
+  every change committed before P is older than the read and every change streamed after it
+  carries a P' >= P with kind 1.
 - streamed without P (the first transaction after a snapshot): it commits after L0, so
   epoch = max(lsn, fence), where `fence` is the highest snapshot `lsn` seen earlier in the same
   topic partition. Its key's snapshot read, if any, is in the same partition at a lower offset,
@@ -42,23 +46,29 @@ def is_snapshot(source: dict[str, Any]) -> bool:
     return str(source.get("snapshot", "false")).lower() in SNAPSHOT_MARKERS
 
 
-def previous_commit(source: dict[str, Any]) -> int | None:
+def _sequence(source: dict[str, Any]) -> tuple[int | None, int | None]:
     seq = source.get("sequence")
     if seq is None:
-        return None
+        return None, None
     try:
         parts = orjson.loads(seq) if isinstance(seq, str) else seq
-        return None if parts[0] is None else int(parts[0])
+        return tuple(None if p is None else int(p) for p in parts[:2])  # type: ignore[return-value]
     except (orjson.JSONDecodeError, ValueError, TypeError, IndexError):
         raise VersionError(f"source.sequence is not [commit, lsn]: {seq!r}") from None
 
 
+def previous_commit(source: dict[str, Any]) -> int | None:
+    return _sequence(source)[0]
+
+
 def version_of(source: dict[str, Any], fence: int = 0) -> Version:
+    prev, seq_lsn = _sequence(source)
     try:
-        lsn = int(source["lsn"])
-    except (KeyError, TypeError, ValueError):
+        # Incremental-snapshot reads carry no lsn of their own: `sequence` holds the stream position
+        # at which the chunk was emitted (P = the last commit processed).
+        lsn = int(source["lsn"]) if source.get("lsn") is not None else int(seq_lsn)
+    except (TypeError, ValueError):
         raise VersionError("source.lsn is missing or not a number") from None
-    prev = previous_commit(source)
     if is_snapshot(source):
         return Version(prev if prev is not None else lsn, 0, lsn)
     if prev is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -127,6 +128,76 @@ def run_command(config_path: Path) -> None:
     cfg = _load(config_path)
     logging.getLogger("cdckit").setLevel(logging.INFO)
     sys.exit(job.run(cfg, config_path=config_path))
+
+
+# -- bootstrap ------------------------------------------------------------------------------------
+@app.command("bootstrap")
+@config_option
+@click.option("--once", is_flag=True, help="exit once the stores are consistent with the snapshot")
+def bootstrap_command(config_path: Path, once: bool) -> None:
+    """Snapshot the configured tables into both stores, with progress; then keep streaming."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from pipelines import bootstrap, connector_ops, job
+
+    cfg = _load(config_path)
+    totals = bootstrap.prepare(cfg)
+    result = connector_ops.apply(cfg)
+    say(f"connector {cfg.connector_name}: {result.action}")
+    state = bootstrap.read_state(cfg)
+    if state:
+        say(f"already bootstrapped ({state['detected_by']}, snapshot LSN {state['snapshot_lsn']})")
+        if once:
+            return
+    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,.0f}/{task.total:,.0f}"),
+               TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=out, transient=False) as progress:
+        tasks = {name: progress.add_task(name, total=max(total, 1), rate="") for name, total in totals.items()}
+        started = time.monotonic()
+
+        def advance(table: str, reads: int) -> None:
+            rate = reads / max(time.monotonic() - started, 1e-6)
+            progress.update(tasks[table], completed=min(reads, totals[table]), rate=f"{rate:,.0f} rows/s")
+
+        watch = bootstrap.Watch(cfg, totals, on_progress=advance, done=state)
+
+        def finished() -> bool:
+            done = watch.check_idle()
+            if done:
+                for name in tasks:
+                    progress.update(tasks[name], completed=max(totals[name], 1))
+            return done and once
+
+        code = job.run(cfg, config_path=config_path, on_batch=watch.on_batch, once=finished)
+    if watch.done:
+        say(f"stores consistent with the snapshot (LSN {watch.done['snapshot_lsn']}, "
+            f"{watch.done.get('seconds', 0)} s); watermark in {bootstrap.state_path(cfg)}")
+    sys.exit(code)
+
+
+# -- snapshot -------------------------------------------------------------------------------------
+@app.group("snapshot")
+def snapshot_group() -> None:
+    """Ad-hoc (incremental) snapshots."""
+
+
+@snapshot_group.command("add")
+@click.argument("table")
+@config_option
+def snapshot_add(table: str, config_path: Path) -> None:
+    """Add TABLE (schema.table, already in the config) to the running pipeline via an incremental snapshot."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from pipelines.snapshot_add import add_table
+
+    cfg = _load(config_path)
+    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,.0f}/{task.total:,.0f}"),
+                  TimeElapsedColumn(), console=out) as progress:
+        task = progress.add_task(f"{table} (keys in the cache)", total=1)
+        result = add_table(cfg, table, on_progress=lambda done, total: progress.update(task, completed=done,
+                                                                                        total=max(total, 1)))
+    say(f"{table}: incremental snapshot done in {result['seconds']} s: {result['rows']:,} rows in Postgres, "
+        f"{result['in_store']:,} in the store")
 
 
 # -- status ---------------------------------------------------------------------------------------

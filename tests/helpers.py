@@ -107,15 +107,25 @@ def cache_docs(stack: Endpoints, key_prefix: str) -> dict[str, Any]:
     return {k[len(key_prefix):]: json.loads(v) for k, v in zip(keys, values) if v is not None}
 
 
-def search_docs(stack: Endpoints, index: str) -> dict[str, Any]:
+def search_docs(stack: Endpoints, index: str, sort_field: str = "id") -> dict[str, Any]:
+    """Every document, paged with search_after on `sort_field`."""
     import requests
 
     requests.post(f"{stack.search_url}/{index}/_refresh", timeout=10)
-    resp = requests.post(f"{stack.search_url}/{index}/_search", timeout=30,
-                         json={"size": 10000, "query": {"match_all": {}}})
-    if resp.status_code == 404:
-        return {}
-    return {h["_id"]: h["_source"] for h in resp.json()["hits"]["hits"]}
+    docs: dict[str, Any] = {}
+    after = None
+    while True:
+        body: dict[str, Any] = {"size": 10000, "query": {"match_all": {}}, "sort": [{sort_field: "asc"}]}
+        if after is not None:
+            body["search_after"] = after
+        resp = requests.post(f"{stack.search_url}/{index}/_search", timeout=60, json=body)
+        if resp.status_code == 404:
+            return docs
+        hits = resp.json()["hits"]["hits"]
+        docs.update((h["_id"], h["_source"]) for h in hits)
+        if len(hits) < 10000:
+            return docs
+        after = hits[-1]["sort"]
 
 
 def simple_rows(stack: Endpoints, table: str) -> dict[str, dict[str, Any]]:
@@ -136,3 +146,16 @@ def diff_stores(stack: Endpoints, table: str, key_prefix: str, index: str) -> di
 
 def stores_exact(stack: Endpoints, table: str, key_prefix: str, index: str) -> bool:
     return not any(diff_stores(stack, table, key_prefix, index).values())
+
+
+def assert_exact(stack: Endpoints, table: str, key_prefix: str, index: str, timeout_s: float = 120) -> None:
+    """Wait for both stores to equal the table; on failure show what differs (first keys of each kind)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        diff = diff_stores(stack, table, key_prefix, index)
+        if not any(diff.values()):
+            return
+        if time.monotonic() > deadline:
+            shown = {k: (len(v), v[:5]) for k, v in diff.items() if v}
+            raise AssertionError(f"{table} differs from its stores: {shown}")
+        time.sleep(1)

@@ -183,7 +183,7 @@ class Connect(Server):
     def argv(self) -> list[str]:
         java = system_binary("java", self.name, "openjdk-17-jre-headless")
         return [str(java), "-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-Djava.awt.headless=true",
-                f"-Dlog4j.configuration=file:{self.home / 'log4j.properties'}",
+                f"-Dlog4j2.configurationFile={self.home / 'log4j2.properties'}",
                 "-cp", f"{self.home / 'lib'}/*", "org.apache.kafka.connect.cli.ConnectDistributed",
                 str(self.home / "worker.properties")]
 
@@ -196,11 +196,13 @@ class Connect(Server):
         _, plugins = assemble(self.home)
         (self.home / "worker.properties").write_text(
             worker_properties(self.s.bootstrap_servers, self.port, plugins))
-        (self.home / "log4j.properties").write_text(
-            "log4j.rootLogger=INFO, stdout\nlog4j.appender.stdout=org.apache.log4j.ConsoleAppender\n"
-            "log4j.appender.stdout.layout=org.apache.log4j.PatternLayout\n"
-            "log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n\n"
-            "log4j.logger.org.reflections=ERROR\nlog4j.logger.org.apache.kafka.clients=WARN\n")
+        # The wheel ships log4j 2 (log4j-core + slf4j2 binding): a log4j2 properties file.
+        (self.home / "log4j2.properties").write_text(
+            "status = warn\nappender.out.type = Console\nappender.out.name = out\n"
+            "appender.out.layout.type = PatternLayout\nappender.out.layout.pattern = [%d] %p %m (%c)%n\n"
+            "rootLogger.level = info\nrootLogger.appenderRef.out.ref = out\n"
+            "logger.clients.name = org.apache.kafka.clients\nlogger.clients.level = warn\n"
+            "logger.reflections.name = org.reflections\nlogger.reflections.level = error\n")
 
     def healthy(self) -> bool:
         resp = requests.get(f"{self.s.connect_url}/connector-plugins", timeout=2)

@@ -94,3 +94,10 @@ def test_reduce_merges_toast_from_older_change_in_batch():
                                lsn=20, seq=(20, 20)), POS)
     _, latest = last_per_key([new, old])
     assert latest[0].row == {"id": 5, "big": "B", "n": 2} and latest[0].unavailable == ()
+
+
+def test_incremental_snapshot_read_uses_its_sequence():
+    read = version_of({"lsn": None, "snapshot": "incremental", "sequence": '["5000","5000"]'})
+    before = version_of({"lsn": 4900, "snapshot": "false", "sequence": '["4800","4900"]'})
+    after = version_of({"lsn": 5100, "snapshot": "false", "sequence": '["5000","5100"]'})
+    assert before < read < after
