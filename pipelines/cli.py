@@ -113,7 +113,7 @@ def _connector_verb(verb: str, done: str):
     return command
 
 
-for _verb, _done in (("pause", "pause requested"), ("resume", "resume requested"),
+for _verb, _done in (("pause", "pause requested"), ("resume", "resume requested"), ("stop", "stop requested"),
                      ("restart", "restart requested"), ("delete", "deleted")):
     _connector_verb(_verb, _done)
 

@@ -64,7 +64,8 @@ class LiveConfig:
 
     def __init__(self, config: Config, path: Path | None = None):
         self.config, self.path = config, path
-        self.mtime = path.stat().st_mtime if path else None
+        # Unknown: the file may have changed since `config` was read from it, so the first batch re-reads it.
+        self.mtime: float | None = None
         self._prepare()
 
     def _prepare(self) -> None:
@@ -84,9 +85,10 @@ class LiveConfig:
                 try:
                     fresh = load_config(self.path)
                     fresh.spark.checkpoint_dir = self.config.spark.checkpoint_dir
-                    self.config = fresh
-                    self._prepare()
-                    log.warning("config reloaded: %d table(s)", len(fresh.tables))
+                    if fresh != self.config:
+                        self.config = fresh
+                        self._prepare()
+                        log.warning("config reloaded: %d table(s)", len(fresh.tables))
                 except CdckitError as exc:
                     log.error("config change ignored: %s", exc)
         return self.config

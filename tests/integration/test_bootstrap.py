@@ -134,16 +134,16 @@ def test_snapshot_add_under_load_and_status_states(stack, tmp_path):
         assert lagging.returncode == 1 and report["topics"][topic]["lag_growing"]
         assert any("lag" in p and "growing" in p for p in report["problems"])
 
-        # Stopped connector and, with it, an inactive slot.
-        assert cli("connector", "pause", "-c", str(path)).returncode == 0
+        # Stopped connector (its task shut down) and, with it, an inactive slot.
+        assert cli("connector", "stop", "-c", str(path)).returncode == 0
         wait_for(lambda: not json.loads(cli("status", "--json", "-c", str(path)).stdout)["slot"]["active"], 60, 1,
                  "slot inactive")
         paused = cli("status", "--json", "-c", str(path))
         report = json.loads(paused.stdout)
         assert paused.returncode == 1
-        assert report["connector"]["state"] == "PAUSED" and report["slot"]["active"] is False
+        assert report["connector"]["state"] == "STOPPED" and report["slot"]["active"] is False
         assert any("inactive" in p for p in report["problems"])
-        assert any("PAUSED" in p for p in report["problems"])
+        assert any("STOPPED" in p for p in report["problems"])
     finally:
         stop.set()
         if run is not None:
