@@ -30,7 +30,7 @@ def main() -> None:
     import psycopg
     import yaml
 
-    from pipelines.kafka_source import KafkaStreamReader
+    from pipelines.kafka_source import end_offsets
 
     tmp = Path(tempfile.mkdtemp(prefix="cdckit-bench-"))
     with bench_stack() as s:
@@ -61,17 +61,15 @@ def main() -> None:
         in_kafka: dict[str, float] = {}
 
         def watch_topic(started: float) -> None:
-            reader = KafkaStreamReader({"subscribe": topic, "kafka.bootstrap.servers": s.bootstrap_servers})
             while True:
                 try:
-                    end = reader.latestOffset({}, None).get(topic, {})
+                    end = end_offsets({"bootstrap.servers": s.bootstrap_servers}, [topic]).get(topic, {})
                 except Exception:  # noqa: BLE001 - topic not created yet
                     end = {}
                 if sum(end.values()) >= args.rows:
                     in_kafka["seconds"] = time.perf_counter() - started
                     break
                 time.sleep(0.5)
-            reader.stop()
 
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
         started = time.perf_counter()

@@ -41,16 +41,14 @@ def plain_consumer(config, topic: str, partitions: int) -> float:
     job's own per-partition function; events/s."""
     from pipelines.apply_batch import stores_from_config
     from pipelines.dead_letters import DeadLetterWriter
-    from pipelines.kafka_source import KafkaRange, KafkaStreamReader, read_range
+    from pipelines.kafka_source import KafkaRange, end_offsets, read_range
     from pipelines.partition_apply import apply_partition
 
     stores = stores_from_config(config)
     for t in stores.search_tables.values():
         stores.search.ensure_index(t)
     dlq = DeadLetterWriter(config.kafka.client_config(), config.dead_letter_topic)
-    reader = KafkaStreamReader({"subscribe": topic, "kafka.bootstrap.servers": config.kafka.bootstrap_servers})
-    end = reader.latestOffset({}, None)[topic]
-    reader.stop()
+    end = end_offsets(config.kafka.client_config(), [topic])[topic]
     started = time.perf_counter()
     total, fences = 0, {}
     for p in range(partitions):

@@ -36,8 +36,9 @@ def connector_config(config: "Config") -> dict[str, str]:
         "slot.name": pg.slot,
         "publication.name": pg.publication,
         "publication.autocreate.mode": "filtered",
-        # The signal table must be captured too, or incremental snapshots cannot be signalled.
-        "table.include.list": ",".join([t.name for t in config.tables] + [pg.signal_table]),
+        # The signal table must be captured, or incremental snapshots cannot be signalled; so must
+        # the heartbeat table: its writes are what lets an idle slot confirm WAL and move on.
+        "table.include.list": ",".join([t.name for t in config.tables] + [pg.signal_table, pg.heartbeat_table]),
         "signal.data.collection": pg.signal_table,
         "signal.enabled.channels": "source",
         "snapshot.mode": "initial",

@@ -55,6 +55,19 @@ class _Common:
     def count(self, index: str) -> int:
         return int(self.client.count(index=index)["count"])
 
+    def scan_ids(self, index: str, page: int = 5000):
+        """Every document id, by scroll (constant memory)."""
+        body = self._scroll_start(index, page)
+        try:
+            while body["hits"]["hits"]:
+                yield from (h["_id"] for h in body["hits"]["hits"])
+                body = self._scroll_next(body["_scroll_id"])
+        finally:
+            try:
+                self.client.clear_scroll(scroll_id=body.get("_scroll_id"))
+            except Exception:  # noqa: BLE001 - best effort; the scroll expires anyway
+                pass
+
     def delete_index(self, index: str) -> None:
         self.client.indices.delete(index=index)
 
@@ -89,6 +102,13 @@ class OpenSearchEngine(_Common):
     def search(self, index, body):
         return self.client.search(index=index, body=body)
 
+    def _scroll_start(self, index, page):
+        return self.client.search(index=index, scroll="2m", body={"size": page, "_source": False,
+                                                                  "query": {"match_all": {}}})
+
+    def _scroll_next(self, scroll_id):
+        return self.client.scroll(scroll_id=scroll_id, scroll="2m")
+
 
 class ElasticsearchEngine(_Common):
     def __init__(self, url: str, http_auth: tuple[str, str] | None = None, api_key: str | None = None,
@@ -114,6 +134,13 @@ class ElasticsearchEngine(_Common):
 
     def search(self, index, body):
         return self.client.search(index=index, **body).body
+
+    def _scroll_start(self, index, page):
+        return self.client.search(index=index, scroll="2m", size=page, source=False,
+                                  query={"match_all": {}}).body
+
+    def _scroll_next(self, scroll_id):
+        return self.client.scroll(scroll_id=scroll_id, scroll="2m").body
 
 
 def _plain_json_node():

@@ -49,7 +49,8 @@ def prepare(config: Config) -> dict[str, int]:
     with postgres.connect(config.postgres.dsn_kwargs()) as conn:
         postgres.ensure_support_tables(conn, config.postgres.heartbeat_table, config.postgres.signal_table)
         postgres.ensure_publication(conn, config.postgres.publication,
-                                    [t.name for t in config.tables] + [config.postgres.signal_table])
+                                    [t.name for t in config.tables]
+                                    + [config.postgres.signal_table, config.postgres.heartbeat_table])
         return {t.name: conn.execute(f"SELECT count(*) FROM {t.name}").fetchone()[0] for t in config.tables}
 
 
@@ -106,12 +107,7 @@ def _streaming(config: Config) -> bool:
 
 
 def _caught_up(config: Config, committed: dict[str, dict[str, int]]) -> bool:
-    from pipelines.kafka_source import KafkaStreamReader
+    from pipelines.kafka_source import end_offsets
 
-    reader = KafkaStreamReader({"subscribe": ",".join(config.topic_for(t) for t in config.tables),
-                                **{f"kafka.{k}": v for k, v in config.kafka.client_config().items()}})
-    try:
-        end = reader.latestOffset({}, None)
-    finally:
-        reader.stop()
+    end = end_offsets(config.kafka.client_config(), [config.topic_for(t) for t in config.tables])
     return all(int(committed.get(t, {}).get(p, 0)) >= int(o) for t, parts in end.items() for p, o in parts.items())

@@ -200,6 +200,43 @@ def snapshot_add(table: str, config_path: Path) -> None:
         f"{result['in_store']:,} in the store")
 
 
+# -- verify ---------------------------------------------------------------------------------------
+@app.command("verify")
+@config_option
+@click.option("--table", "table", default=None, help="only this schema.table")
+@click.option("--sample", type=int, default=None, help="compare N random rows instead of all")
+@click.option("--timeout", "timeout_s", type=float, default=120, show_default=True,
+              help="seconds to wait for the pipeline to catch up with the database")
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+def verify_command(config_path: Path, table: str | None, sample: int | None, timeout_s: float, as_json: bool) -> None:
+    """Compare Postgres with both stores once the pipeline has caught up. Exit 1 on any difference."""
+    from pipelines import verify
+
+    cfg = _load(config_path)
+    try:
+        report = verify.verify(cfg, table=table, sample=sample, timeout_s=timeout_s)
+    except verify.NotCaughtUp as exc:
+        err.print(f"error: {exc}", highlight=False, markup=False)
+        sys.exit(3)
+    if as_json:
+        say(json.dumps(report.as_json(), indent=2, default=str))
+    else:
+        say(f"caught up with WAL position {report.target_lsn} after {report.waited_s} s")
+        for t in report.tables:
+            for store, d in t.stores.items():
+                state = "exact" if d.clean else ", ".join(f"{n} {k}" for k, n in d.counts.items() if n)
+                say(f"{t.table} ({t.rows:,} rows) vs {store}: {state}")
+                for doc_id in d.missing:
+                    say(f"  missing   {doc_id}")
+                for doc_id in d.extra:
+                    say(f"  extra     {doc_id}")
+                for item in d.different:
+                    say(f"  different {item['id']} field {item['field']}: postgres {item['postgres']!r}, "
+                        f"store {item['store']!r}")
+        say("exact" if report.exact else "DIFFERENCES FOUND")
+    sys.exit(0 if report.exact else 1)
+
+
 # -- status ---------------------------------------------------------------------------------------
 @app.command("status")
 @config_option

@@ -2,6 +2,7 @@
 to the search index and the cache. Spark schedules; `apply_batch` does the work."""
 from __future__ import annotations
 
+import json
 import logging
 import os
 import signal
@@ -146,6 +147,17 @@ def start(spark, config: Config, on_batch=None, stores=None, config_path: Path |
     return writer.queryName("cdckit").start()
 
 
+def progress_lag(progress: dict | None) -> dict[str, int]:
+    """Records between the last batch's end and the newest offsets the source saw, per topic."""
+    if not progress or not progress.get("sources"):
+        return {}
+    src = progress["sources"][0]
+    end, latest = src.get("endOffset"), src.get("latestOffset")
+    end, latest = (json.loads(x) if isinstance(x, str) else (x or {}) for x in (end, latest))
+    return {t: sum(max(0, int(o) - int(end.get(t, {}).get(p, 0))) for p, o in parts.items())
+            for t, parts in latest.items()}
+
+
 def run(config: Config, config_path: Path | None = None, on_batch=None, once: Callable[[], bool] | None = None
         ) -> int:
     """Run until SIGTERM/SIGINT (after the current batch), or until `once()` says the work is done."""
@@ -163,6 +175,8 @@ def run(config: Config, config_path: Path | None = None, on_batch=None, once: Ca
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
     while query.isActive:
+        if metrics is not None:
+            metrics.lags(progress_lag(query.lastProgress))
         if stopping.is_set() or (once is not None and once()):
             while query.status.get("isTriggerActive"):
                 time.sleep(0.1)

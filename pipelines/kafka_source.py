@@ -188,6 +188,15 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         yield from read_range(self.conf, partition, self.poll_timeout_s)
 
 
+def end_offsets(kafka_conf: dict[str, Any], topics: list[str]) -> Offsets:
+    """End offsets (high watermarks from Fetch responses) of these topics, from the driver."""
+    reader = KafkaStreamReader({"subscribe": ",".join(topics), **{f"kafka.{k}": v for k, v in kafka_conf.items()}})
+    try:
+        return reader.latestOffset({}, None)
+    finally:
+        reader.stop()
+
+
 def read_range(conf: dict[str, Any], r: KafkaRange, poll_timeout_s: float = 120,
                chunk: int = 20_000) -> Iterator[pa.RecordBatch]:
     """Records of [start, end) of one partition. Offsets may have gaps (compaction, transaction

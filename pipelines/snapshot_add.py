@@ -74,14 +74,9 @@ def add_table(config: Config, table_name: str, on_progress: Callable[[int, int],
 
 
 def _end_offsets(config: Config, topic: str) -> dict[str, int]:
-    from pipelines.kafka_source import KafkaStreamReader
+    from pipelines.kafka_source import end_offsets
 
-    reader = KafkaStreamReader({"subscribe": topic,
-                                **{f"kafka.{k}": v for k, v in config.kafka.client_config().items()}})
-    try:
-        return {p: int(o) for p, o in reader.latestOffset({}, None).get(topic, {}).items()}
-    finally:
-        reader.stop()
+    return {p: int(o) for p, o in end_offsets(config.kafka.client_config(), [topic]).get(topic, {}).items()}
 
 
 def _signal(config: Config, table_name: str) -> str:

@@ -84,7 +84,7 @@ def _topics(config: Config, report: Report) -> None:
     from confluent_kafka.admin import AdminClient, ConfigResource
 
     from pipelines.checkpoint_state import committed_offsets
-    from pipelines.kafka_source import KafkaStreamReader
+    from pipelines.kafka_source import end_offsets
 
     conf = config.kafka.client_config()
     admin = AdminClient(conf)
@@ -93,22 +93,18 @@ def _topics(config: Config, report: Report) -> None:
     except Exception as exc:  # noqa: BLE001 - KafkaException: broker unreachable
         report.problem(f"Kafka at {config.kafka.bootstrap_servers}: {exc}")
         return
-    committed = committed_offsets(config.spark.checkpoint_dir) or {}
-    reader = KafkaStreamReader({"subscribe": ",".join(config.topic_for(t) for t in config.tables),
-                                **{f"kafka.{k}": v for k, v in conf.items()}})
+    topics = [config.topic_for(t) for t in config.tables if config.topic_for(t) in existing]
 
-    def lags() -> dict[str, int]:
-        end = reader.latestOffset({}, None)
+    def lags() -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+        committed = committed_offsets(config.spark.checkpoint_dir) or {}
+        end = end_offsets(conf, topics) if topics else {}
         return {t: sum(max(0, int(o) - int(committed.get(t, {}).get(p, 0))) for p, o in parts.items())
                 for t, parts in end.items()}, end
 
-    try:
-        first, end = lags()
-        time.sleep(LAG_GROWTH_SAMPLE_S)
-        committed = committed_offsets(config.spark.checkpoint_dir) or {}
-        second, end = lags()
-    finally:
-        reader.stop()
+    first, _ = lags()
+    time.sleep(LAG_GROWTH_SAMPLE_S)
+    second, end = lags()
+    committed = committed_offsets(config.spark.checkpoint_dir) or {}
     for t in config.tables:
         topic = config.topic_for(t)
         info: dict[str, Any] = {"exists": topic in existing}

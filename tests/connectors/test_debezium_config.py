@@ -11,7 +11,7 @@ def test_generated_config_carries_what_the_sync_relies_on():
     assert c["tombstones.on.delete"] == "true"
     assert c["skipped.operations"] == "none"  # truncates reach the stores
     assert c["topic.creation.default.cleanup.policy"] == "compact"
-    assert c["table.include.list"] == "public.customers,public.cdckit_signal"
+    assert c["table.include.list"] == "public.customers,public.cdckit_signal,public.cdckit_heartbeat"
     assert c["signal.data.collection"] == "public.cdckit_signal"
     assert int(c["heartbeat.interval.ms"]) > 0 and "cdckit_heartbeat" in c["heartbeat.action.query"]
     assert c["key.converter.schemas.enable"] == "false"

@@ -35,3 +35,11 @@ def test_python_and_jvm_sources_get_the_same_options():
     assert python.options["maxOffsetsPerTrigger"] == "1000"
     assert {k: v for k, v in jvm.options.items() if k != "failOnDataLoss"} == python.options
     assert jvm.options["failOnDataLoss"] == "true"
+
+
+def test_progress_lag_from_spark_progress():
+    from pipelines.job import progress_lag
+
+    progress = {"sources": [{"endOffset": '{"t": {"0": 5, "1": 7}}', "latestOffset": '{"t": {"0": 9, "1": 7}}'}]}
+    assert progress_lag(progress) == {"t": 4}
+    assert progress_lag(None) == {}
