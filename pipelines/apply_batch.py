@@ -69,11 +69,14 @@ def stores_from_config(config: Config, generation: str = "", index_suffix: str =
 
 def decode_records(rows: Iterable[dict[str, Any]], fences: dict[str, int],
                    key_columns: dict[str, list[str] | None], known_tables: set[str]
-                   ) -> tuple[list[Change], list[DeadLetter], int]:
-    """Decode in offset order per partition, advancing each partition's snapshot fence as it goes."""
+                   ) -> tuple[list[Change], list[DeadLetter], int, int]:
+    """Decode in offset order per partition, advancing each partition's snapshot fence as it goes.
+    Also returns the snapshot's final-record marker (its lsn), wherever it is: the final record is
+    often one of a table this pipeline does not sync (heartbeat, signal)."""
     changes: list[Change] = []
     dead: list[DeadLetter] = []
     tombstones = 0
+    snapshot_last_lsn = 0
     for r in sorted(rows, key=lambda r: (r["topic"], r["partition"], r["offset"])):
         pos = Position(r["topic"], r["partition"], r["offset"])
         fence_key = f"{pos.topic}:{pos.partition}"
@@ -84,6 +87,8 @@ def decode_records(rows: Iterable[dict[str, Any]], fences: dict[str, int],
                 tombstones += 1
                 continue
             table_hint = out.table
+            if out.snapshot_last:
+                snapshot_last_lsn = max(snapshot_last_lsn, out.version.lsn)
             if out.table not in known_tables:
                 continue  # a captured table this config does not sync (e.g. the signal table)
             if key_columns.get(out.table) and out.op != "truncate":
@@ -95,12 +100,13 @@ def decode_records(rows: Iterable[dict[str, Any]], fences: dict[str, int],
         if out.snapshot:
             fences[fence_key] = max(fences.get(fence_key, 0), out.version.lsn)
         changes.append(out)
-    return changes, dead, tombstones
+    return changes, dead, tombstones, snapshot_last_lsn
 
 
 def apply_records(rows: list[dict[str, Any]], stores: Stores, fences: dict[str, int], dlq) -> BatchStats:
     stats = BatchStats(records=len(rows))
-    changes, dead, stats.tombstones = decode_records(rows, fences, stores.key_columns, set(stores.search_tables))
+    changes, dead, stats.tombstones, stats.snapshot_last_lsn = decode_records(
+        rows, fences, stores.key_columns, set(stores.search_tables))
     truncates, latest = last_per_key(changes)
     for t in sorted(truncates, key=lambda c: c.version):
         stores.search.truncate(t, stores.search_tables[t.table])
@@ -117,7 +123,6 @@ def apply_records(rows: list[dict[str, Any]], stores: Stores, fences: dict[str, 
     stats.search_applied, stats.search_stale = search.applied, search.stale
     stats.cache_applied, stats.cache_stale = cache.applied, cache.stale
     stats.snapshot_reads = sum(1 for c in changes if c.snapshot)
-    stats.snapshot_last_lsn = max((c.version.lsn for c in changes if c.snapshot_last), default=0)
     stamps = [c.source_ts_ms for c in changes if c.source_ts_ms and not c.snapshot]
     stats.newest_source_ts_ms = max(stamps) if stamps else None
     return stats

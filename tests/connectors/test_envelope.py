@@ -101,3 +101,16 @@ def test_incremental_snapshot_read_uses_its_sequence():
     before = version_of({"lsn": 4900, "snapshot": "false", "sequence": '["4800","4900"]'})
     after = version_of({"lsn": 5100, "snapshot": "false", "sequence": '["5000","5100"]'})
     assert before < read < after
+
+
+def test_snapshot_final_marker_counts_even_on_a_table_not_synced():
+    from pipelines.apply_batch import decode_records
+
+    heartbeat = json.dumps({"op": "r", "after": {"id": 1}, "source": {
+        "schema": "public", "table": "cdckit_heartbeat", "lsn": 900, "snapshot": "last",
+        "sequence": '[null,"900"]'}}).encode()
+    rows = [{"key": KEY, "value": envelope("r", after={"id": 5}, lsn=900, seq=(None, 900), snapshot="true"),
+             "topic": "cdc.public.t", "partition": 0, "offset": 0},
+            {"key": KEY, "value": heartbeat, "topic": "cdc.public.cdckit_heartbeat", "partition": 0, "offset": 0}]
+    changes, dead, _, last = decode_records(rows, {}, {}, {"public.t"})
+    assert [c.table for c in changes] == ["public.t"] and not dead and last == 900
