@@ -11,11 +11,8 @@ import orjson
 import redis
 
 from derived.change import Change
+from derived.errors import StoreUnavailable
 from derived.shape import shape, shaped_field
-
-
-class StoreUnavailable(Exception):
-    """The store did not accept the batch after retries; the batch must be retried as a whole."""
 
 
 @dataclass

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Protocol
 
 from derived.change import Change, DeadLetter
-from derived.cache import StoreUnavailable
+from derived.errors import StoreUnavailable
 from derived.shape import shape, shaped_field
 
 RETRYABLE = {429, 500, 502, 503, 504}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ def status_path(checkpoint_dir: Path) -> Path:
 
 def write_status(checkpoint_dir: Path, batch_id: int, stats: Any, seconds: float) -> None:
     body = {"batch_id": batch_id, "finished_at": time.time(), "seconds": round(seconds, 3), "pid": os.getpid(),
+            "host": socket.gethostname(),
             **{k: v for k, v in vars(stats).items()}}
     path = status_path(checkpoint_dir)
     path.parent.mkdir(parents=True, exist_ok=True)

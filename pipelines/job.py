@@ -21,7 +21,7 @@ from pipelines.errors import CdckitError
 from pipelines.config import Config
 from pipelines.dead_letters import DeadLetterWriter
 from pipelines.fences import FenceStore
-from pipelines.partition_apply import STATS_DDL, STATS_SCHEMA, _add, apply_partition, executor_fn
+from pipelines.partition_apply import STATS_DDL, STATS_SCHEMA, add_stats, executor_fn
 
 log = logging.getLogger("cdckit.job")
 
@@ -95,15 +95,10 @@ class LiveConfig:
         return self.config
 
 
-def batch_writer(config: Config, on_batch: Callable | None = None, stores=None, config_path: Path | None = None,
-                 metrics=None):
+def batch_writer(config: Config, on_batch: Callable | None = None, config_path: Path | None = None, metrics=None):
     """foreachBatch: every Kafka partition's slice is applied on an executor (mapInArrow); the
-    driver only gathers the per-partition stats and fences. `stores` (tests, benchmarks) applies on
-    the driver instead, through the very same function."""
+    driver only gathers the per-partition stats and fences."""
     live = LiveConfig(config, config_path)
-    if stores is not None:
-        for table in stores.search_tables.values():
-            stores.search.ensure_index(table)
     DeadLetterWriter(config.kafka.client_config(), config.dead_letter_topic)  # creates the topic once
     fences = FenceStore(config.spark.checkpoint_dir)
 
@@ -112,16 +107,12 @@ def batch_writer(config: Config, on_batch: Callable | None = None, stores=None, 
         live.current()
         config_json = live.json
         state = fences.before(batch_id)
-        if stores is None:
-            out = df.mapInArrow(executor_fn(config_json, state), STATS_DDL).toArrow().to_pylist()
-        else:
-            dlq = DeadLetterWriter(config.kafka.client_config(), config.dead_letter_topic)
-            out = list(apply_partition(df.toArrow().to_batches(), stores, dlq, state))
+        out = df.mapInArrow(executor_fn(config_json, state), STATS_DDL).toArrow().to_pylist()
         stats = BatchStats()
         for row in out:
             state[f"{row['topic']}:{row['partition']}"] = max(state.get(f"{row['topic']}:{row['partition']}", 0),
                                                                row["fence"])
-            _add(stats, BatchStats(**{k: row[k] for k in STATS_SCHEMA.names[3:]}))
+            add_stats(stats, BatchStats(**{k: row[k] for k in STATS_SCHEMA.names[3:]}))
         fences.save(batch_id, state)
         seconds = time.monotonic() - started
         write_status(config.spark.checkpoint_dir, batch_id, stats, seconds)
@@ -136,8 +127,8 @@ def batch_writer(config: Config, on_batch: Callable | None = None, stores=None, 
     return write
 
 
-def start(spark, config: Config, on_batch=None, stores=None, config_path: Path | None = None, metrics=None):
-    write = batch_writer(config, on_batch, stores, config_path, metrics)
+def start(spark, config: Config, on_batch=None, config_path: Path | None = None, metrics=None):
+    write = batch_writer(config, on_batch, config_path, metrics)
     writer = (change_stream(spark, config).writeStream.foreachBatch(write)
               .option("checkpointLocation", str(config.spark.checkpoint_dir / "query")))
     if config.spark.trigger == "available_now":
@@ -153,7 +144,7 @@ def progress_lag(progress: dict | None) -> dict[str, int]:
         return {}
     src = progress["sources"][0]
     end, latest = src.get("endOffset"), src.get("latestOffset")
-    end, latest = (json.loads(x) if isinstance(x, str) else (x or {}) for x in (end, latest))
+    end, latest = ((json.loads(x) if isinstance(x, str) else x) or {} for x in (end, latest))
     return {t: sum(max(0, int(o) - int(end.get(t, {}).get(p, 0))) for p, o in parts.items())
             for t, parts in latest.items()}
 
@@ -176,7 +167,10 @@ def run(config: Config, config_path: Path | None = None, on_batch=None, once: Ca
     signal.signal(signal.SIGINT, on_term)
     while query.isActive:
         if metrics is not None:
-            metrics.lags(progress_lag(query.lastProgress))
+            try:
+                metrics.lags(progress_lag(query.lastProgress))
+            except Exception:  # noqa: BLE001 - a metric must never stop the sync
+                log.exception("lag metric not updated")
         if stopping.is_set() or (once is not None and once()):
             while query.status.get("isTriggerActive"):
                 time.sleep(0.1)

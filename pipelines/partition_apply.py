@@ -52,7 +52,7 @@ def apply_partition(batches: Iterable[pa.RecordBatch], stores, dlq, fences: dict
             by_tp.setdefault((r["topic"], r["partition"]), []).append(r)
         for tp, rows in by_tp.items():
             stats = apply_records(rows, stores, fences, dlq)
-            _add(totals.setdefault(tp, BatchStats()), stats)
+            add_stats(totals.setdefault(tp, BatchStats()), stats)
         pending.clear()
 
     for rb in batches:
@@ -66,7 +66,8 @@ def apply_partition(batches: Iterable[pa.RecordBatch], stores, dlq, fences: dict
                **{k: getattr(s, k) for k in STATS_SCHEMA.names[3:]}}
 
 
-def _add(total: BatchStats, s: BatchStats) -> None:
+def add_stats(total: BatchStats, s: BatchStats) -> None:
+    """Sum `s` into `total` (the newest timestamp and the snapshot marker by maximum)."""
     for name in STATS_SCHEMA.names[3:]:
         a, b = getattr(total, name), getattr(s, name)
         if name == "newest_source_ts_ms":

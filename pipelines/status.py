@@ -2,6 +2,8 @@
 overall verdict (the exit code)."""
 from __future__ import annotations
 
+import os
+import socket
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -64,6 +66,8 @@ def _slot(config: Config, report: Report) -> None:
             for t in config.tables:
                 est = conn.execute("SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass(%s)",
                                    (t.name,)).fetchone()
+                if est is not None and est[0] < 0:  # never analyzed: no estimate, so count
+                    est = conn.execute(f"SELECT count(*) FROM {t.name}").fetchone()
                 report.tables.setdefault(t.name, {})["postgres_rows_estimate"] = est[0] if est else None
     except postgres.PostgresUnreachable as exc:
         report.problem(str(exc))
@@ -135,10 +139,24 @@ def _pipeline(config: Config, report: Report) -> None:
         report.problem("the pipeline has not applied any batch yet (is `cdckit run` running?)")
         return
     age = time.time() - st["finished_at"]
+    if st.get("host") == socket.gethostname() and not _alive(st.get("pid")):
+        report.problem(f"the pipeline process that applied the last batch (pid {st.get('pid')}) is not running")
     report.pipeline = {"last_batch_id": st["batch_id"], "last_batch_age_s": round(age, 1),
                        "newest_change_age_s": round(time.time() - st["newest_source_ts_ms"] / 1000, 1)
                        if st.get("newest_source_ts_ms") else None,
                        "last_batch_records": st["records"], "dead_letters_last_batch": st["dead_letters"]}
+
+
+def _alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _stores(config: Config, report: Report, exact: bool) -> None:

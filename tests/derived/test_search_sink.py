@@ -3,7 +3,7 @@ import uuid
 
 import pytest
 
-from derived.cache import StoreUnavailable
+from derived.errors import StoreUnavailable
 from derived.change import Change, Position, Version
 from derived.search import ElasticsearchEngine, OpenSearchEngine, SearchSink, SearchTable
 

@@ -14,6 +14,7 @@ import pytest
 
 from tests.helpers import (assert_exact, cli, diff_stores, drop_connector, pg, stores_exact, wait_for, wait_streaming,
                            write_config)
+from pipelines.checkpoint_state import read_status
 from tests.stack import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.drill]
@@ -99,6 +100,8 @@ def test_snapshot_add_under_load_and_status_states(stack, tmp_path):
         assert cli("bootstrap", "--once", "-c", str(path)).returncode == 0
         run = cdckit("run", "-c", str(path), log=log)
         wait_for(lambda: stores_exact(stack, first, f"{name}_a:", f"{name}_a"), 120, 1, "first table synced")
+        # `status` judges the process that applied the last batch: wait for `run`'s first batch.
+        wait_for(lambda: (read_status(ckpt) or {}).get("pid") == run.pid, 120, 0.5, "a batch applied by run")
 
         healthy = cli("status", "--json", "-c", str(path))
         report = json.loads(healthy.stdout)

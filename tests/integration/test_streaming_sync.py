@@ -3,7 +3,6 @@ import json
 import time
 import uuid
 from datetime import datetime
-from decimal import Decimal
 
 import pytest
 import redis

@@ -43,3 +43,4 @@ def test_progress_lag_from_spark_progress():
     progress = {"sources": [{"endOffset": '{"t": {"0": 5, "1": 7}}', "latestOffset": '{"t": {"0": 9, "1": 7}}'}]}
     assert progress_lag(progress) == {"t": 4}
     assert progress_lag(None) == {}
+    assert progress_lag({"sources": [{"endOffset": "null", "latestOffset": None}]}) == {}
