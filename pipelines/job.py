@@ -24,6 +24,7 @@ from pipelines.fences import FenceStore
 from pipelines.partition_apply import STATS_DDL, STATS_SCHEMA, add_stats, executor_fn
 
 log = logging.getLogger("cdckit.job")
+STOP_GRACE_S = 30.0
 
 
 def spark_session(config: Config):
@@ -172,7 +173,10 @@ def run(config: Config, config_path: Path | None = None, on_batch=None, once: Ca
             except Exception:  # noqa: BLE001 - a metric must never stop the sync
                 log.exception("lag metric not updated")
         if stopping.is_set() or (once is not None and once()):
-            while query.status.get("isTriggerActive"):
+            # Let the current batch finish, but not forever: a batch stuck on an unreachable store
+            # is re-run from the checkpoint next time anyway.
+            deadline = time.monotonic() + STOP_GRACE_S
+            while query.status.get("isTriggerActive") and time.monotonic() < deadline:
                 time.sleep(0.1)
             query.stop()
             break
