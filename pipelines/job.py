@@ -19,7 +19,7 @@ from pipelines.checkpoint_state import write_status
 from pipelines.config import load_config
 from pipelines.errors import CdckitError
 from pipelines.config import Config
-from pipelines.dead_letters import DeadLetterWriter
+from pipelines.dead_letters import ensure_topic
 from pipelines.fences import FenceStore
 from pipelines.partition_apply import STATS_DDL, STATS_SCHEMA, add_stats, executor_fn
 
@@ -100,7 +100,7 @@ def batch_writer(config: Config, on_batch: Callable | None = None, config_path: 
     """foreachBatch: every Kafka partition's slice is applied on an executor (mapInArrow); the
     driver only gathers the per-partition stats and fences."""
     live = LiveConfig(config, config_path)
-    DeadLetterWriter(config.kafka.client_config(), config.dead_letter_topic)  # creates the topic once
+    ensure_topic(config.kafka.client_config(), config.dead_letter_topic)
     fences = FenceStore(config.spark.checkpoint_dir)
 
     def write(df, batch_id: int) -> None:

@@ -9,7 +9,7 @@ import redis
 import requests
 
 from pipelines.config import parse_config
-from tests.helpers import cli, drop_connector, pg, wait_streaming, write_config
+from tests.helpers import cache_docs, cli, drop_connector, pg, search_docs, wait_streaming, write_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -29,18 +29,8 @@ def same(pg_row, doc):
                  or ts is not None and datetime.fromisoformat(doc["ts"].replace("Z", "+00:00")) == ts))
 
 
-def store_docs(stack, cfg, table_cfg):
-    r = redis.Redis.from_url(stack.redis_url)
-    cache = {}
-    for key in r.scan_iter(match=f"{table_cfg.redis_key_template.split('{')[0]}*", count=1000):
-        key = key.decode()
-        raw = r.get(key)  # deleted since the scan: the next poll sees the settled state
-        if raw is not None:
-            cache[key.rsplit(":", 1)[1]] = json.loads(raw)
-    requests.post(f"{stack.search_url}/{table_cfg.index_name}/_refresh")
-    hits = requests.post(f"{stack.search_url}/{table_cfg.index_name}/_search",
-                         json={"size": 10000, "query": {"match_all": {}}}).json()["hits"]["hits"]
-    return cache, {h["_id"]: h["_source"] for h in hits}
+def store_docs(stack, table_cfg):
+    return cache_docs(stack, f"{table_cfg.table_name}:"), search_docs(stack, table_cfg.index_name)
 
 
 def test_snapshot_then_mixed_workload_ends_exact(stack, spark, tmp_path):
@@ -80,7 +70,7 @@ def test_snapshot_then_mixed_workload_ends_exact(stack, spark, tmp_path):
         deadline = time.monotonic() + 120
         want = pg_rows(stack, table)
         while time.monotonic() < deadline:
-            cache, search = store_docs(stack, cfg, cfg.tables[0])
+            cache, search = store_docs(stack, cfg.tables[0])
             if set(cache) == set(want) == set(search) and all(
                     same(want[k], cache[k]) and same(want[k], search[k]) for k in want):
                 break
@@ -118,7 +108,7 @@ def test_snapshot_then_mixed_workload_ends_exact(stack, spark, tmp_path):
             conn.execute(f"INSERT INTO {table} (id, name) VALUES (1, 'after truncate')")
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            cache, search = store_docs(stack, cfg, cfg.tables[0])
+            cache, search = store_docs(stack, cfg.tables[0])
             if set(cache) == set(search) == {"1"}:
                 break
             time.sleep(2)
