@@ -43,7 +43,8 @@ class Endpoints:
                          "signal_table": f"public.{prefix}_signal",
                          "connector_host": self.pg_host_for_connect, "connector_port": 5432 if self.pg_host_for_connect else None},
             "kafka": {"bootstrap_servers": self.bootstrap_servers},
-            "connect": {"url": self.connect_url, "heartbeat_interval_ms": 2000},
+            # Connect's REST can stall for seconds while the group rebalances after a test's delete.
+            "connect": {"url": self.connect_url, "heartbeat_interval_ms": 2000, "timeout_s": 30},
             "tables": tables,
             "search": {"kind": self.search_kind, "url": self.search_url},
             "redis": {"url": self.redis_url},
