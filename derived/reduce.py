@@ -10,6 +10,12 @@ def last_per_key(changes: Iterable[Change]) -> tuple[list[Change], list[Change]]
     """(truncates, latest change per (table, doc_id)). Ties keep the later offset, which is the
     later change within one transaction for the same key (same partition, produced in order)."""
     latest: dict[tuple[str, str], Change] = {}
+    truncates = fold_into(latest, changes)
+    return truncates, list(latest.values())
+
+
+def fold_into(latest: dict[tuple[str, str], Change], changes: Iterable[Change]) -> list[Change]:
+    """Fold changes into `latest` (key -> newest change), in place; returns the truncates."""
     truncates: list[Change] = []
     for change in changes:
         if change.op == "truncate":
@@ -23,7 +29,7 @@ def last_per_key(changes: Iterable[Change]) -> tuple[list[Change], list[Change]]
         newer, older = (change, held) if change.version >= held.version else (held, change)
         _fill_unavailable(newer, older)
         latest[k] = newer
-    return truncates, list(latest.values())
+    return truncates
 
 
 def _fill_unavailable(newer: Change, older: Change) -> None:

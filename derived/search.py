@@ -29,6 +29,7 @@ class Engine(Protocol):
     def search(self, index: str, body: dict[str, Any]) -> dict[str, Any]: ...
     def count(self, index: str) -> int: ...
     def delete_index(self, index: str) -> None: ...
+    def index_exists(self, index: str) -> bool: ...
     def refresh(self, index: str) -> None: ...
 
 
@@ -70,6 +71,9 @@ class _Common:
 
     def delete_index(self, index: str) -> None:
         self.client.indices.delete(index=index)
+
+    def index_exists(self, index: str) -> bool:
+        return bool(self.client.indices.exists(index=index))
 
     def refresh(self, index: str) -> None:
         self.client.indices.refresh(index=index)

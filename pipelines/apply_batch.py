@@ -42,33 +42,75 @@ class Stores:
     cache_tables: dict[str, CacheTable]
     key_columns: dict[str, list[str] | None] = field(default_factory=dict)
 
+    @property
+    def tables(self) -> set[str]:
+        return set(self.key_columns)
 
-def stores_from_config(config: Config, generation: str = "", index_suffix: str = "") -> Stores:
+
+@dataclass(frozen=True)
+class Targets:
+    """A rebuild's fresh generations: search indices per table and a spare Redis database."""
+
+    search: tuple[tuple[str, str], ...] = ()   # (schema.table, concrete index)
+    cache_db: int | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.search) or self.cache_db is not None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"search": dict(self.search), "cache_db": self.cache_db}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None) -> "Targets":
+        data = data or {}
+        return cls(tuple(sorted((data.get("search") or {}).items())), data.get("cache_db"))
+
+
+def redis_client(config: Config, db: int | None = None):
     import redis
 
+    rc = config.redis
+    return redis.Redis.from_url(rc.url if db is None else rc.url_for(db), username=rc.username,
+                                password=rc.password.get() if rc.password else None,
+                                socket_timeout=10, socket_connect_timeout=5)
+
+
+def search_engine(config: Config):
     from derived.search import ElasticsearchEngine, OpenSearchEngine
 
     s = config.search
     auth = (s.username, s.password.get()) if s.username and s.password else None
     engine_cls = ElasticsearchEngine if s.kind == "elasticsearch" else OpenSearchEngine
-    engine = engine_cls(s.url, http_auth=auth, api_key=s.api_key.get() if s.api_key else None,
-                        verify_certs=s.verify_certs, ca_certs=str(s.ca_certs) if s.ca_certs else None)
-    rc = config.redis
-    client = redis.Redis.from_url(rc.url, username=rc.username,
-                                  password=rc.password.get() if rc.password else None,
-                                  socket_timeout=10, socket_connect_timeout=5)
+    return engine_cls(s.url, http_auth=auth, api_key=s.api_key.get() if s.api_key else None,
+                      verify_certs=s.verify_certs, ca_certs=str(s.ca_certs) if s.ca_certs else None)
+
+
+def stores_from_config(config: Config, targets: Targets | None = None) -> Stores:
+    """The live stores (through the alias and the live database), or, given `targets`, only a
+    rebuild's fresh generations."""
+    from derived.null_store import NullStore
+
     search_tables = {t.name: SearchTable(t.index_name, t.columns, dict(t.rename), t.mappings) for t in config.tables}
     cache_tables = {t.name: CacheTable(t.redis_key_template, t.redis_format, t.redis_ttl_s, t.columns,
                                        dict(t.rename)) for t in config.tables}
-    from derived.null_store import NullStore
-
-    search = SearchSink(engine, chunk=s.bulk_chunk, index_suffix=index_suffix) if "search" in config.sinks else NullStore()
-    cache = RedisCache(client, rc.deleted_version_ttl_s, generation=generation) if "cache" in config.sinks else NullStore()
+    rc, s = config.redis, config.search
+    if targets is None:
+        search = SearchSink(search_engine(config), chunk=s.bulk_chunk) if "search" in config.sinks else NullStore()
+        cache = (RedisCache(redis_client(config), rc.deleted_version_ttl_s) if "cache" in config.sinks
+                 else NullStore())
+    else:
+        indexes = dict(targets.search)
+        search_tables = {name: SearchTable(indexes[name], t.columns, t.rename, t.mappings)
+                         for name, t in search_tables.items() if name in indexes}
+        search = SearchSink(search_engine(config), chunk=s.bulk_chunk) if indexes else NullStore()
+        cache = (RedisCache(redis_client(config, targets.cache_db), rc.deleted_version_ttl_s)
+                 if targets.cache_db is not None else NullStore())
     return Stores(search, cache, search_tables, cache_tables, {t.name: t.key for t in config.tables})
 
 
 def decode_records(rows: Iterable[dict[str, Any]], fences: dict[str, int],
-                   key_columns: dict[str, list[str] | None], known_tables: set[str]
+                   key_columns: dict[str, list[str] | None], known_tables: set[str],
+                   tombstones_out: list[Tombstone] | None = None
                    ) -> tuple[list[Change], list[DeadLetter], int, int]:
     """Decode in offset order per partition, advancing each partition's snapshot fence as it goes.
     Also returns the snapshot's final-record marker (its lsn), wherever it is: the final record is
@@ -85,6 +127,8 @@ def decode_records(rows: Iterable[dict[str, Any]], fences: dict[str, int],
             out = decode(r["key"], r["value"], pos, fences.get(fence_key, 0))
             if isinstance(out, Tombstone):
                 tombstones += 1
+                if tombstones_out is not None:
+                    tombstones_out.append(out)
                 continue
             table_hint = out.table
             if out.snapshot_last:
@@ -103,29 +147,46 @@ def decode_records(rows: Iterable[dict[str, Any]], fences: dict[str, int],
     return changes, dead, tombstones, snapshot_last_lsn
 
 
-def apply_records(rows: list[dict[str, Any]], stores: Stores, fences: dict[str, int], dlq) -> BatchStats:
+def apply_records(rows: list[dict[str, Any]], stores: Stores, fences: dict[str, int], dlq,
+                  rebuild: Stores | None = None) -> BatchStats:
+    """Decode, reduce, apply. During a rebuild the same changes also go to its fresh generation,
+    first: a change then reaches the new generation whether the switch happens before or after
+    its live write (its rejections are the live write's, already dead-lettered)."""
     stats = BatchStats(records=len(rows))
     changes, dead, stats.tombstones, stats.snapshot_last_lsn = decode_records(
-        rows, fences, stores.key_columns, set(stores.search_tables))
+        rows, fences, stores.key_columns, stores.tables)
     truncates, latest = last_per_key(changes)
+    if rebuild is not None:
+        apply_changes(rebuild, truncates, latest, BatchStats(), [], rows)
+    apply_changes(stores, truncates, latest, stats, dead, rows)
+    stats.dead_letters = dlq.write(dead) if dead else 0
+    stats.snapshot_reads = sum(1 for c in changes if c.snapshot)
+    stamps = [c.source_ts_ms for c in changes if c.source_ts_ms and not c.snapshot]
+    stats.newest_source_ts_ms = max(stamps) if stamps else None
+    return stats
+
+
+def apply_changes(stores: Stores, truncates: list[Change], latest: list[Change], stats: BatchStats,
+                  dead: list[DeadLetter], rows: list[dict[str, Any]]) -> None:
+    """Reduced changes into both stores, each getting only the tables it holds; the search
+    engine's per-document rejections join `dead` with their raw record."""
     for t in sorted(truncates, key=lambda c: c.version):
-        stores.search.truncate(t, stores.search_tables[t.table])
-        stores.cache.truncate(t, stores.cache_tables[t.table])
+        if t.table in stores.search_tables:
+            stores.search.truncate(t, stores.search_tables[t.table])
+        if t.table in stores.cache_tables:
+            stores.cache.truncate(t, stores.cache_tables[t.table])
         stats.truncates += 1
-    search = stores.search.apply(latest, stores.search_tables)
-    cache = stores.cache.apply(latest, stores.cache_tables)
+    search = stores.search.apply([c for c in latest if c.table in stores.search_tables], stores.search_tables)
+    cache = stores.cache.apply([c for c in latest if c.table in stores.cache_tables], stores.cache_tables)
     raw = {(r["topic"], r["partition"], r["offset"]): r for r in rows}
     for letter in search.dead:
         src = raw.get((letter.position.topic, letter.position.partition, letter.position.offset), {})
         letter.key, letter.value = src.get("key"), src.get("value")
     dead.extend(search.dead)
-    stats.dead_letters = dlq.write(dead) if dead else 0
-    stats.search_applied, stats.search_stale = search.applied, search.stale
-    stats.cache_applied, stats.cache_stale = cache.applied, cache.stale
-    stats.snapshot_reads = sum(1 for c in changes if c.snapshot)
-    stamps = [c.source_ts_ms for c in changes if c.source_ts_ms and not c.snapshot]
-    stats.newest_source_ts_ms = max(stamps) if stamps else None
-    return stats
+    stats.search_applied += search.applied
+    stats.search_stale += search.stale
+    stats.cache_applied += cache.applied
+    stats.cache_stale += cache.stale
 
 
 def rows_from_arrow(table: pa.Table) -> list[dict[str, Any]]:

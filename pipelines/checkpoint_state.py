@@ -46,3 +46,15 @@ def read_status(checkpoint_dir: Path) -> dict[str, Any] | None:
         return json.loads(status_path(checkpoint_dir).read_text())
     except (OSError, ValueError):
         return None
+
+
+def process_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -175,6 +175,111 @@ def bootstrap_command(config_path: Path, once: bool) -> None:
     sys.exit(code)
 
 
+# -- rebuild --------------------------------------------------------------------------------------
+@app.command("rebuild")
+@click.argument("store", type=click.Choice(["search", "cache", "all"]))
+@config_option
+@click.option("--table", "table", default=None, help="only this schema.table (search; the cache is one database)")
+@click.option("--dry-run", is_flag=True, help="print the plan (topics, offsets, target generations) and stop")
+@click.option("--keep-old", is_flag=True, help="keep the old generation after the switch")
+@click.option("--force", is_flag=True, help="replay even if it could outlive delete.retention.ms")
+@click.option("--json", "as_json", is_flag=True, help="machine-readable plan and summary")
+def rebuild_command(store: str, config_path: Path, table: str | None, dry_run: bool, keep_old: bool, force: bool,
+                    as_json: bool) -> None:
+    """Rebuild STORE from the change topics into a fresh generation, then switch atomically."""
+    from pipelines import rebuild
+
+    cfg = _load(config_path)
+    plan = rebuild.make_plan(cfg, store, table)
+    notes = rebuild.check_safety(plan, force)
+    if as_json and dry_run:
+        _print_json({"plan": plan.as_json(), "notes": notes})
+        return
+    if not as_json:
+        _show_plan(plan, notes)
+    if dry_run:
+        return
+    from pipelines import job
+
+    spark = job.spark_session(cfg)
+    with _RebuildProgress(plan, err if as_json else out) as progress:
+        state = rebuild.run(spark, cfg, plan, keep_old=keep_old, cb=progress.callbacks())
+    summary = state["summary"]
+    if as_json:
+        _print_json({"plan": plan.as_json(), "notes": notes, "summary": summary})
+    else:
+        bulk, catchup = summary.get("bulk", {}), summary.get("catchup", {})
+        say(f"rebuild {plan.rebuild_id} done: bulk {bulk.get('records', 0):,} records in {bulk.get('seconds', 0)} s "
+            f"({bulk.get('survivors', 0):,} keys written, {bulk.get('dead_letters', 0)} dead letters); catch-up "
+            f"{catchup.get('records', 0):,} records ({catchup.get('search_stale', 0) + catchup.get('cache_stale', 0):,} "
+            f"already newer: live writes); old generation {summary.get('old_generation')}")
+        if bulk.get("unresolved_toast"):
+            say(f"warning: {bulk['unresolved_toast']} keys had unchanged TOAST columns whose value the log no longer "
+                "holds; give those tables REPLICA IDENTITY FULL")
+
+
+def _print_json(body) -> None:
+    """One JSON document on stdout (progress went to stderr), masked like everything printed."""
+    from pipelines.secrets import mask
+
+    print(mask(json.dumps(body)), flush=True)
+
+
+def _show_plan(plan, notes: list[str]) -> None:
+    action = f"resuming rebuild {plan.rebuild_id} at phase '{plan.resumed_phase}'" if plan.resumed_phase \
+        else f"rebuild {plan.rebuild_id}"
+    say(f"{action}: {', '.join(plan.stores)}; {plan.records:,} records from {len(plan.topics)} topic(s), "
+        f"estimated {plan.estimate_s:,.0f} s")
+    table = Table("topic", "partition", "from offset", "to offset")
+    for topic, parts in plan.end.items():
+        for p, end in parts.items():
+            table.add_row(topic, p, str(plan.begin.get(topic, {}).get(p, 0)), str(end))
+    out.print(table)
+    for name, s in plan.search.items():
+        say(f"search {name}: alias {s['alias']} {s['current'] or '(none)'} -> {s['target']}")
+    if plan.cache:
+        say(f"cache: fill database {plan.cache['spare_db']}, then SWAPDB with {plan.cache['live_db']}")
+    for note in notes:
+        say(f"note: {note}")
+
+
+class _RebuildProgress:
+    """Progress bars: one per partition for the bulk replay (read, then written), a line per phase."""
+
+    def __init__(self, plan, console):
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        self.plan = plan
+        self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
+                                 TextColumn("{task.completed:,.0f}/{task.total:,.0f}"), TimeElapsedColumn(),
+                                 TimeRemainingColumn(), console=console)
+        self.tasks: dict[str, int] = {}
+
+    def __enter__(self):
+        self.progress.__enter__()
+        for topic, parts in self.plan.end.items():
+            for p, end in parts.items():
+                total = max(int(end) - int(self.plan.begin.get(topic, {}).get(p, 0)), 1)
+                self.tasks[f"{topic}-{p}"] = self.progress.add_task(f"replay {topic}[{p}]", total=total)
+        return self
+
+    def __exit__(self, *exc):
+        return self.progress.__exit__(*exc)
+
+    def callbacks(self):
+        from pipelines.rebuild import Callbacks
+
+        def bulk(progress: dict) -> None:
+            for name, p in progress.items():
+                if name in self.tasks:
+                    applied = f" ({p.get('applied', 0):,}/{p.get('survivors', 0):,} keys written)" \
+                        if p.get("applied") else ""
+                    self.progress.update(self.tasks[name], completed=p.get("read", 0),
+                                         description=f"replay {name}{applied}")
+
+        return Callbacks(phase=lambda name: self.progress.console.print(f"[bold]{name}[/bold]"), bulk_progress=bulk)
+
+
 # -- snapshot -------------------------------------------------------------------------------------
 @app.group("snapshot")
 def snapshot_group() -> None:
@@ -339,9 +444,10 @@ def _known_errors() -> tuple[type[BaseException], ...]:
     from connectors.connect_client import ConnectError
     from connectors.postgres import PostgresUnreachable
     from pipelines.devstack.packages import MissingPackage
+    from derived.search_generations import GenerationError
     from pipelines.devstack.stack import DevstackError
 
-    return (CdckitError, ConnectError, PostgresUnreachable, MissingPackage, DevstackError)
+    return (CdckitError, ConnectError, PostgresUnreachable, MissingPackage, DevstackError, GenerationError)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -172,10 +172,34 @@ class RedisConfig(_Strict):
     password: SecretRef | None = None
     deleted_version_ttl_s: int = Field(7 * 24 * 3600, gt=0,
                                        description="how long the version of a deleted key is kept")
+    rebuild_db: int | None = Field(None, ge=0, description="spare database a cache rebuild fills, then "
+                                                          "SWAPDBs with the live one; default: live + 1")
+
+    @property
+    def db(self) -> int:
+        path = urlsplit(self.url).path.strip("/")
+        return int(path) if path.isdigit() else 0
+
+    @property
+    def spare_db(self) -> int:
+        return self.rebuild_db if self.rebuild_db is not None else self.db + 1
+
+    def url_for(self, db: int) -> str:
+        parts = urlsplit(self.url)
+        return parts._replace(path=f"/{db}").geturl()
+
+    @model_validator(mode="after")
+    def _spare_differs(self) -> "RedisConfig":
+        if self.rebuild_db is not None and self.rebuild_db == self.db:
+            raise ValueError("rebuild_db must differ from the database in the url")
+        return self
 
     @field_validator("url")
     @classmethod
     def _redis_url(cls, v: str) -> str:
+        path = urlsplit(v).path.strip("/")
+        if path and not path.isdigit():
+            raise ValueError(f"the path of '{v}' must be a database number")
         return _check_url(v, ("redis", "rediss"))
 
 

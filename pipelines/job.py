@@ -22,6 +22,7 @@ from pipelines.config import Config
 from pipelines.dead_letters import ensure_topic
 from pipelines.fences import FenceStore
 from pipelines.partition_apply import STATS_DDL, STATS_SCHEMA, add_stats, executor_fn
+from pipelines.rebuild_state import live_targets
 
 log = logging.getLogger("cdckit.job")
 STOP_GRACE_S = 30.0
@@ -108,7 +109,8 @@ def batch_writer(config: Config, on_batch: Callable | None = None, config_path: 
         live.current()
         config_json = live.json
         state = fences.before(batch_id)
-        out = df.mapInArrow(executor_fn(config_json, state), STATS_DDL).toArrow().to_pylist()
+        rebuild = live_targets(config.spark.checkpoint_dir)
+        out = df.mapInArrow(executor_fn(config_json, state, rebuild), STATS_DDL).toArrow().to_pylist()
         stats = BatchStats()
         for row in out:
             state[f"{row['topic']}:{row['partition']}"] = max(state.get(f"{row['topic']}:{row['partition']}", 0),

@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterable, Iterator
 import orjson
 import pyarrow as pa
 
-from pipelines.apply_batch import BatchStats, apply_records, rows_from_arrow
+from pipelines.apply_batch import BatchStats, Targets, apply_records, rows_from_arrow
 
 STATS_SCHEMA = pa.schema([
     ("topic", pa.string()), ("partition", pa.int32()), ("fence", pa.int64()), ("records", pa.int64()),
@@ -24,23 +24,28 @@ STATS_SCHEMA = pa.schema([
 # The same schema as Spark DDL, for mapInArrow's declared output.
 STATS_DDL = ", ".join(f"`{f.name}` {'string' if f.type == pa.string() else 'int' if f.type == pa.int32() else 'bigint'}"
                       for f in STATS_SCHEMA)
-_workers: dict[bytes, tuple[Any, Any]] = {}
+_workers: dict[tuple[bytes, Targets | None], Any] = {}
 CHUNK = 20_000
 
 
-def _resources(config_json: bytes):
-    if config_json not in _workers:
+def _resources(config_json: bytes, targets: Targets | None = None):
+    """Stores and the dead-letter writer, built once per Python worker and config."""
+    key = (config_json, targets)
+    if key not in _workers:
         from pipelines.config import parse_config
         from pipelines.apply_batch import stores_from_config
         from pipelines.dead_letters import DeadLetterWriter
 
         config = parse_config(orjson.loads(config_json))
-        _workers[config_json] = (stores_from_config(config),
-                                 DeadLetterWriter(config.kafka.client_config(), config.dead_letter_topic))
-    return _workers[config_json]
+        if targets is None:
+            _workers[key] = (stores_from_config(config),
+                             DeadLetterWriter(config.kafka.client_config(), config.dead_letter_topic))
+        else:
+            _workers[key] = stores_from_config(config, targets)
+    return _workers[key]
 
 
-def apply_partition(batches: Iterable[pa.RecordBatch], stores, dlq, fences: dict[str, int]
+def apply_partition(batches: Iterable[pa.RecordBatch], stores, dlq, fences: dict[str, int], rebuild=None
                     ) -> Iterator[dict[str, Any]]:
     """Apply in chunks (versions make chunking safe); one stats row per topic-partition seen."""
     totals: dict[tuple[str, int], BatchStats] = {}
@@ -51,7 +56,7 @@ def apply_partition(batches: Iterable[pa.RecordBatch], stores, dlq, fences: dict
         for r in pending:
             by_tp.setdefault((r["topic"], r["partition"]), []).append(r)
         for tp, rows in by_tp.items():
-            stats = apply_records(rows, stores, fences, dlq)
+            stats = apply_records(rows, stores, fences, dlq, rebuild)
             add_stats(totals.setdefault(tp, BatchStats()), stats)
         pending.clear()
 
@@ -78,13 +83,15 @@ def add_stats(total: BatchStats, s: BatchStats) -> None:
             setattr(total, name, a + b)
 
 
-def executor_fn(config_json: bytes, fences: dict[str, int]) -> Callable[[Iterator[pa.RecordBatch]],
-                                                                        Iterator[pa.RecordBatch]]:
-    """The mapInArrow function: closes over the config (secret refs, not values) and the fences."""
+def executor_fn(config_json: bytes, fences: dict[str, int], rebuild: Targets | None = None
+                ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The mapInArrow function: closes over the config (secret refs, not values), the fences and
+    a running rebuild's targets (written too, see apply_records)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         stores, dlq = _resources(config_json)
-        rows = list(apply_partition(batches, stores, dlq, dict(fences)))
+        extra = _resources(config_json, rebuild) if rebuild else None
+        rows = list(apply_partition(batches, stores, dlq, dict(fences), extra))
         if rows:
             yield pa.RecordBatch.from_pylist(rows, schema=STATS_SCHEMA)
 

@@ -131,7 +131,7 @@ def _topics(config: Config, report: Report) -> None:
 
 
 def _pipeline(config: Config, report: Report) -> None:
-    from pipelines.checkpoint_state import read_status
+    from pipelines.checkpoint_state import process_alive, read_status
 
     st = read_status(config.spark.checkpoint_dir)
     if st is None:
@@ -139,24 +139,12 @@ def _pipeline(config: Config, report: Report) -> None:
         report.problem("the pipeline has not applied any batch yet (is `cdckit run` running?)")
         return
     age = time.time() - st["finished_at"]
-    if st.get("host") == socket.gethostname() and not _alive(st.get("pid")):
+    if st.get("host") == socket.gethostname() and not process_alive(st.get("pid")):
         report.problem(f"the pipeline process that applied the last batch (pid {st.get('pid')}) is not running")
     report.pipeline = {"last_batch_id": st["batch_id"], "last_batch_age_s": round(age, 1),
                        "newest_change_age_s": round(time.time() - st["newest_source_ts_ms"] / 1000, 1)
                        if st.get("newest_source_ts_ms") else None,
                        "last_batch_records": st["records"], "dead_letters_last_batch": st["dead_letters"]}
-
-
-def _alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _stores(config: Config, report: Report, exact: bool) -> None:

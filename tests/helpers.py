@@ -159,3 +159,12 @@ def assert_exact(stack: Endpoints, table: str, key_prefix: str, index: str, time
             shown = {k: (len(v), v[:5]) for k, v in diff.items() if v}
             raise AssertionError(f"{table} differs from its stores: {shown}")
         time.sleep(1)
+
+
+def start_job(path: Path, log: Path, command: str = "run") -> subprocess.Popen:
+    """`cdckit run` as its own process group (so a drill can kill -9 the driver and its JVM)."""
+    import os
+
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    return subprocess.Popen([sys.executable, "-m", "pipelines.cli", command, "-c", str(path)], cwd=ROOT, env=env,
+                            stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)

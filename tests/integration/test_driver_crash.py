@@ -12,17 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import (cli, diff_stores, drop_connector, pg, stores_exact, wait_for, wait_streaming,
+from tests.helpers import (cli, diff_stores, drop_connector, pg, start_job, stores_exact, wait_for, wait_streaming,
                            write_config)
 from tests.stack import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.drill]
-
-
-def start_job(path: Path, log: Path) -> subprocess.Popen:
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
-    return subprocess.Popen([sys.executable, "-m", "pipelines.cli", "run", "-c", str(path)], cwd=ROOT, env=env,
-                            stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def batch_in_flight(ckpt: Path) -> bool:

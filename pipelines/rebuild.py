@@ -1,0 +1,367 @@
+"""`cdckit rebuild`: a derived store rebuilt from the compacted change topics alone, while readers
+keep using the current generation.
+
+Phases (each recorded in the rebuild state file, so a rerun resumes where it stopped):
+1. plan: topics and the offset range [first, end) to replay, the fresh generations, a time estimate
+   checked against the topics' `delete.retention.ms`.
+2. bulk (Spark batch job): every partition folded to its last state per key, written into the fresh
+   generations with versioned writes.
+3. catch-up (Spark streaming, availableNow): from the planned end to the log's end. Before it starts
+   the state file asks the live pipeline to write the fresh generations too, so everything after the
+   catch-up's end reaches them as well; versions make the overlap harmless.
+4. switch: one alias update per index; SWAPDB for Redis. Then, once the live pipeline has finished
+   the batch that may have been in flight, the old generation is dropped (unless kept).
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import orjson
+
+from derived import cache_generations as cachegen
+from derived.search_generations import (GenerationError, SearchGeneration, create_generation, drop_generation,
+                                        plan_generation, switch_generation)
+from pipelines import rebuild_state
+from pipelines.apply_batch import Targets, redis_client, search_engine
+from pipelines.config import Config
+from pipelines.errors import CdckitError
+
+ASSUMED_RATE = 15_000          # events/s, until a finished rebuild has measured this machine
+RETENTION_SHARE = 0.5          # refuse when the estimate exceeds this share of delete.retention.ms
+LIVE_BATCH_WAIT_S = 120.0
+
+
+class RebuildRefused(CdckitError):
+    exit_code = 2
+
+
+@dataclass
+class Plan:
+    rebuild_id: str
+    stores: list[str]
+    tables: list[str]
+    topics: list[str]
+    begin: dict[str, dict[str, int]]
+    end: dict[str, dict[str, int]]
+    search: dict[str, dict[str, Any]] = field(default_factory=dict)   # table -> alias/current/target
+    cache: dict[str, int] | None = None                                 # live_db / spare_db
+    estimate_s: float = 0.0
+    retention_ms: int | None = None
+    resumed_phase: str | None = None
+
+    @property
+    def records(self) -> int:
+        return sum(int(o) - int(self.begin.get(t, {}).get(p, 0)) for t, parts in self.end.items()
+                   for p, o in parts.items())
+
+    @property
+    def targets(self) -> Targets:
+        return Targets(tuple(sorted((t, s["target"]) for t, s in self.search.items())),
+                       self.cache["spare_db"] if self.cache else None)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"rebuild_id": self.rebuild_id, "stores": self.stores, "tables": self.tables, "topics": self.topics,
+                "begin": self.begin, "end": self.end, "records": self.records, "search": self.search,
+                "cache": self.cache, "estimate_s": round(self.estimate_s, 1), "retention_ms": self.retention_ms,
+                "resumed_phase": self.resumed_phase}
+
+
+def make_plan(config: Config, which: str, table: str | None) -> Plan:
+    """What would be replayed where; resumes an unfinished rebuild instead of starting another."""
+    state = rebuild_state.load(config.spark.checkpoint_dir)
+    if state and state.get("phase") != "done":
+        plan = Plan(**{k: state["plan"][k] for k in ("rebuild_id", "stores", "tables", "topics", "begin", "end",
+                                                    "search", "cache", "estimate_s", "retention_ms")})
+        plan.resumed_phase = state["phase"]
+        return plan
+    stores = ["search", "cache"] if which == "all" else [which]
+    missing = [s for s in stores if s not in config.sinks]
+    if missing:
+        raise RebuildRefused(f"sinks: this config does not write {', '.join(missing)}")
+    names = [t.name for t in config.tables]
+    if table is not None and table not in names:
+        raise RebuildRefused(f"--table: {table} is not in the config's tables")
+    search_tables = [t for t in config.tables if table in (None, t.name)] if "search" in stores else []
+    # A Redis generation is a whole database: the cache is always rebuilt for every table.
+    replayed = config.tables if "cache" in stores else search_tables
+    topics = _existing_topics(config, [config.topic_for(t) for t in replayed])
+    from pipelines.kafka_source import begin_offsets, end_offsets
+
+    conf = config.kafka.client_config()
+    plan = Plan(uuid.uuid4().hex[:8], stores, [t.name for t in replayed], topics,
+                begin_offsets(conf, topics) if topics else {}, end_offsets(conf, topics) if topics else {})
+    if search_tables:
+        engine = search_engine(config)
+        for t in search_tables:
+            gen = plan_generation(engine, t.index_name)
+            plan.search[t.name] = {"alias": gen.alias, "current": gen.current, "target": gen.target}
+    if "cache" in stores:
+        plan.cache = {"live_db": config.redis.db, "spare_db": config.redis.spare_db}
+    plan.estimate_s = plan.records / _measured_rate(config)
+    plan.retention_ms = _min_delete_retention(config, topics)
+    return plan
+
+
+def check_safety(plan: Plan, force: bool) -> list[str]:
+    """Refusals (unless forced) and warnings, as messages."""
+    notes = []
+    if plan.retention_ms is not None and plan.estimate_s * 1000 > RETENTION_SHARE * plan.retention_ms:
+        text = (f"the replay of {plan.records:,} records is estimated at {plan.estimate_s:,.0f} s, more than "
+                f"{RETENTION_SHARE:.0%} of the topics' delete.retention.ms ({plan.retention_ms / 1000:,.0f} s): "
+                "tombstones could be compacted away mid-replay and deleted rows come back")
+        if not force:
+            raise RebuildRefused(text + "; rerun with --force to accept the risk")
+        notes.append("forced: " + text)
+    if not plan.topics:
+        notes.append("no change topic exists yet: the fresh generation will be empty")
+    return notes
+
+
+@dataclass
+class Callbacks:
+    phase: Callable[[str], None] = lambda name: None
+    bulk_progress: Callable[[dict[str, dict[str, Any]]], None] = lambda progress: None
+
+
+def run(spark, config: Config, plan: Plan, keep_old: bool = False, cb: Callbacks | None = None) -> dict[str, Any]:
+    """Carry the plan out from wherever it stopped; returns the summary."""
+    cb = cb or Callbacks()
+    ckpt = config.spark.checkpoint_dir
+    work = rebuild_state.work_dir(ckpt, plan.rebuild_id)
+    state = rebuild_state.load(ckpt) if plan.resumed_phase else None
+    if state is None:
+        state = {"plan": plan.as_json(), "phase": "planned", "targets": plan.targets.as_json(), "dual_write": False,
+                 "started_at": time.time(), "summary": {}}
+        rebuild_state.save(ckpt, state)
+    resuming = plan.resumed_phase is not None
+    if state["phase"] == "planned":
+        cb.phase("creating generations")
+        _create_generations(config, plan, resuming)
+        _advance(ckpt, state, "bulk")
+    if state["phase"] == "bulk":
+        cb.phase("bulk replay")
+        started = time.monotonic()
+        state["summary"]["bulk"] = _bulk(spark, config, plan, work, cb)
+        state["summary"]["bulk"]["seconds"] = round(time.monotonic() - started, 1)
+        state["dual_write"] = True           # from here the live pipeline writes the fresh generations too
+        _advance(ckpt, state, "catchup")
+    if state["phase"] == "catchup":
+        cb.phase("catch-up")
+        started = time.monotonic()
+        state["summary"]["catchup"] = _catchup(spark, config, plan, work, state["summary"]["bulk"]["fences"])
+        state["summary"]["catchup"]["seconds"] = round(time.monotonic() - started, 1)
+        cb.phase("switching")
+        state["live_batch_at_switch"] = _live_batch(config)
+        _switch(config, plan)
+        state["dual_write"] = False
+        state["switched_at"] = time.time()
+        _advance(ckpt, state, "switched")
+    if state["phase"] == "switched":
+        dropped = False
+        if not keep_old:
+            cb.phase("dropping the old generation")
+            dropped = _drop_old(config, plan, state.get("live_batch_at_switch"))
+        state["summary"]["old_generation"] = "dropped" if dropped else "kept"
+        _remember_rate(config, plan, state)
+        _advance(ckpt, state, "done")
+        work.mkdir(parents=True, exist_ok=True)
+        (work / "state.json").write_text(json.dumps(state, indent=2))
+    return state
+
+
+def _advance(ckpt: Path, state: dict[str, Any], phase: str) -> None:
+    state["phase"] = phase
+    rebuild_state.save(ckpt, state)
+
+
+def _create_generations(config: Config, plan: Plan, resuming: bool) -> None:
+    if plan.search:
+        engine = search_engine(config)
+        mappings = {t.name: t.mappings for t in config.tables}
+        for name, s in plan.search.items():
+            create_generation(engine, SearchGeneration(s["alias"], s["current"], s["target"]), mappings.get(name),
+                              resume=resuming)
+    if plan.cache:
+        live, spare = redis_client(config), redis_client(config, plan.cache["spare_db"])
+        cachegen.check_spare(live, spare, plan.cache["live_db"], plan.cache["spare_db"], resuming)
+        if not resuming:
+            spare.flushdb()  # only ever our own leftovers: check_spare refused anything else
+        cachegen.begin(spare, plan.rebuild_id)
+
+
+def _config_json(config: Config) -> bytes:
+    return orjson.dumps(config.model_dump(mode="json"))
+
+
+def _bulk(spark, config: Config, plan: Plan, work: Path, cb: Callbacks) -> dict[str, Any]:
+    from pipelines.rebuild_spark import BULK_DDL, bulk_fn, read_progress
+
+    done = {k: v for k, v in read_progress(work).items() if v.get("done")}
+    ranges = {t: {p: o for p, o in parts.items() if f"{t}-{p}" not in done} for t, parts in plan.end.items()}
+    ranges = {t: parts for t, parts in ranges.items() if parts}
+    rows: list[dict[str, Any]] = []
+    if ranges:
+        reader = (spark.read.format("cdckit_kafka").option("startingOffsets", json.dumps(plan.begin))
+                  .option("endingOffsets", json.dumps(ranges)))
+        for key, value in config.kafka.client_config().items():
+            reader = reader.option(f"kafka.{key}", value)
+        stop = threading.Event()
+        watcher = threading.Thread(target=_watch_progress, args=(work, cb, stop), daemon=True)
+        watcher.start()
+        try:
+            rows = (reader.load().mapInArrow(bulk_fn(_config_json(config), plan.targets, str(work)), BULK_DDL)
+                    .toArrow().to_pylist())
+        finally:
+            stop.set()
+            watcher.join()
+    cb.bulk_progress(read_progress(work))
+    previous = _load_json(work / "bulk.json")
+    for row in rows:
+        previous[f"{row['topic']}-{row['partition']}"] = row
+    (work / "bulk.json").write_text(json.dumps(previous))
+    totals: dict[str, Any] = {k: sum(r[k] for r in previous.values()) for k in
+                              ("records", "tombstones", "survivors", "search_applied", "search_stale", "cache_applied",
+                               "cache_stale", "dead_letters", "unresolved_toast")}
+    totals["fences"] = {f"{r['topic']}:{r['partition']}": r["fence"] for r in previous.values() if r["fence"]}
+    return totals
+
+
+def _watch_progress(work: Path, cb: Callbacks, stop: threading.Event) -> None:
+    from pipelines.rebuild_spark import read_progress
+
+    while not stop.wait(0.5):
+        cb.bulk_progress(read_progress(work))
+
+
+def _load_json(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _catchup(spark, config: Config, plan: Plan, work: Path, bulk_fences: dict[str, int]) -> dict[str, Any]:
+    """Structured Streaming from the bulk's end to the log's end now (availableNow), into the fresh
+    generations only, with the fences the bulk ended with."""
+    from pipelines.fences import FenceStore
+    from pipelines.partition_apply import STATS_DDL
+    from pipelines.rebuild_spark import catchup_fn
+
+    totals = {"records": 0, "search_applied": 0, "search_stale": 0, "cache_applied": 0, "cache_stale": 0}
+    if not plan.topics:
+        return totals
+    fences = FenceStore(work)
+    if not fences.path.exists():
+        fences.save(-1, bulk_fences)
+    config_json = _config_json(config)
+
+    def write(df, batch_id: int) -> None:
+        state = fences.before(batch_id)
+        out = df.mapInArrow(catchup_fn(config_json, plan.targets, state), STATS_DDL).toArrow().to_pylist()
+        for row in out:
+            key = f"{row['topic']}:{row['partition']}"
+            state[key] = max(state.get(key, 0), row["fence"])
+            for k in totals:
+                totals[k] += row[k]
+        fences.save(batch_id, state)
+
+    reader = (spark.readStream.format("cdckit_kafka").option("subscribe", ",".join(plan.topics))
+              .option("startingOffsets", json.dumps(plan.end)))
+    for key, value in config.kafka.client_config().items():
+        reader = reader.option(f"kafka.{key}", value)
+    query = (reader.load().writeStream.foreachBatch(write).trigger(availableNow=True)
+             .option("checkpointLocation", str(work / "catchup")).queryName(f"cdckit-rebuild-{plan.rebuild_id}")
+             .start())
+    query.awaitTermination()
+    if query.exception():
+        raise CdckitError(f"rebuild catch-up failed: {query.exception()}")
+    return totals
+
+
+def _switch(config: Config, plan: Plan) -> None:
+    if plan.search:
+        engine = search_engine(config)
+        for s in plan.search.values():
+            switch_generation(engine, SearchGeneration(s["alias"], s["current"], s["target"]))
+    if plan.cache:
+        cachegen.switch(redis_client(config), plan.cache["live_db"], plan.cache["spare_db"])
+
+
+def _live_batch(config: Config) -> int | None:
+    """The live pipeline's last finished batch, if it is running on this host."""
+    from pipelines.checkpoint_state import process_alive, read_status
+
+    st = read_status(config.spark.checkpoint_dir)
+    if not st or st.get("host") != socket.gethostname() or not process_alive(st.get("pid")):
+        return None
+    return int(st["batch_id"])
+
+
+def _drop_old(config: Config, plan: Plan, batch_at_switch: int | None) -> bool:
+    """A batch in flight at the switch may still write the old generation: wait for it to finish."""
+    if batch_at_switch is not None:
+        deadline = time.monotonic() + LIVE_BATCH_WAIT_S
+        while True:
+            now = _live_batch(config)
+            if now is None or now > batch_at_switch:
+                break
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.5)
+    if plan.search:
+        engine = search_engine(config)
+        for s in plan.search.values():
+            if s["current"]:
+                drop_generation(engine, s["current"], s["alias"])
+    if plan.cache:
+        cachegen.drop_old(redis_client(config, plan.cache["spare_db"]))
+    return True
+
+
+def _existing_topics(config: Config, topics: list[str]) -> list[str]:
+    from confluent_kafka.admin import AdminClient
+
+    existing = AdminClient(config.kafka.client_config()).list_topics(timeout=10).topics
+    return [t for t in topics if t in existing]
+
+
+def _min_delete_retention(config: Config, topics: list[str]) -> int | None:
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    if not topics:
+        return None
+    admin = AdminClient(config.kafka.client_config())
+    values = []
+    for res, fut in admin.describe_configs([ConfigResource("topic", t) for t in topics]).items():
+        entry = fut.result(10).get("delete.retention.ms")
+        if entry is not None and entry.value is not None:
+            values.append(int(entry.value))
+    return min(values) if values else None
+
+
+def _rate_path(config: Config) -> Path:
+    return config.spark.checkpoint_dir / "cdckit-rebuild-rate.json"
+
+
+def _measured_rate(config: Config) -> float:
+    return float(_load_json(_rate_path(config)).get("events_per_s") or ASSUMED_RATE)
+
+
+def _remember_rate(config: Config, plan: Plan, state: dict[str, Any]) -> None:
+    bulk = state["summary"].get("bulk", {})
+    if bulk.get("records", 0) >= 10_000 and bulk.get("seconds"):
+        rate = bulk["records"] / bulk["seconds"]
+        tmp = _rate_path(config).with_suffix(".tmp")
+        tmp.write_text(json.dumps({"events_per_s": round(rate), "measured_at": time.time()}))
+        os.replace(tmp, _rate_path(config))
+
+
+__all__ = ["GenerationError", "Plan", "RebuildRefused", "make_plan", "check_safety", "run"]

@@ -1,0 +1,108 @@
+"""The rebuild's Spark side: a batch job folds each Kafka partition from its first offset to the
+planned end and writes the survivors into the fresh generations; a streaming query (availableNow)
+then catches the fresh generations up. Both run the functions here on executors (mapInArrow)."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import orjson
+import pyarrow as pa
+
+from pipelines.apply_batch import BatchStats, Targets, apply_changes, rows_from_arrow
+
+BULK_SCHEMA = pa.schema([
+    ("topic", pa.string()), ("partition", pa.int32()), ("records", pa.int64()), ("tombstones", pa.int64()),
+    ("survivors", pa.int64()), ("search_applied", pa.int64()), ("search_stale", pa.int64()),
+    ("cache_applied", pa.int64()), ("cache_stale", pa.int64()), ("dead_letters", pa.int64()),
+    ("unresolved_toast", pa.int64()), ("fence", pa.int64()),
+])
+BULK_DDL = ", ".join(f"`{f.name}` {'string' if f.type == pa.string() else 'int' if f.type == pa.int32() else 'bigint'}"
+                     for f in BULK_SCHEMA)
+APPLY_CHUNK = 5_000
+
+
+def progress_file(work: Path, topic: str, partition: int) -> Path:
+    return work / "progress" / f"{topic}-{partition}.json"
+
+
+def _report(path: Path, **fields: Any) -> None:
+    # Local mode shares the file system with the driver, which draws the progress bars from these.
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(fields))
+    os.replace(tmp, path)
+
+
+def read_progress(work: Path) -> dict[str, dict[str, Any]]:
+    out = {}
+    for p in (work / "progress").glob("*.json"):
+        try:
+            out[p.stem] = json.loads(p.read_text())
+        except (OSError, ValueError):
+            pass
+    return out
+
+
+def bulk_fn(config_json: bytes, targets: Targets, work: str
+            ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pipelines.config import parse_config
+        from pipelines.dead_letters import DeadLetterWriter
+        from pipelines.partition_apply import _resources
+        from pipelines.replay import PartitionFold
+
+        config = parse_config(orjson.loads(config_json))
+        stores = _resources(config_json, targets)
+        fold = PartitionFold({t.name: t.key for t in config.tables},
+                             {config.topic_for(t): t.name for t in config.tables})
+        where: tuple[str, int] | None = None
+        for rb in batches:
+            rows = rows_from_arrow(pa.Table.from_batches([rb]))
+            if not rows:
+                continue
+            where = (rows[0]["topic"], rows[0]["partition"])
+            fold.add(rows)
+            _report(progress_file(Path(work), *where), read=fold.records, applied=0, survivors=len(fold.latest))
+        if where is None:
+            return
+        survivors = fold.survivors()
+        stats, dead = BatchStats(records=fold.records, tombstones=fold.tombstones), list(fold.dead)
+        for start in range(0, len(survivors), APPLY_CHUNK):
+            apply_changes(stores, [], survivors[start:start + APPLY_CHUNK], stats, dead, [])
+            _report(progress_file(Path(work), *where), read=fold.records, applied=start + APPLY_CHUNK,
+                    survivors=len(survivors))
+        for letter in dead:
+            letter.extra["rebuild"] = Path(work).name
+        written = DeadLetterWriter(config.kafka.client_config(), config.dead_letter_topic).write(dead) if dead else 0
+        _report(progress_file(Path(work), *where), read=fold.records, applied=len(survivors),
+                survivors=len(survivors), done=True)
+        yield pa.RecordBatch.from_pylist([{
+            "topic": where[0], "partition": where[1], "records": fold.records, "tombstones": fold.tombstones,
+            "survivors": len(survivors), "search_applied": stats.search_applied, "search_stale": stats.search_stale,
+            "cache_applied": stats.cache_applied, "cache_stale": stats.cache_stale, "dead_letters": written,
+            "unresolved_toast": sum(1 for c in survivors if c.unavailable),
+            "fence": fold.fences.get(f"{where[0]}:{where[1]}", 0)}], schema=BULK_SCHEMA)
+
+    return run
+
+
+class _Discard:
+    """Catch-up rejections were dead-lettered when the live pipeline first met them."""
+
+    def write(self, letters) -> int:
+        return 0
+
+
+def catchup_fn(config_json: bytes, targets: Targets, fences: dict[str, int]
+               ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pipelines.partition_apply import STATS_SCHEMA, _resources, apply_partition
+
+        rows = list(apply_partition(batches, _resources(config_json, targets), _Discard(), dict(fences)))
+        if rows:
+            yield pa.RecordBatch.from_pylist(rows, schema=STATS_SCHEMA)
+
+    return run
