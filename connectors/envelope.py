@@ -10,6 +10,7 @@ from connectors.version import VersionError, is_snapshot, version_of
 from derived.change import Change, Position
 
 UNAVAILABLE = "__debezium_unavailable_value"
+_UNAVAILABLE_BYTES = UNAVAILABLE.encode()
 _OPS = {"c": "upsert", "u": "upsert", "r": "upsert", "d": "delete", "t": "truncate"}
 
 
@@ -44,7 +45,7 @@ def document_id(key: dict[str, Any], columns: list[str] | None = None) -> str:
         values = [key[c] for c in names]
     except KeyError as exc:
         raise RecordError(f"key column {exc.args[0]!r} is missing from the record key") from None
-    if any(v is None for v in values):
+    if None in values:
         raise RecordError(f"key column is null: {dict(zip(names, values))}")
     if len(values) == 1:
         return str(values[0])
@@ -68,12 +69,13 @@ def decode(key: bytes | None, value: bytes | None, position: Position, fence: in
     if not isinstance(source, dict) or not source.get("table"):
         raise RecordError("source block with schema and table is missing")
     table = f"{source.get('schema', 'public')}.{source['table']}"
+    snapshot = is_snapshot(source)
     try:
-        version = version_of(source, fence)
+        version = version_of(source, fence, snapshot)
     except VersionError as exc:
         raise RecordError(str(exc)) from None
     common = dict(version=version, position=position, source_ts_ms=source.get("ts_ms"),
-                  snapshot=is_snapshot(source), snapshot_last=str(source.get("snapshot")) == "last")
+                  snapshot=snapshot, snapshot_last=snapshot and source.get("snapshot") == "last")
     if _OPS[op] == "truncate":
         return Change(table, "truncate", {}, "", None, **common)
     if key_data is None:
@@ -87,6 +89,8 @@ def decode(key: bytes | None, value: bytes | None, position: Position, fence: in
     after = env.get("after")
     if not isinstance(after, dict):
         raise RecordError(f"op {op!r} without an 'after' row")
+    if _UNAVAILABLE_BYTES not in value:  # the common case: no unchanged TOAST column to look for
+        return Change(table, "upsert", key_data, doc_id, after, **common)
     unavailable = tuple(c for c, v in after.items() if v == UNAVAILABLE
                         or (isinstance(v, list) and UNAVAILABLE in v))
     row = {c: v for c, v in after.items() if c not in unavailable}

@@ -52,7 +52,8 @@ def _sequence(source: dict[str, Any]) -> tuple[int | None, int | None]:
         return None, None
     try:
         parts = orjson.loads(seq) if isinstance(seq, str) else seq
-        return tuple(None if p is None else int(p) for p in parts[:2])  # type: ignore[return-value]
+        a, b = parts[0], parts[1]
+        return (None if a is None else int(a)), (None if b is None else int(b))
     except (orjson.JSONDecodeError, ValueError, TypeError, IndexError):
         raise VersionError(f"source.sequence is not [commit, lsn]: {seq!r}") from None
 
@@ -61,7 +62,7 @@ def previous_commit(source: dict[str, Any]) -> int | None:
     return _sequence(source)[0]
 
 
-def version_of(source: dict[str, Any], fence: int = 0) -> Version:
+def version_of(source: dict[str, Any], fence: int = 0, snapshot: bool | None = None) -> Version:
     prev, seq_lsn = _sequence(source)
     try:
         # Incremental-snapshot reads carry no lsn of their own: `sequence` holds the stream position
@@ -69,7 +70,7 @@ def version_of(source: dict[str, Any], fence: int = 0) -> Version:
         lsn = int(source["lsn"]) if source.get("lsn") is not None else int(seq_lsn)
     except (TypeError, ValueError):
         raise VersionError("source.lsn is missing or not a number") from None
-    if is_snapshot(source):
+    if is_snapshot(source) if snapshot is None else snapshot:
         return Version(prev if prev is not None else lsn, 0, lsn)
     if prev is not None:
         return Version(prev, 1, lsn)

@@ -125,7 +125,10 @@ def run_command(config_path: Path) -> None:
     """Run the streaming sync (Spark Structured Streaming) until SIGTERM/SIGINT."""
     from pipelines import job
 
+    from pipelines import preflight
+
     cfg = _load(config_path)
+    preflight.check(cfg)
     logging.getLogger("cdckit").setLevel(logging.INFO)
     sys.exit(job.run(cfg, config_path=config_path))
 
@@ -140,7 +143,10 @@ def bootstrap_command(config_path: Path, once: bool) -> None:
 
     from pipelines import bootstrap, connector_ops, job
 
+    from pipelines import preflight
+
     cfg = _load(config_path)
+    preflight.check(cfg)
     totals = bootstrap.prepare(cfg)
     result = connector_ops.apply(cfg)
     say(f"connector {cfg.connector_name}: {result.action}")
@@ -189,7 +195,10 @@ def rebuild_command(store: str, config_path: Path, table: str | None, dry_run: b
     """Rebuild STORE from the change topics into a fresh generation, then switch atomically."""
     from pipelines import rebuild
 
+    from pipelines import preflight
+
     cfg = _load(config_path)
+    preflight.check(cfg)
     plan = rebuild.make_plan(cfg, store, table)
     notes = rebuild.check_safety(plan, force)
     if as_json and dry_run:
@@ -278,6 +287,57 @@ class _RebuildProgress:
                                          description=f"replay {name}{applied}")
 
         return Callbacks(phase=lambda name: self.progress.console.print(f"[bold]{name}[/bold]"), bulk_progress=bulk)
+
+
+# -- dead letters ---------------------------------------------------------------------------------
+@app.group("dlq")
+def dlq_group() -> None:
+    """The dead-letter topic: records that could not be decoded or applied, with the reason."""
+
+
+@dlq_group.command("list")
+@config_option
+@click.option("--from-offset", type=int, default=0, show_default=True)
+@click.option("--limit", type=int, default=100, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+def dlq_list(config_path: Path, from_offset: int, limit: int, as_json: bool) -> None:
+    """Show dead letters: where each record came from and why it was refused."""
+    from pipelines.dlq import read_letters
+
+    cfg = _load(config_path)
+    letters = read_letters(cfg, from_offset)
+    if as_json:
+        _print_json({"topic": cfg.dead_letter_topic, "count": len(letters),
+                     "letters": [x.as_json() for x in letters[:limit]]})
+        return
+    table = Table("offset", "source", "stage", "reason")
+    for x in letters[:limit]:
+        j = x.as_json()
+        table.add_row(str(x.offset), j["source"], x.stage, x.reason[:160])
+    out.print(table)
+    say(f"{len(letters)} dead letter(s) in {cfg.dead_letter_topic}" +
+        (f" (first {limit} shown)" if len(letters) > limit else ""))
+
+
+@dlq_group.command("replay")
+@config_option
+@click.option("--from-offset", type=int, default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="machine-readable output")
+def dlq_replay(config_path: Path, from_offset: int, as_json: bool) -> None:
+    """Apply dead letters again (after a fix). Versioned writes: older letters change nothing."""
+    from pipelines.dlq import read_letters, replay
+
+    cfg = _load(config_path)
+    result = replay(cfg, read_letters(cfg, from_offset))
+    if as_json:
+        _print_json(result)
+    else:
+        say(f"replayed {result['replayed']} of {result['letters']} dead letter(s): search +{result['search_applied']}, "
+            f"cache +{result['cache_applied']}, {result['stale']} already newer; "
+            f"{len(result['still_failing'])} still failing")
+        for f in result["still_failing"][:50]:
+            say(f"  {f['source']}: {f['reason']}")
+    sys.exit(1 if result["still_failing"] else 0)
 
 
 # -- snapshot -------------------------------------------------------------------------------------

@@ -154,12 +154,13 @@ def progress_lag(progress: dict | None) -> dict[str, int]:
 
 def run(config: Config, config_path: Path | None = None, on_batch=None, once: Callable[[], bool] | None = None
         ) -> int:
-    """Run until SIGTERM/SIGINT (after the current batch), or until `once()` says the work is done."""
+    """Run until SIGTERM/SIGINT (after the current batch), or until `once()` says the work is done.
+    A store that stays unreachable beyond the sinks' retries fails the batch; the query is then
+    restarted from its checkpoint after a pause (the batch is re-run: versioned writes make that safe)."""
     from pipelines.metrics import PipelineMetrics
 
     spark = spark_session(config)
     metrics = PipelineMetrics(config.metrics_port, config.metrics_host) if config.metrics_port else None
-    query = start(spark, config, on_batch=on_batch, config_path=config_path, metrics=metrics)
     stopping = threading.Event()
 
     def on_term(signum, _frame):
@@ -168,6 +169,29 @@ def run(config: Config, config_path: Path | None = None, on_batch=None, once: Ca
 
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
+    pause = RESTART_PAUSE_S
+    while True:
+        query = start(spark, config, on_batch=on_batch, config_path=config_path, metrics=metrics)
+        _follow(query, metrics, stopping, once)
+        failure = query.exception()
+        if failure is None:
+            break
+        if not _store_unavailable(failure) or stopping.is_set():
+            log.error("query failed: %s", failure)
+            return 1
+        log.warning("a store is unreachable (%s); restarting from the checkpoint in %.0f s",
+                    _first_line(failure), pause)
+        if stopping.wait(pause):
+            break
+        pause = min(pause * 2, 60.0)
+    spark.stop()
+    return 0
+
+
+RESTART_PAUSE_S = 5.0
+
+
+def _follow(query, metrics, stopping: threading.Event, once: Callable[[], bool] | None) -> None:
     while query.isActive:
         if metrics is not None:
             try:
@@ -182,9 +206,17 @@ def run(config: Config, config_path: Path | None = None, on_batch=None, once: Ca
                 time.sleep(0.1)
             query.stop()
             break
-        query.awaitTermination(1)
-    if query.exception():
-        log.error("query failed: %s", query.exception())
-        return 1
-    spark.stop()
-    return 0
+        try:
+            query.awaitTermination(1)
+        except Exception:  # noqa: BLE001 - the query failed; the caller reads query.exception()
+            break
+
+
+def _store_unavailable(failure) -> bool:
+    return "StoreUnavailable" in str(failure)
+
+
+def _first_line(failure) -> str:
+    text = str(failure)
+    at = text.find("StoreUnavailable")
+    return text[at:].splitlines()[0][:300] if at >= 0 else text.splitlines()[0][:300]

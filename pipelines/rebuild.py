@@ -204,6 +204,7 @@ def _config_json(config: Config) -> bytes:
 def _bulk(spark, config: Config, plan: Plan, work: Path, cb: Callbacks) -> dict[str, Any]:
     from pipelines.rebuild_spark import BULK_DDL, bulk_fn, read_progress
 
+    work.mkdir(parents=True, exist_ok=True)
     done = {k: v for k, v in read_progress(work).items() if v.get("done")}
     ranges = {t: {p: o for p, o in parts.items() if f"{t}-{p}" not in done} for t, parts in plan.end.items()}
     ranges = {t: parts for t, parts in ranges.items() if parts}
@@ -230,6 +231,8 @@ def _bulk(spark, config: Config, plan: Plan, work: Path, cb: Callbacks) -> dict[
     totals: dict[str, Any] = {k: sum(r[k] for r in previous.values()) for k in
                               ("records", "tombstones", "survivors", "search_applied", "search_stale", "cache_applied",
                                "cache_stale", "dead_letters", "unresolved_toast")}
+    for k in ("read_seconds", "fold_seconds", "apply_seconds"):  # summed over partitions (they run in parallel)
+        totals[k] = round(sum(r.get(k, 0) for r in previous.values()), 1)
     totals["fences"] = {f"{r['topic']}:{r['partition']}": r["fence"] for r in previous.values() if r["fence"]}
     return totals
 

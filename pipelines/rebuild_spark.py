@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -18,9 +19,10 @@ BULK_SCHEMA = pa.schema([
     ("survivors", pa.int64()), ("search_applied", pa.int64()), ("search_stale", pa.int64()),
     ("cache_applied", pa.int64()), ("cache_stale", pa.int64()), ("dead_letters", pa.int64()),
     ("unresolved_toast", pa.int64()), ("fence", pa.int64()),
+    ("read_seconds", pa.float64()), ("fold_seconds", pa.float64()), ("apply_seconds", pa.float64()),
 ])
-BULK_DDL = ", ".join(f"`{f.name}` {'string' if f.type == pa.string() else 'int' if f.type == pa.int32() else 'bigint'}"
-                     for f in BULK_SCHEMA)
+_SPARK_TYPES = {pa.string(): "string", pa.int32(): "int", pa.int64(): "bigint", pa.float64(): "double"}
+BULK_DDL = ", ".join(f"`{f.name}` {_SPARK_TYPES[f.type]}" for f in BULK_SCHEMA)
 APPLY_CHUNK = 5_000
 
 
@@ -59,21 +61,27 @@ def bulk_fn(config_json: bytes, targets: Targets, work: str
         fold = PartitionFold({t.name: t.key for t in config.tables},
                              {config.topic_for(t): t.name for t in config.tables})
         where: tuple[str, int] | None = None
+        started, fold_s = time.perf_counter(), 0.0
         for rb in batches:
+            t = time.perf_counter()
             rows = rows_from_arrow(pa.Table.from_batches([rb]))
             if not rows:
                 continue
             where = (rows[0]["topic"], rows[0]["partition"])
             fold.add(rows)
+            fold_s += time.perf_counter() - t
             _report(progress_file(Path(work), *where), read=fold.records, applied=0, survivors=len(fold.latest))
         if where is None:
             return
+        read_s = time.perf_counter() - started - fold_s
+        t = time.perf_counter()
         survivors = fold.survivors()
         stats, dead = BatchStats(records=fold.records, tombstones=fold.tombstones), list(fold.dead)
         for start in range(0, len(survivors), APPLY_CHUNK):
             apply_changes(stores, [], survivors[start:start + APPLY_CHUNK], stats, dead, [])
             _report(progress_file(Path(work), *where), read=fold.records, applied=start + APPLY_CHUNK,
                     survivors=len(survivors))
+        apply_s = time.perf_counter() - t
         for letter in dead:
             letter.extra["rebuild"] = Path(work).name
         written = DeadLetterWriter(config.kafka.client_config(), config.dead_letter_topic).write(dead) if dead else 0
@@ -84,7 +92,8 @@ def bulk_fn(config_json: bytes, targets: Targets, work: str
             "survivors": len(survivors), "search_applied": stats.search_applied, "search_stale": stats.search_stale,
             "cache_applied": stats.cache_applied, "cache_stale": stats.cache_stale, "dead_letters": written,
             "unresolved_toast": sum(1 for c in survivors if c.unavailable),
-            "fence": fold.fences.get(f"{where[0]}:{where[1]}", 0)}], schema=BULK_SCHEMA)
+            "fence": fold.fences.get(f"{where[0]}:{where[1]}", 0), "read_seconds": round(read_s, 2),
+            "fold_seconds": round(fold_s, 2), "apply_seconds": round(apply_s, 2)}], schema=BULK_SCHEMA)
 
     return run
 

@@ -196,3 +196,44 @@ def test_rebuild_over_compacted_log_shapes(stack, tmp_path):
     requests.post(f"{stack.search_url}/{name}/_refresh", timeout=10)
     hits = requests.post(f"{stack.search_url}/{name}/_search", json={"size": 100}, timeout=10).json()["hits"]["hits"]
     assert {h["_id"]: h["_source"]["name"] for h in hits} == {"3": "three'", "5": "five"}
+
+
+def test_live_batches_write_the_fresh_generation_first_during_a_rebuild(stack, spark, tmp_path):
+    """While the rebuild state asks for it, each live batch also writes the rebuild's targets."""
+    from pipelines import rebuild_state
+    from pipelines.config import parse_config
+    from pipelines.job import batch_writer
+    from pipelines.kafka_source import SCHEMA
+
+    name = f"dw_{uuid.uuid4().hex[:6]}"
+    data = stack.config(tables=[{"name": "public.items", "redis_key": f"{name}:{{id}}", "index": name}],
+                        redis={"url": own_db(stack).redis_url, "rebuild_db": SPARE_DB},
+                        spark={"checkpoint_dir": str(tmp_path / "ckpt")}, metrics_port=0)
+    cfg = parse_config(data)
+    requests.put(f"{stack.search_url}/{name}_v2", json={}, timeout=10)
+    for db in (LIVE_DB, SPARE_DB):
+        redis.Redis.from_url(own_db(stack, db).redis_url).flushdb()
+    rebuild_state.save(cfg.spark.checkpoint_dir, {"phase": "catchup", "dual_write": True,
+                                                  "targets": {"search": {"public.items": f"{name}_v2"},
+                                                              "cache_db": SPARE_DB}})
+    topic = f"{cfg.topic_prefix}.public.items"
+
+    def batch(offset, id_, lsn):
+        return (records.key(id_), records.value("c", id_, lsn, f"row{id_}", lsn - 5), topic, 0, offset, None, 0)
+
+    write = batch_writer(cfg)
+    write(spark.createDataFrame([batch(0, 1, 100)], SCHEMA), 0)
+    rebuild_state.save(cfg.spark.checkpoint_dir, {"phase": "done", "dual_write": False})
+    write(spark.createDataFrame([batch(1, 2, 200)], SCHEMA), 1)
+
+    def ids(url, index):
+        requests.post(f"{url}/{index}/_refresh", timeout=10)
+        hits = requests.post(f"{url}/{index}/_search", json={"size": 10}, timeout=10).json()["hits"]["hits"]
+        return sorted(h["_id"] for h in hits)
+
+    live_keys = sorted(k.decode() for k in redis.Redis.from_url(own_db(stack).redis_url).scan_iter(match=f"{name}:*"))
+    spare_keys = sorted(k.decode() for k in redis.Redis.from_url(own_db(stack, SPARE_DB).redis_url)
+                        .scan_iter(match=f"{name}:*"))
+    assert live_keys == [f"{name}:1", f"{name}:2"] and spare_keys == [f"{name}:1"]
+    assert ids(stack.search_url, name) == ["1", "2"] and ids(stack.search_url, f"{name}_v2") == ["1"]
+    redis.Redis.from_url(own_db(stack, SPARE_DB).redis_url).flushdb()

@@ -1,0 +1,109 @@
+"""Replay rate of `cdckit rebuild` into a fresh Redis generation and a fresh index, side by side
+with the search engine's raw bulk rate for the same documents, in the same run.
+
+    .venv/bin/python benchmarks/rebuild_replay.py [--events 1000000] [--keys 200000] [--partitions 2]
+
+Targets (issue #5): at least 60k events/s into Redis; into the index at least 0.8x the raw bulk rate.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import bench_stack, synthetic_topic, write_result  # noqa: E402
+
+
+def config_for(settings, topic: str, tmp: Path):
+    from pipelines.config import parse_config
+
+    prefix, table = topic.split(".", 1)
+    return parse_config({
+        "topic_prefix": prefix, "metrics_port": 0,
+        "postgres": {"host": "127.0.0.1", "port": settings.ports["postgres"], "database": "cdckit", "user": "postgres"},
+        "kafka": {"bootstrap_servers": settings.bootstrap_servers},
+        "connect": {"url": settings.connect_url},
+        "tables": [{"name": table, "index": f"b{uuid.uuid4().hex[:8]}", "redis_key": "bench:{id}"}],
+        "search": {"kind": "opensearch", "url": settings.search_url, "bulk_chunk": 5000},
+        "redis": {"url": settings.redis_url.rsplit("/", 1)[0] + "/3", "rebuild_db": 4},
+        "spark": {"checkpoint_dir": str(tmp / uuid.uuid4().hex), "master": "local[2]"},
+    })
+
+
+def rebuild_once(spark, config, store: str) -> dict:
+    from pipelines import rebuild
+
+    plan = rebuild.make_plan(config, store, None)
+    t0 = time.perf_counter()
+    state = rebuild.run(spark, config, plan)
+    total = time.perf_counter() - t0
+    bulk = state["summary"]["bulk"]
+    return {"events": bulk["records"], "keys_written": bulk["survivors"], "bulk_seconds": bulk["seconds"],
+            "total_seconds": round(total, 1), "events_per_s": round(bulk["records"] / bulk["seconds"]),
+            "keys_per_s": round(bulk["survivors"] / bulk["seconds"]),
+            "task_seconds": {k: bulk[k] for k in ("read_seconds", "fold_seconds", "apply_seconds")}}
+
+
+def raw_bulk(settings, docs: int, chunk: int = 5000) -> dict:
+    """The engine alone: plain `index` bulk requests (no versions) of documents shaped like the replay's."""
+    from opensearchpy import OpenSearch
+
+    client = OpenSearch(settings.search_url, timeout=120)
+    index = f"raw{uuid.uuid4().hex[:8]}"
+    client.indices.create(index=index, body={"settings": {"number_of_replicas": 0}})
+    t0 = time.perf_counter()
+    for start in range(0, docs, chunk):
+        ops = []
+        for k in range(start, min(start + chunk, docs)):
+            ops.append({"index": {"_index": index, "_id": str(k)}})
+            ops.append({"id": k, "name": f"customer {k} ünïcødé", "email": f"c{k}@example.com", "balance": f"{k}.25",
+                        "tags": [k % 7, k % 11], "updated_at": "2026-11-22T10:00:00.000000Z", "seq": k})
+        client.bulk(body=ops)
+    seconds = time.perf_counter() - t0
+    client.indices.delete(index=index)
+    return {"docs": docs, "seconds": round(seconds, 1), "docs_per_s": round(docs / seconds)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--events", type=int, default=1_000_000)
+    ap.add_argument("--keys", type=int, default=200_000)
+    ap.add_argument("--partitions", type=int, default=2)
+    ap.add_argument("--search-events", type=int, default=300_000, help="a smaller topic for the slower index")
+    ap.add_argument("--search-keys", type=int, default=60_000)
+    args = ap.parse_args()
+    from pipelines.job import spark_session
+
+    tmp = Path(tempfile.mkdtemp(prefix="cdckit-bench-"))
+    with bench_stack() as s:
+        t0 = time.perf_counter()
+        topic = synthetic_topic(s.bootstrap_servers, args.events, args.keys, args.partitions)
+        print(f"produced {args.events:,} events ({args.keys:,} keys) in {time.perf_counter() - t0:.1f} s", flush=True)
+        config = config_for(s, topic, tmp)
+        spark = spark_session(config)
+        cache = rebuild_once(spark, config, "cache")
+        print(f"cache rebuild: {json.dumps(cache)}", flush=True)
+        search_topic = synthetic_topic(s.bootstrap_servers, args.search_events, args.search_keys, args.partitions)
+        search = rebuild_once(spark, config_for(s, search_topic, tmp), "search")
+        print(f"search rebuild: {json.dumps(search)}", flush=True)
+        raw = raw_bulk(s, search["keys_written"])
+        print(f"raw bulk: {json.dumps(raw)}", flush=True)
+        spark.stop()
+    result = {
+        "cache": cache, "search": search, "search_raw_bulk": raw,
+        "search_vs_raw": round(search["keys_per_s"] / raw["docs_per_s"], 2),
+        "targets": {"cache_events_per_s": 60_000, "search_vs_raw": 0.8},
+    }
+    result["met"] = {"cache": cache["events_per_s"] >= 60_000, "search": result["search_vs_raw"] >= 0.8}
+    print(json.dumps(result, indent=2))
+    write_result("rebuild_replay", result)
+
+
+if __name__ == "__main__":
+    main()
