@@ -32,6 +32,7 @@ def connector_config(config: "Config") -> dict[str, str]:
         "database.user": pg.user,
         "database.dbname": pg.database,
         "database.sslmode": pg.sslmode,
+        **({"database.sslrootcert": str(pg.sslrootcert)} if pg.sslrootcert else {}),
         "topic.prefix": config.topic_prefix,
         "slot.name": pg.slot,
         "publication.name": pg.publication,

@@ -57,11 +57,9 @@ class ApplyStats:
 class RedisCache:
     VERSION_PREFIX = "cdckit:v:"
 
-    def __init__(self, client: redis.Redis, deleted_version_ttl_s: int, generation: str = "",
-                 retries: int = 5):
+    def __init__(self, client: redis.Redis, deleted_version_ttl_s: int, retries: int = 5):
         self.r = client
         self.deleted_ttl = deleted_version_ttl_s
-        self.generation = generation
         self.retries = retries
         scripts = resources.files("derived")
         self._upsert = self.r.register_script(scripts.joinpath("cache_upsert.lua").read_text())
@@ -70,17 +68,16 @@ class RedisCache:
     COUNT_PREFIX = "cdckit:count:"
 
     def _keys(self, data_key: str, table: CacheTable) -> list[str]:
-        data_key = self.generation + data_key
         return [data_key, self.VERSION_PREFIX + data_key, self._count_key(table)]
 
     def _count_key(self, table: CacheTable) -> str:
         # Counted per key template: an O(1) estimate for `status` (keys with a TTL expire uncounted).
-        return f"{self.COUNT_PREFIX}{self.generation}{table.key_template}"
+        return f"{self.COUNT_PREFIX}{table.key_template}"
 
     def count(self, table: CacheTable, exact: bool = False) -> int:
         if not exact:
             return int(self.r.get(self._count_key(table)) or 0)
-        pattern = self.generation + table.pattern()
+        pattern = table.pattern()
         return sum(1 for k in self.r.scan_iter(match=pattern, count=1000) if not k.startswith(b"cdckit:"))
 
     def apply(self, changes: Iterable[Change], tables: dict[str, CacheTable]) -> ApplyStats:
@@ -123,7 +120,7 @@ class RedisCache:
     def truncate(self, change: Change, table: CacheTable) -> int:
         """Delete, at the truncate's version, every key of the table not written after it."""
         deleted = 0
-        pattern = self.generation + table.pattern()
+        pattern = table.pattern()
         for key in self.r.scan_iter(match=pattern, count=1000):
             key = key.decode() if isinstance(key, bytes) else key
             if key.startswith("cdckit:"):
@@ -133,7 +130,7 @@ class RedisCache:
         return deleted
 
     def read(self, key: str, table: CacheTable) -> dict[str, Any] | None:
-        data_key = self.generation + key
+        data_key = key
         if table.format == "json":
             raw = self.r.get(data_key)
             return None if raw is None else orjson.loads(raw)

@@ -10,6 +10,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Protocol
 
+import orjson
+
 from derived.change import Change, DeadLetter
 from derived.errors import StoreUnavailable
 from derived.shape import shape, shaped_field
@@ -186,12 +188,12 @@ class SearchStats:
 
 
 class SearchSink:
-    def __init__(self, engine: Engine, chunk: int = 2000, retries: int = 5, index_suffix: str = ""):
+    def __init__(self, engine: Engine, chunk: int = 2000, retries: int = 5, max_document_bytes: int | None = None):
         self.engine, self.chunk, self.retries = engine, chunk, retries
-        self.index_suffix = index_suffix  # a rebuild writes to another generation's index
+        self.max_document_bytes = max_document_bytes
 
     def target(self, table: SearchTable) -> str:
-        return table.alias + self.index_suffix
+        return table.alias  # an alias for the live store; a concrete index for a rebuild's generation
 
     def ensure_index(self, table: SearchTable) -> None:
         """A first generation `<alias>_v1` behind the alias, unless the alias exists already."""
@@ -214,11 +216,23 @@ class SearchSink:
 
     def apply(self, changes: Iterable[Change], tables: dict[str, SearchTable]) -> SearchStats:
         stats = SearchStats()
-        changes = list(changes)
+        changes = [ch for ch in changes if self._fits(ch, tables[ch.table], stats)]
         kept = self._stored_unavailable(changes, tables)
         for start in range(0, len(changes), self.chunk):
             self._apply_chunk(changes[start:start + self.chunk], tables, stats, kept)
         return stats
+
+    def _fits(self, ch: Change, table: SearchTable, stats: SearchStats) -> bool:
+        """An oversized document would fail its whole bulk request: refuse it alone, up front."""
+        if not self.max_document_bytes or ch.op != "upsert":
+            return True
+        size = len(orjson.dumps(shape(ch.row, table), default=str))
+        if size <= self.max_document_bytes:
+            return True
+        stats.dead.append(DeadLetter(ch.position, None, None, "apply",
+                                     f"document {ch.doc_id!r} is {size:,} bytes, above "
+                                     f"search.max_document_bytes ({self.max_document_bytes:,})", {"store": "search"}))
+        return False
 
     def _apply_chunk(self, pending: list[Change], tables: dict[str, SearchTable], stats: SearchStats,
                      kept: dict[tuple[str, str], dict[str, Any]]) -> None:

@@ -70,9 +70,10 @@ def redis_client(config: Config, db: int | None = None):
     import redis
 
     rc = config.redis
+    tls = {"ssl_ca_certs": str(rc.ca_certs)} if rc.ca_certs and rc.url.startswith("rediss:") else {}
     return redis.Redis.from_url(rc.url if db is None else rc.url_for(db), username=rc.username,
                                 password=rc.password.get() if rc.password else None,
-                                socket_timeout=10, socket_connect_timeout=5)
+                                socket_timeout=10, socket_connect_timeout=5, **tls)
 
 
 def search_engine(config: Config):
@@ -85,6 +86,11 @@ def search_engine(config: Config):
                       verify_certs=s.verify_certs, ca_certs=str(s.ca_certs) if s.ca_certs else None)
 
 
+def _search_sink(config: Config) -> SearchSink:
+    s = config.search
+    return SearchSink(search_engine(config), chunk=s.bulk_chunk, max_document_bytes=s.max_document_bytes)
+
+
 def stores_from_config(config: Config, targets: Targets | None = None) -> Stores:
     """The live stores (through the alias and the live database), or, given `targets`, only a
     rebuild's fresh generations."""
@@ -93,16 +99,16 @@ def stores_from_config(config: Config, targets: Targets | None = None) -> Stores
     search_tables = {t.name: SearchTable(t.index_name, t.columns, dict(t.rename), t.mappings) for t in config.tables}
     cache_tables = {t.name: CacheTable(t.redis_key_template, t.redis_format, t.redis_ttl_s, t.columns,
                                        dict(t.rename)) for t in config.tables}
-    rc, s = config.redis, config.search
+    rc = config.redis
     if targets is None:
-        search = SearchSink(search_engine(config), chunk=s.bulk_chunk) if "search" in config.sinks else NullStore()
+        search = _search_sink(config) if "search" in config.sinks else NullStore()
         cache = (RedisCache(redis_client(config), rc.deleted_version_ttl_s) if "cache" in config.sinks
                  else NullStore())
     else:
         indexes = dict(targets.search)
         search_tables = {name: SearchTable(indexes[name], t.columns, t.rename, t.mappings)
                          for name, t in search_tables.items() if name in indexes}
-        search = SearchSink(search_engine(config), chunk=s.bulk_chunk) if indexes else NullStore()
+        search = _search_sink(config) if indexes else NullStore()
         cache = (RedisCache(redis_client(config, targets.cache_db), rc.deleted_version_ttl_s)
                  if targets.cache_db is not None else NullStore())
     return Stores(search, cache, search_tables, cache_tables, {t.name: t.key for t in config.tables})

@@ -28,6 +28,7 @@ class PostgresConfig(_Strict):
     user: str
     password: SecretRef | None = None
     sslmode: Literal["disable", "allow", "prefer", "require", "verify-ca", "verify-full"] = "prefer"
+    sslrootcert: Path | None = Field(None, description="CA bundle for verify-ca / verify-full")
     slot: str = Field("cdckit", pattern=r"^[a-z0-9_]{1,63}$")
     publication: str = Field("cdckit", pattern=r"^[A-Za-z0-9_]{1,63}$")
     heartbeat_table: str = Field("public.cdckit_heartbeat", pattern=_TABLE.pattern)
@@ -40,6 +41,8 @@ class PostgresConfig(_Strict):
                                   sslmode=self.sslmode, connect_timeout=5)
         if self.password:
             kw["password"] = self.password.get()
+        if self.sslrootcert:
+            kw["sslrootcert"] = str(self.sslrootcert)
         return kw
 
 
@@ -151,6 +154,8 @@ class SearchConfig(_Strict):
     verify_certs: bool = True
     ca_certs: Path | None = None
     bulk_chunk: int = Field(2000, ge=1)
+    max_document_bytes: int = Field(10 * 1024 * 1024, ge=1024,
+                                    description="larger documents go to the dead-letter topic")
 
     @field_validator("url")
     @classmethod
@@ -172,6 +177,7 @@ class RedisConfig(_Strict):
     password: SecretRef | None = None
     deleted_version_ttl_s: int = Field(7 * 24 * 3600, gt=0,
                                        description="how long the version of a deleted key is kept")
+    ca_certs: Path | None = Field(None, description="CA bundle for a rediss:// URL")
     rebuild_db: int | None = Field(None, ge=0, description="spare database a cache rebuild fills, then "
                                                           "SWAPDBs with the live one; default: live + 1")
 

@@ -69,7 +69,7 @@ def _redis(config: Config) -> None:
 
     try:
         redis_client(config).ping()
-    except (redis.AuthenticationError, redis.AuthorizationError) as exc:
+    except redis.AuthenticationError as exc:
         raise CredentialsRefused("redis", config.redis.url, "redis.username / redis.password", _short(str(exc))) \
             from None
     except redis.ResponseError as exc:

@@ -182,7 +182,7 @@ def _diff(diff: StoreDiff, expected, docs, types, table, as_strings: bool) -> No
 
 def _cache_docs(cache, table, keys: dict[str, str]) -> dict[str, dict[str, Any]]:
     r = cache.r
-    names = [cache.generation + k for k in keys.values()]
+    names = list(keys.values())
     if table.format == "json":
         values = r.mget(names)
         return {i: orjson.loads(v) for i, v in zip(keys, values) if v is not None}
@@ -203,9 +203,9 @@ def _extras(report, stores, search_t, cache_t, seen, config, table, key_cols) ->
                     report.stores["search"].add("extra", doc_id)
     if "cache" in config.sinks:
         if stores.cache.count(cache_t, exact=True) > seen["cache"]:
-            present_keys = {stores.cache.generation + cache_t.key_template.format(**k, _id=i)
+            present_keys = {cache_t.key_template.format(**k, _id=i)
                             for i, k in _all_keys(config, table, key_cols)}
-            for key in stores.cache.r.scan_iter(match=stores.cache.generation + cache_t.pattern(), count=1000):
+            for key in stores.cache.r.scan_iter(match=cache_t.pattern(), count=1000):
                 key = key.decode()
                 if not key.startswith("cdckit:") and key not in present_keys:
                     report.stores["cache"].add("extra", key)

@@ -31,6 +31,7 @@ class Endpoints:
     search_kind: str
     world: str  # "devstack" or "containers"
     pg_host_for_connect: str | None = None  # where Kafka Connect reaches Postgres, when it differs
+    settings: Any = None  # the devstack's StackSettings (logs, pids) when world == "devstack"
 
     def config(self, tables: list[dict[str, Any]], prefix: str | None = None, **overrides: Any) -> dict[str, Any]:
         """A cdckit config dict for these servers; a fresh prefix/slot isolates each test."""
@@ -76,7 +77,7 @@ def devstack_world(state_dir: Path) -> Iterator[Endpoints]:
     try:
         yield Endpoints("127.0.0.1", settings.ports["postgres"], settings.database, "postgres",
                         settings.bootstrap_servers, settings.connect_url, settings.redis_url,
-                        settings.search_url, "opensearch", "devstack")
+                        settings.search_url, "opensearch", "devstack", settings=settings)
     finally:
         stack.down(settings, say=lambda _: None)
 

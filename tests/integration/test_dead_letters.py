@@ -1,5 +1,6 @@
-"""Malformed records, an unknown op and a mapping conflict go to the dead-letter topic with reasons;
-the rest of the batch, and later batches, are applied."""
+"""Bad input: malformed JSON, an unknown op, a missing key, a null primary key, a mapping conflict and
+an oversized document go to the dead-letter topic with reasons; schema-ful and schema-less envelopes
+mix; the rest of the batch, and later batches, are applied. `cdckit dlq list|replay` after a fix."""
 import json
 import time
 import uuid
@@ -41,6 +42,7 @@ def test_bad_records_are_dead_lettered_and_the_rest_applied(stack, spark, tmp_pa
     data = stack.config(tables=[{"name": table, "redis_key": f"{name}:{{id}}", "index": name,
                                  "mappings": {"n": {"type": "integer"}}}],
                         spark={"checkpoint_dir": str(tmp_path / "ckpt"), "trigger": "1 second"})
+    data["search"]["max_document_bytes"] = 2048
     cfg = parse_config(data)
     topic = cfg.topic_for(cfg.tables[0])
     try:
@@ -55,19 +57,30 @@ def test_bad_records_are_dead_lettered_and_the_rest_applied(stack, spark, tmp_pa
         p.produce(topic, key=key, value=b"{this is not json")
         p.produce(topic, key=key, value=envelope(table, {"id": 2, "n": 2}, op="x"))
         p.produce(topic, key=json.dumps({"id": 3}).encode(), value=envelope(table, {"id": 3, "n": "three"}))
+        p.produce(topic, key=None, value=envelope(table, {"id": 8, "n": 8}))                  # missing key
+        p.produce(topic, key=json.dumps({"id": None}).encode(), value=envelope(table, {"id": None, "n": 9}))
+        p.produce(topic, key=json.dumps({"id": 7}).encode(),
+                  value=envelope(table, {"id": 7, "n": 7, "blob": "x" * 5000}))                 # oversized
+        schemaful = {"schema": {"type": "struct"}, "payload": json.loads(envelope(table, {"id": 6, "n": 6}))}
+        p.produce(topic, key=json.dumps({"schema": {}, "payload": {"id": 6}}).encode(),
+                  value=json.dumps(schemaful).encode())
         p.produce(topic, key=json.dumps({"id": 4}).encode(), value=envelope(table, {"id": 4, "n": 4}))
         p.flush(10)
         with pg(stack) as conn:
             conn.execute(f"INSERT INTO {table} VALUES (5, 5)")
 
-        wait_for(lambda: {"4", "5"} <= set(cache_docs(stack, f"{name}:")) and
-                 {"4", "5"} <= set(search_docs(stack, name)), 90, 1, "good records of the batch")
-        letters = wait_for(lambda: (lambda m: len(m) >= 3 and m)(
+        wait_for(lambda: {"4", "5", "6", "7"} <= set(cache_docs(stack, f"{name}:")) and
+                 {"4", "5", "6"} <= set(search_docs(stack, name)), 90, 1, "good records of the batch")
+        letters = wait_for(lambda: (lambda m: len(m) >= 6 and m)(
             read_all(stack.bootstrap_servers, cfg.dead_letter_topic)), 60, 0, "dead letters")
         reasons = [dict(m.headers())["cdckit.reason"].decode() for m in letters]
         assert any("not valid JSON" in r for r in reasons), reasons
         assert any("unknown op 'x'" in r for r in reasons), reasons
         assert any("mapper_parsing_exception" in r for r in reasons), reasons
+        assert any("without a record key" in r for r in reasons), reasons
+        assert any("key column is null" in r for r in reasons), reasons
+        assert any("above search.max_document_bytes" in r for r in reasons), reasons
+        assert "7" not in search_docs(stack, name)
         for m in letters:
             h = {k: v.decode() for k, v in m.headers()}
             assert h["cdckit.source.topic"] == topic and int(h["cdckit.source.offset"]) >= 0
@@ -75,6 +88,20 @@ def test_bad_records_are_dead_lettered_and_the_rest_applied(stack, spark, tmp_pa
         assert bad_json.value() == b"{this is not json"  # the original record, for replay after a fix
         assert query.isActive
         query.stop()
+
+        # `dlq list` shows them; after a fix (a larger document limit) `dlq replay` applies what now
+        # fits and reports what still fails.
+        listed = cli("dlq", "list", "--json", "-c", str(write_config(tmp_path, data)))
+        assert listed.returncode == 0, listed.stderr
+        shown = json.loads(listed.stdout)
+        assert shown["count"] == len(letters) and all(x["reason"] for x in shown["letters"])
+        data["search"]["max_document_bytes"] = 1 << 20
+        replayed = cli("dlq", "replay", "--json", "-c", str(write_config(tmp_path, data)))
+        result = json.loads(replayed.stdout)
+        assert replayed.returncode == 1  # some letters are beyond any fix
+        assert search_docs(stack, name)["7"]["blob"] == "x" * 5000
+        still = " ".join(f["reason"] for f in result["still_failing"])
+        assert "not valid JSON" in still and "mapper_parsing_exception" in still and "key column is null" in still
     finally:
         for q in spark.streams.active:
             q.stop()
