@@ -15,7 +15,9 @@ from typing import Callable
 import orjson
 
 from pipelines.apply_batch import BatchStats, stores_from_config
-from pipelines.checkpoint_state import write_status
+from derived import store_markers
+from derived.errors import StoreUnavailable
+from pipelines.checkpoint_state import committed_offsets, write_status
 from pipelines.config import load_config
 from pipelines.errors import CdckitError
 from pipelines.config import Config
@@ -72,10 +74,26 @@ class LiveConfig:
         self._prepare()
 
     def _prepare(self) -> None:
-        stores = stores_from_config(self.config)
-        for table in stores.search_tables.values():
-            stores.search.ensure_index(table)
+        self.stores = stores_from_config(self.config)
+        for table in self.stores.search_tables.values():
+            self.stores.search.ensure_index(table)
         self.json = orjson.dumps(self.config.model_dump(mode="json"))
+
+    def check_stores(self, fresh: bool) -> None:
+        """A fresh pipeline (no batch committed) marks its stores; later batches refuse to write
+        stores whose marker vanished (they lost their data: see derived/store_markers.py)."""
+        cfg, s = self.config, self.stores
+        engine = s.search.engine if "search" in cfg.sinks else None
+        client = s.cache.r if "cache" in cfg.sinks else None
+        if fresh:
+            if engine is not None:
+                store_markers.mark_search(engine, cfg.topic_prefix)
+            if client is not None:
+                store_markers.mark_cache(client, cfg.topic_prefix, "pipeline")
+            return
+        gone = store_markers.missing(cfg.topic_prefix, engine, client)
+        if gone:
+            raise StoreUnavailable(store_markers.lost_message(gone, {"search": cfg.search.url, "cache": cfg.redis.url}))
 
     def current(self) -> Config:
         if self.path is not None:
@@ -104,9 +122,14 @@ def batch_writer(config: Config, on_batch: Callable | None = None, config_path: 
     ensure_topic(config.kafka.client_config(), config.dead_letter_topic)
     fences = FenceStore(config.spark.checkpoint_dir)
 
+    fresh = committed_offsets(config.spark.checkpoint_dir) is None
+
     def write(df, batch_id: int) -> None:
+        nonlocal fresh
         started = time.monotonic()
         live.current()
+        live.check_stores(fresh)
+        fresh = False
         config_json = live.json
         state = fences.before(batch_id)
         rebuild = live_targets(config.spark.checkpoint_dir)

@@ -27,6 +27,7 @@ from typing import Any, Callable
 import orjson
 
 from derived import cache_generations as cachegen
+from derived import store_markers
 from derived.search_generations import (GenerationError, SearchGeneration, create_generation, drop_generation,
                                         plan_generation, switch_generation)
 from pipelines import rebuild_state
@@ -290,11 +291,15 @@ def _catchup(spark, config: Config, plan: Plan, work: Path, bulk_fences: dict[st
 
 
 def _switch(config: Config, plan: Plan) -> None:
+    """The markers go in first, so the live pipeline never sees a switched store without one."""
     if plan.search:
         engine = search_engine(config)
+        store_markers.mark_search(engine, config.topic_prefix)
         for s in plan.search.values():
             switch_generation(engine, SearchGeneration(s["alias"], s["current"], s["target"]))
     if plan.cache:
+        store_markers.mark_cache(redis_client(config, plan.cache["spare_db"]), config.topic_prefix,
+                                 f"rebuild {plan.rebuild_id}")
         cachegen.switch(redis_client(config), plan.cache["live_db"], plan.cache["spare_db"])
 
 

@@ -2,7 +2,6 @@
 overall verdict (the exit code)."""
 from __future__ import annotations
 
-import os
 import socket
 import time
 from dataclasses import asdict, dataclass, field
@@ -23,6 +22,7 @@ class Report:
     topics: dict[str, dict[str, Any]] = field(default_factory=dict)
     pipeline: dict[str, Any] = field(default_factory=dict)
     tables: dict[str, dict[str, Any]] = field(default_factory=dict)
+    stores_lost: list[str] = field(default_factory=list)
 
     def problem(self, text: str) -> None:
         self.problems.append(text)
@@ -151,6 +151,7 @@ def _stores(config: Config, report: Report, exact: bool) -> None:
     from pipelines.apply_batch import stores_from_config
 
     stores = stores_from_config(config)
+    _lost(config, stores, report)
     for t in config.tables:
         row = report.tables.setdefault(t.name, {})
         if "search" in config.sinks:
@@ -178,6 +179,23 @@ def _stores(config: Config, report: Report, exact: bool) -> None:
         for store in ("search_docs", "cache_keys"):
             if row.get(store) == 0 and want:
                 report.warnings.append(f"{t.name}: {store.replace('_', ' ')} is empty but Postgres has ~{want} rows")
+
+
+def _lost(config: Config, stores, report: Report) -> None:
+    from derived import store_markers
+    from pipelines.checkpoint_state import committed_offsets
+
+    if committed_offsets(config.spark.checkpoint_dir) is None:
+        return  # the pipeline never ran: nothing was there to lose
+    try:
+        gone = store_markers.missing(config.topic_prefix,
+                                     stores.search.engine if "search" in config.sinks else None,
+                                     stores.cache.r if "cache" in config.sinks else None)
+    except Exception:  # noqa: BLE001 - unreachable stores are reported below
+        return
+    if gone:
+        report.stores_lost = gone
+        report.problem(store_markers.lost_message(gone, {"search": config.search.url, "cache": config.redis.url}))
 
 
 def collect(config: Config, exact: bool = False) -> Report:

@@ -1,0 +1,151 @@
+"""Fault drills on the real stack: a write workload runs, a fault is injected, the system recovers
+(by itself, or by the documented command), and then the stores equal Postgres: nothing lost, nothing
+stale, nothing resurrected, and `cdckit verify` agrees. Results: tests/drills.py -> scripts/drills."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import time
+import uuid
+from contextlib import contextmanager
+from urllib.parse import urlsplit
+
+import pytest
+import redis
+
+from tests.drills import Workload, converged, record
+from tests.helpers import cli, drop_connector, pg, start_job, wait_for, wait_streaming, write_config
+
+pytestmark = [pytest.mark.integration, pytest.mark.drill]
+LIVE_DB, SPARE_DB = 7, 8
+ROWS = 2000
+
+
+def server(stack, name):
+    from pipelines.devstack import stack as devstack
+
+    if stack.settings is None:
+        pytest.skip("drills need the local stack's processes")
+    return next(s for s in devstack.servers(stack.settings) if s.name == name)
+
+
+def restart(stack, name):
+    from pipelines.devstack import stack as devstack
+
+    server(stack, name).stop()
+    devstack.up(stack.settings, say=lambda _: None)
+
+
+@dataclasses.dataclass
+class Drill:
+    stack: object           # Endpoints with the drill's own Redis database
+    name: str
+    table: str
+    path: str
+    data: dict
+    job: object = None
+    log: object = None
+
+    def start_job(self):
+        self.job = start_job(self.path, self.log)
+
+    def converge(self, workload: Workload, drill: str, **extra):
+        result = converged(self.stack, self.table, f"{self.name}:", self.name, workload.deleted)
+        verify = cli("verify", "--json", "-c", self.path, timeout=300)
+        result["verify_exact"] = verify.returncode == 0
+        record(drill, workload.written, result, **extra)
+        assert result == {"lost": 0, "stale": 0, "resurrected": 0, "other_extra": 0, "verify_exact": True}, \
+            (result, verify.stdout[-2000:], self.log.read_text()[-3000:])
+
+
+@contextmanager
+def drill_pipeline(stack, tmp_path):
+    name = f"dr_{uuid.uuid4().hex[:6]}"
+    table = f"public.{name}"
+    own = dataclasses.replace(stack, redis_url=urlsplit(stack.redis_url)._replace(path=f"/{LIVE_DB}").geturl())
+    for db in (LIVE_DB, SPARE_DB):
+        redis.Redis.from_url(urlsplit(stack.redis_url)._replace(path=f"/{db}").geturl()).flushdb()
+    with pg(stack) as conn:
+        conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, name text, n int)")
+        conn.execute(f"INSERT INTO {table} SELECT g, 'r' || g, 0 FROM generate_series(1, {ROWS}) g")
+    data = stack.config(tables=[{"name": table, "redis_key": f"{name}:{{id}}", "index": name}],
+                        redis={"url": own.redis_url, "rebuild_db": SPARE_DB},
+                        spark={"checkpoint_dir": str(tmp_path / "ckpt"), "trigger": "500 ms"}, metrics_port=0)
+    d = Drill(own, name, table, str(write_config(tmp_path, data)), data, log=tmp_path / "job.log")
+    try:
+        assert cli("connector", "apply", "-c", d.path).returncode == 0
+        wait_streaming(stack, data)
+        d.start_job()
+        r = redis.Redis.from_url(own.redis_url)
+        wait_for(lambda: sum(1 for _ in r.scan_iter(match=f"{name}:*", count=1000)) >= ROWS, 180, 1,
+                 "the snapshot applied")
+        yield d
+    finally:
+        if d.job is not None and d.job.poll() is None:
+            os.killpg(d.job.pid, signal.SIGKILL)
+        drop_connector(stack, data)
+
+
+def test_kill_connect_worker_mid_stream(stack, tmp_path):
+    from pipelines.devstack import stack as devstack
+
+    with drill_pipeline(stack, tmp_path) as d:
+        w = Workload(stack, d.table, ROWS).start()
+        time.sleep(4)
+        os.kill(server(stack, "connect").pid(), signal.SIGKILL)
+        time.sleep(3)
+        devstack.up(stack.settings, say=lambda _: None)  # the worker comes back; the task resumes from its offsets
+        wait_streaming(stack, d.data, timeout_s=120)
+        time.sleep(5)
+        w.stop()
+        d.converge(w, "kill -9 Kafka Connect worker")
+
+
+@pytest.mark.parametrize("store", ["search", "redis"])
+def test_store_frozen_for_30_s(stack, tmp_path, store):
+    with drill_pipeline(stack, tmp_path) as d:
+        w = Workload(stack, d.table, ROWS).start()
+        time.sleep(3)
+        pid = server(stack, store).pid()
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep(30)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        time.sleep(5)
+        w.stop()
+        assert d.job.poll() is None, d.log.read_text()[-3000:]  # it waited; it did not die
+        d.converge(w, f"{store} unreachable 30 s (SIGSTOP)")
+
+
+def test_postgres_restarted(stack, tmp_path):
+    with drill_pipeline(stack, tmp_path) as d:
+        w = Workload(stack, d.table, ROWS).start()
+        time.sleep(3)
+        restart(stack, "postgres")
+        wait_streaming(stack, d.data, timeout_s=180)  # Debezium reconnects by itself
+        time.sleep(5)
+        w.stop()
+        assert w.errors > 0  # the workload did see the database go away
+        d.converge(w, "Postgres restarted")
+
+
+@pytest.mark.parametrize("store,server_name", [("search", "search"), ("cache", "redis")])
+def test_store_lost_its_data_detected_then_rebuilt(stack, tmp_path, store, server_name):
+    with drill_pipeline(stack, tmp_path) as d:
+        w = Workload(stack, d.table, ROWS).start()
+        time.sleep(3)
+        restart(stack, server_name)  # osmem and this Redis keep nothing across a restart
+        time.sleep(3)
+        status = cli("status", "--json", "-c", d.path, timeout=120)
+        report = json.loads(status.stdout)
+        assert status.returncode == 1 and report["stores_lost"] == [store], status.stdout[-2000:]
+        rebuilt = cli("rebuild", store, "-c", d.path, timeout=600)
+        assert rebuilt.returncode == 0, rebuilt.stdout[-2000:] + rebuilt.stderr[-2000:]
+        time.sleep(5)
+        w.stop()
+        assert d.job.poll() is None, d.log.read_text()[-3000:]
+        d.converge(w, f"{store} lost its data, rebuilt")
+        assert cli("status", "--json", "-c", d.path, timeout=120).returncode == 0
