@@ -188,9 +188,13 @@ class SearchStats:
 
 
 class SearchSink:
-    def __init__(self, engine: Engine, chunk: int = 2000, retries: int = 5, max_document_bytes: int | None = None):
+    def __init__(self, engine: Engine, chunk: int = 2000, retries: int = 5, max_document_bytes: int | None = None,
+                 require_alias: bool = True):
         self.engine, self.chunk, self.retries = engine, chunk, retries
         self.max_document_bytes = max_document_bytes
+        # Live writes go through the alias and must never auto-create an index in its place (after
+        # the engine lost its data, that index would block the rebuild's alias).
+        self.require_alias = require_alias
 
     def target(self, table: SearchTable) -> str:
         return table.alias  # an alias for the live store; a concrete index for a rebuild's generation
@@ -212,6 +216,8 @@ class SearchSink:
                 "version_type": "external_gte"}
         if ch.op == "delete":
             return [{"delete": meta}]
+        if self.require_alias:
+            meta["require_alias"] = True
         return [{"index": meta}, {**kept, **shape(ch.row, table)}]
 
     def apply(self, changes: Iterable[Change], tables: dict[str, SearchTable]) -> SearchStats:
@@ -221,6 +227,19 @@ class SearchSink:
         for start in range(0, len(changes), self.chunk):
             self._apply_chunk(changes[start:start + self.chunk], tables, stats, kept)
         return stats
+
+    def _check_squatters(self, pending: list[Change], items: list[dict[str, Any]],
+                         tables: dict[str, SearchTable]) -> None:
+        """A bulk delete through a missing alias makes the engine create a plain index of that name
+        (deletes cannot require an alias). It holds nothing but delete markers: remove it, and stop."""
+        squatted = {tables[ch.table].alias for ch, item in zip(pending, items)
+                    if next(iter(item.values())).get("_index") == tables[ch.table].alias}
+        for alias in squatted:
+            if not self.engine.alias_exists(alias) and self.engine.index_exists(alias):
+                self.engine.delete_index(alias)
+        if squatted:
+            raise StoreUnavailable(f"search: alias {', '.join(sorted(squatted))} does not exist (the engine lost its "
+                                   "data?); run `cdckit rebuild search`")
 
     def _fits(self, ch: Change, table: SearchTable, stats: SearchStats) -> bool:
         """An oversized document would fail its whole bulk request: refuse it alone, up front."""
@@ -247,9 +266,14 @@ class SearchSink:
                 retry = pending
             else:
                 failure, retry = None, []
+                if self.require_alias:
+                    self._check_squatters(pending, result["items"], tables)
                 for ch, item in zip(pending, result["items"]):
                     outcome = next(iter(item.values()))
                     status = outcome.get("status", 500)
+                    if status == 404 and _error_type(outcome) == "index_not_found_exception":
+                        raise StoreUnavailable(f"search: index {outcome.get('_index')} does not exist (the engine "
+                                               "lost its data?); run `cdckit rebuild search`")
                     if status < 300 or (status == 404 and ch.op == "delete"):
                         stats.applied += 1
                     elif status == 409:
@@ -300,6 +324,11 @@ class SearchSink:
             self.engine.bulk(ops)
             self.engine.refresh(self.target(table))
             deleted += len(older)
+
+
+def _error_type(outcome: dict[str, Any]) -> str | None:
+    err = outcome.get("error")
+    return err.get("type") if isinstance(err, dict) else None
 
 
 def _reason(outcome: dict[str, Any]) -> str:

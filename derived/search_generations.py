@@ -34,6 +34,9 @@ def plan_generation(engine: Engine, alias: str) -> SearchGeneration:
     if len(current) > 1:
         raise GenerationError(f"alias {alias} points to {len(current)} indices ({', '.join(current)}); "
                               "cdckit expects one")
+    if not current and engine.index_exists(alias):
+        raise GenerationError(f"an index named {alias} stands where the alias should be (an engine auto-creates "
+                              "one when something writes to a missing alias); delete it, then rebuild")
     cur = current[0] if current else None
     n = generation_number(alias, cur) + 1 if cur else 1
     while engine.index_exists(f"{alias}_v{n}"):

@@ -86,9 +86,10 @@ def search_engine(config: Config):
                       verify_certs=s.verify_certs, ca_certs=str(s.ca_certs) if s.ca_certs else None)
 
 
-def _search_sink(config: Config) -> SearchSink:
+def _search_sink(config: Config, live: bool) -> SearchSink:
     s = config.search
-    return SearchSink(search_engine(config), chunk=s.bulk_chunk, max_document_bytes=s.max_document_bytes)
+    return SearchSink(search_engine(config), chunk=s.bulk_chunk, max_document_bytes=s.max_document_bytes,
+                      require_alias=live)
 
 
 def stores_from_config(config: Config, targets: Targets | None = None) -> Stores:
@@ -101,14 +102,14 @@ def stores_from_config(config: Config, targets: Targets | None = None) -> Stores
                                        dict(t.rename)) for t in config.tables}
     rc = config.redis
     if targets is None:
-        search = _search_sink(config) if "search" in config.sinks else NullStore()
+        search = _search_sink(config, live=True) if "search" in config.sinks else NullStore()
         cache = (RedisCache(redis_client(config), rc.deleted_version_ttl_s) if "cache" in config.sinks
                  else NullStore())
     else:
         indexes = dict(targets.search)
         search_tables = {name: SearchTable(indexes[name], t.columns, t.rename, t.mappings)
                          for name, t in search_tables.items() if name in indexes}
-        search = _search_sink(config) if indexes else NullStore()
+        search = _search_sink(config, live=False) if indexes else NullStore()
         cache = (RedisCache(redis_client(config, targets.cache_db), rc.deleted_version_ttl_s)
                  if targets.cache_db is not None else NullStore())
     return Stores(search, cache, search_tables, cache_tables, {t.name: t.key for t in config.tables})

@@ -75,13 +75,13 @@ class LiveConfig:
 
     def _prepare(self) -> None:
         self.stores = stores_from_config(self.config)
-        for table in self.stores.search_tables.values():
-            self.stores.search.ensure_index(table)
+        self.indexes_ensured = False
         self.json = orjson.dumps(self.config.model_dump(mode="json"))
 
     def check_stores(self, fresh: bool) -> None:
         """A fresh pipeline (no batch committed) marks its stores; later batches refuse to write
-        stores whose marker vanished (they lost their data: see derived/store_markers.py)."""
+        stores whose marker vanished (they lost their data: see derived/store_markers.py) and never
+        create their indices again (a rebuild does that). A table's first index is created here."""
         cfg, s = self.config, self.stores
         engine = s.search.engine if "search" in cfg.sinks else None
         client = s.cache.r if "cache" in cfg.sinks else None
@@ -90,10 +90,15 @@ class LiveConfig:
                 store_markers.mark_search(engine, cfg.topic_prefix)
             if client is not None:
                 store_markers.mark_cache(client, cfg.topic_prefix, "pipeline")
-            return
-        gone = store_markers.missing(cfg.topic_prefix, engine, client)
-        if gone:
-            raise StoreUnavailable(store_markers.lost_message(gone, {"search": cfg.search.url, "cache": cfg.redis.url}))
+        else:
+            gone = store_markers.missing(cfg.topic_prefix, engine, client)
+            if gone:
+                raise StoreUnavailable(store_markers.lost_message(gone, {"search": cfg.search.url,
+                                                                         "cache": cfg.redis.url}))
+        if not self.indexes_ensured:
+            for table in s.search_tables.values():
+                s.search.ensure_index(table)
+            self.indexes_ensured = True
 
     def current(self) -> Config:
         if self.path is not None:
