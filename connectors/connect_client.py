@@ -154,6 +154,10 @@ class ConnectClient:
     def delete(self, name: str) -> None:
         self._request("DELETE", f"/connectors/{name}")
 
+    def reset_offsets(self, name: str) -> None:
+        """Forget where the connector was (it must be stopped): Debezium then snapshots again."""
+        self._request("DELETE", f"/connectors/{name}/offsets")
+
     def offsets(self, name: str) -> dict[str, Any]:
         return self._request("GET", f"/connectors/{name}/offsets")
 

@@ -120,13 +120,16 @@ class RedisCache:
     def truncate(self, change: Change, table: CacheTable) -> int:
         """Delete, at the truncate's version, every key of the table not written after it."""
         deleted = 0
-        pattern = table.pattern()
-        for key in self.r.scan_iter(match=pattern, count=1000):
+        args = [change.version.redis(), self.deleted_ttl]
+        pipe = self.r.pipeline(transaction=False)
+        for key in self.r.scan_iter(match=table.pattern(), count=1000):
             key = key.decode() if isinstance(key, bytes) else key
             if key.startswith("cdckit:"):
                 continue
-            deleted += self._delete(keys=[key, self.VERSION_PREFIX + key, self._count_key(table)],
-                                    args=[change.version.redis(), self.deleted_ttl])
+            self._delete(keys=[key, self.VERSION_PREFIX + key, self._count_key(table)], args=args, client=pipe)
+            if len(pipe) >= 1000:
+                deleted += sum(pipe.execute())
+        deleted += sum(pipe.execute())
         return deleted
 
     def read(self, key: str, table: CacheTable) -> dict[str, Any] | None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Protocol
+from typing import Any, Iterable, Iterator, Protocol
 
 import orjson
 
@@ -32,6 +32,7 @@ class Engine(Protocol):
     def count(self, index: str) -> int: ...
     def delete_index(self, index: str) -> None: ...
     def index_exists(self, index: str) -> bool: ...
+    def scan_versions(self, index: str, page: int = 5000) -> Iterator[tuple[str, int]]: ...
     def refresh(self, index: str) -> None: ...
 
 
@@ -60,10 +61,14 @@ class _Common:
 
     def scan_ids(self, index: str, page: int = 5000):
         """Every document id, by scroll (constant memory)."""
+        yield from (i for i, _ in self.scan_versions(index, page))
+
+    def scan_versions(self, index: str, page: int = 5000):
+        """Every (document id, version), by scroll (constant memory)."""
         body = self._scroll_start(index, page)
         try:
             while body["hits"]["hits"]:
-                yield from (h["_id"] for h in body["hits"]["hits"])
+                yield from ((h["_id"], int(h.get("_version", 0))) for h in body["hits"]["hits"])
                 body = self._scroll_next(body["_scroll_id"])
         finally:
             try:
@@ -109,7 +114,7 @@ class OpenSearchEngine(_Common):
         return self.client.search(index=index, body=body)
 
     def _scroll_start(self, index, page):
-        return self.client.search(index=index, scroll="2m", body={"size": page, "_source": False,
+        return self.client.search(index=index, scroll="2m", body={"size": page, "_source": False, "version": True,
                                                                   "query": {"match_all": {}}})
 
     def _scroll_next(self, scroll_id):
@@ -142,7 +147,7 @@ class ElasticsearchEngine(_Common):
         return self.client.search(index=index, **body).body
 
     def _scroll_start(self, index, page):
-        return self.client.search(index=index, scroll="2m", size=page, source=False,
+        return self.client.search(index=index, scroll="2m", size=page, source=False, version=True,
                                   query={"match_all": {}}).body
 
     def _scroll_next(self, scroll_id):
@@ -311,19 +316,17 @@ class SearchSink:
         return kept
 
     def truncate(self, change: Change, table: SearchTable) -> int:
-        """Versioned deletes of every document not written after the truncate."""
-        deleted = 0
-        while True:
-            hits = self.engine.search(self.target(table), {"size": 5000, "version": True, "_source": False,
-                                                            "query": {"match_all": {}}})["hits"]["hits"]
-            older = [h["_id"] for h in hits if int(h.get("_version", 0)) < change.version.external()]
-            if not older:
-                return deleted
-            ops = [{"delete": {"_index": self.target(table), "_id": i, "version": change.version.external(),
-                               "version_type": "external_gte"}} for i in older]
+        """Versioned deletes of every document not written after the truncate (a full scroll: the
+        newer documents may be anywhere)."""
+        cut = change.version.external()
+        older = [doc_id for doc_id, version in self.engine.scan_versions(self.target(table)) if version < cut]
+        for start in range(0, len(older), self.chunk):
+            ops = [{"delete": {"_index": self.target(table), "_id": i, "version": cut, "version_type": "external_gte"}}
+                   for i in older[start:start + self.chunk]]
             self.engine.bulk(ops)
+        if older:
             self.engine.refresh(self.target(table))
-            deleted += len(older)
+        return len(older)
 
 
 def _error_type(outcome: dict[str, Any]) -> str | None:

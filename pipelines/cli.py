@@ -147,6 +147,10 @@ def bootstrap_command(config_path: Path, once: bool) -> None:
 
     cfg = _load(config_path)
     preflight.check(cfg)
+    lost = bootstrap.topics_lost(cfg)
+    if lost:
+        aside = bootstrap.start_over(cfg)
+        say(f"the change topics were lost ({', '.join(lost)}): re-snapshotting; old checkpoint kept in {aside}")
     totals = bootstrap.prepare(cfg)
     result = connector_ops.apply(cfg)
     say(f"connector {cfg.connector_name}: {result.action}")
@@ -165,7 +169,7 @@ def bootstrap_command(config_path: Path, once: bool) -> None:
             rate = reads / max(time.monotonic() - started, 1e-6)
             progress.update(tasks[table], completed=min(reads, totals[table]), rate=f"{rate:,.0f} rows/s")
 
-        watch = bootstrap.Watch(cfg, totals, on_progress=advance, done=state)
+        watch = bootstrap.Watch(cfg, totals, on_progress=advance, done=state, sweep=bootstrap.resnapshot_pending(cfg))
 
         def finished() -> bool:
             done = watch.check_idle()

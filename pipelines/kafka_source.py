@@ -103,7 +103,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if msg.error() is None or msg.error().code() == KafkaError._PARTITION_EOF:
                 waiting.discard((msg.topic(), msg.partition()))
         if waiting:
-            raise RuntimeError(f"no fetch response for {sorted(waiting)} within 30 s")
+            raise NoFetchResponse(sorted(waiting))
         out = {}
         for t, p in tps:
             _, high = c.get_watermark_offsets(TopicPartition(t, p), cached=True)
@@ -146,6 +146,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             high = self._high_watermarks(tps)
         start = start or {}
         begin = {tp: int(start.get(tp[0], {}).get(str(tp[1]), 0)) for tp in tps}
+        _check_not_lost(start, begin, high)
         end = {tp: max(high[tp], begin[tp]) for tp in tps}
         cap = self._cap(limit)
         if cap is not None:
@@ -232,7 +233,7 @@ def read_range(conf: dict[str, Any], r: KafkaRange, poll_timeout_s: float = 120,
                 _, high = c.get_watermark_offsets(TopicPartition(r.topic, r.partition), cached=True)
                 if 0 <= high < r.end and max(position, next_offset) >= high:
                     raise RuntimeError(f"{where}: the log ends at {high}, before the range end {r.end} "
-                                       f"(topic recreated or truncated?)")
+                                       f"(the topic was recreated or the broker lost its data: recover with `cdckit bootstrap`)")
                 if time.monotonic() - last_progress > poll_timeout_s:
                     raise RuntimeError(f"{where}: no record between offsets {next_offset} and {r.end} "
                                        f"within {poll_timeout_s:g} s")
@@ -244,7 +245,7 @@ def read_range(conf: dict[str, Any], r: KafkaRange, poll_timeout_s: float = 120,
                     if err.code() == KafkaError._PARTITION_EOF:
                         if m.offset() < r.end:
                             raise RuntimeError(f"{where}: the log ends at {m.offset()}, before the range end "
-                                               f"{r.end} (topic recreated or truncated?)")
+                                               f"{r.end} (the topic was recreated or the broker lost its data: recover with `cdckit bootstrap`)")
                         next_offset = r.end
                         break
                     raise RuntimeError(f"{where} at offset {next_offset}: {err} "
@@ -275,6 +276,26 @@ def _batch(cols: dict[str, list]) -> pa.RecordBatch:
     arrays = [pa.array(cols[f.name], type=f.type) if f.name != "timestamp"
               else pa.array(cols["timestamp"], type=pa.int64()).cast(f.type) for f in ARROW_SCHEMA]
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+
+
+class NoFetchResponse(RuntimeError):
+    def __init__(self, tps: list[tuple[str, int]]):
+        self.tps = tps
+        super().__init__(f"no fetch response for {tps} within 30 s: the broker is unreachable, or it lost these "
+                         "partitions (after a broker restart that lost its data, recover with `cdckit bootstrap`)")
+
+
+class TopicLost(RuntimeError):
+    """The log is behind the position already read: the topic was recreated or the broker lost it."""
+
+
+def _check_not_lost(start: Offsets, begin: dict[tuple[str, int], int], high: dict[tuple[str, int], int]) -> None:
+    gone = [f"{t} (gone)" for t, parts in start.items()
+            if any(int(o) > 0 for o in parts.values()) and not any(tp[0] == t for tp in high)]
+    gone += [f"{t}[{p}] ends at {high[(t, p)]}, below {begin[(t, p)]}" for t, p in begin if high[(t, p)] < begin[(t, p)]]
+    if gone:
+        raise TopicLost(f"change topics behind the pipeline's position: {', '.join(gone[:5])}. The broker lost its "
+                        "data or a topic was recreated; recover with `cdckit bootstrap` (it re-snapshots)")
 
 
 def _to_offsets(marks: dict[tuple[str, int], int]) -> Offsets:

@@ -88,3 +88,24 @@ def record(drill: str, written: int, result: dict[str, Any], **extra: Any) -> No
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     with open(RESULTS, "a") as f:
         f.write(json.dumps({"drill": drill, "written": written, **result, **extra, "at": time.time()}) + "\n")
+
+
+def table(path: Path = RESULTS) -> str:
+    """The drills' results as a text table (the last run of each drill)."""
+    rows: dict[str, dict[str, Any]] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            r = json.loads(line)
+            rows[r["drill"]] = r
+    head = f"{'drill':<40} {'written':>8} {'lost':>5} {'stale':>6} {'resurrected':>12} {'verify':>7}"
+    lines = [head, "-" * len(head)]
+    for r in rows.values():
+        lines.append(f"{r['drill']:<40} {r['written']:>8} {r['lost']:>5} {r['stale']:>6} {r['resurrected']:>12} "
+                     f"{'exact' if r.get('verify_exact', True) else 'DIFF':>7}")
+    if not rows:
+        lines.append("(no drill ran)")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    print(table())

@@ -23,11 +23,14 @@ def _start_time(pid: int) -> str | None:
 
 
 def alive(pid: int) -> bool:
+    """Running, or still shutting down: a JVM's main thread exits first (the leader shows as a
+    zombie) while its shutdown hooks keep the process, its port and its log for many seconds."""
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                      if ":" in line)
     except OSError:
         return False
-    return state != "Z"
+    return not fields.get("State", "").strip().startswith("Z") or int(fields.get("Threads", "1")) > 1
 
 
 def record(pid_file: Path, pid: int) -> None:

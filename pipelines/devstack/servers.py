@@ -204,12 +204,41 @@ class Connect(Server):
             "logger.clients.name = org.apache.kafka.clients\nlogger.clients.level = warn\n"
             "logger.reflections.name = org.reflections\nlogger.reflections.level = error\n")
 
+    def start(self) -> None:
+        self.prepare()
+        _drop_misshapen_internal_topics(self.s.bootstrap_servers)
+        processes.spawn(self.argv(), self.log, self.pid_file, cwd=self.home)
+
     def healthy(self) -> bool:
         resp = requests.get(f"{self.s.connect_url}/connector-plugins", timeout=2)
         return resp.ok and any("PostgresConnector" in p.get("class", "") for p in resp.json())
 
     def endpoint(self) -> str:
         return self.s.connect_url
+
+
+def _drop_misshapen_internal_topics(bootstrap: str, group: str = "cdckit-connect") -> None:
+    """After Tansu restarts empty, a Connect worker that was still running re-creates its internal
+    topics through metadata requests, with broker defaults (several partitions, no compaction); a new
+    worker then refuses to start. Such topics hold nothing of value: drop them so Connect recreates
+    them right."""
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    md = admin.list_topics(timeout=10).topics
+    wrong = []
+    for kind in ("configs", "offsets", "status"):
+        topic = f"{group}-{kind}"
+        if topic not in md:
+            continue
+        entries = list(admin.describe_configs([ConfigResource("topic", topic)]).values())[0].result(10)
+        policy = entries.get("cleanup.policy")
+        compact = policy is not None and "compact" in (policy.value or "")
+        if not compact or (kind == "configs" and len(md[topic].partitions) != 1):
+            wrong.append(topic)
+    if wrong:
+        for fut in admin.delete_topics(wrong).values():
+            fut.result(10)
 
 
 class Redis(Server):

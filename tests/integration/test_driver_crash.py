@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import (cli, diff_stores, drop_connector, pg, start_job, stores_exact, wait_for, wait_streaming,
+from tests.drills import converged, record
+from tests.helpers import (cli, diff_stores, drop_connector, pg, start_job, wait_for, wait_streaming,
                            write_config)
 from tests.stack import ROOT
 
@@ -39,6 +40,7 @@ def test_kill_driver_mid_batch_then_restart_is_exact(stack, tmp_path):
     log = tmp_path / "job.log"
     stop = threading.Event()
     written = {"changes": 0}
+    deleted: set[str] = set()
 
     def writer():
         rnd = random.Random(7)
@@ -52,7 +54,8 @@ def test_kill_driver_mid_batch_then_restart_is_exact(stack, tmp_path):
                         if choice < 0.6:
                             conn.execute(f"UPDATE {table} SET n = n + 1, name = 'u' || n WHERE id = %s", (k,))
                         elif choice < 0.8:
-                            conn.execute(f"DELETE FROM {table} WHERE id = %s", (k,))
+                            gone = conn.execute(f"DELETE FROM {table} WHERE id = %s RETURNING id", (k,)).fetchall()
+                            deleted.update(str(r[0]) for r in gone)
                         else:
                             conn.execute(f"INSERT INTO {table} VALUES (%s, 'new', 0)", (next_id,))
                             next_id += 1
@@ -76,7 +79,9 @@ def test_kill_driver_mid_batch_then_restart_is_exact(stack, tmp_path):
         stop.set()
         thread.join()
         assert written["changes"] > 500
-        wait_for(lambda: stores_exact(stack, table, f"{name}:", name), 180, 2, "stores equal to Postgres")
+        result = converged(stack, table, f"{name}:", name, deleted)
+        record("kill -9 Spark driver mid-batch", written["changes"], result)
+        assert not any(result.values()), result
         assert not any(diff_stores(stack, table, f"{name}:", name).values())
 
         proc.send_signal(signal.SIGTERM)

@@ -14,7 +14,8 @@ import redis
 import requests
 
 from tests import records
-from tests.helpers import (assert_exact, cli, drop_connector, pg, start_job, wait_for, wait_streaming,
+from tests.drills import converged, record
+from tests.helpers import (cli, drop_connector, pg, start_job, wait_for, wait_streaming,
                            write_config)
 
 pytestmark = [pytest.mark.integration]
@@ -61,6 +62,7 @@ class Readers:
             time.sleep(0.05)
 
 
+@pytest.mark.drill
 def test_rebuild_all_under_write_load_readers_never_see_gaps(stack, tmp_path):
     name = f"rb_{uuid.uuid4().hex[:6]}"
     table = f"public.{name}"
@@ -78,6 +80,7 @@ def test_rebuild_all_under_write_load_readers_never_see_gaps(stack, tmp_path):
         redis.Redis.from_url(own_db(stack, db).redis_url).flushdb()
     stop = threading.Event()
     written = {"changes": 0}
+    deleted: set[str] = set()
 
     def writer():
         rnd = random.Random(11)
@@ -89,7 +92,8 @@ def test_rebuild_all_under_write_load_readers_never_see_gaps(stack, tmp_path):
                                         (rnd.choice(hot),)).fetchall()
                     k = rnd.randint(41, 4000)
                     if rnd.random() < 0.5:
-                        conn.execute(f"DELETE FROM {table} WHERE id = %s", (k,))
+                        gone = conn.execute(f"DELETE FROM {table} WHERE id = %s RETURNING id", (k,)).fetchall()
+                        deleted.update(str(r[0]) for r in gone)
                     else:
                         conn.execute(f"UPDATE {table} SET name = 'u' || n, n = n + 1 WHERE id = %s", (k,))
                     conn.execute(f"INSERT INTO {table} VALUES (%s, 'new', 0)", (next_id,))
@@ -124,7 +128,9 @@ def test_rebuild_all_under_write_load_readers_never_see_gaps(stack, tmp_path):
         assert rate > 100, f"only {rate:.0f} changes/s during the rebuild"
         assert readers.reads > 20
         assert readers.problems == [], readers.problems[:10]
-        assert_exact(own_db(stack), table, f"{name}:", name, timeout_s=120)
+        result = converged(own_db(stack), table, f"{name}:", name, deleted, timeout_s=120)
+        record("rebuild all under write load", written["changes"], result, reader_problems=len(readers.problems))
+        assert not any(result.values()), result
         # The alias moved to the new generation; the old one is gone, in both stores.
         aliases = requests.get(f"{stack.search_url}/_alias/{name}", timeout=10).json()
         assert list(aliases) == [f"{name}_v2"]
