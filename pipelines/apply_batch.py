@@ -3,6 +3,7 @@ and the plain-consumer benchmark calls the same function."""
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -32,6 +33,7 @@ class BatchStats:
     snapshot_reads: int = 0
     snapshot_last_lsn: int = 0          # set when the batch held the snapshot's final record
     newest_source_ts_ms: int | None = None
+    visible_ms: list[int] = field(default_factory=list)  # sampled commit-to-applied times of streamed changes
 
 
 @dataclass
@@ -170,7 +172,14 @@ def apply_records(rows: list[dict[str, Any]], stores: Stores, fences: dict[str, 
     stats.snapshot_reads = sum(1 for c in changes if c.snapshot)
     stamps = [c.source_ts_ms for c in changes if c.source_ts_ms and not c.snapshot]
     stats.newest_source_ts_ms = max(stamps) if stamps else None
+    if stamps:
+        # Commit (Debezium's source.ts_ms) to applied in both stores, sampled to bound the stats' size.
+        now_ms = int(time.time() * 1000)
+        stats.visible_ms = [now_ms - ts for ts in stamps[::max(1, len(stamps) // VISIBLE_SAMPLES)]]
     return stats
+
+
+VISIBLE_SAMPLES = 200
 
 
 def apply_changes(stores: Stores, truncates: list[Change], latest: list[Change], stats: BatchStats,

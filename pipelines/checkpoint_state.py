@@ -33,7 +33,7 @@ def status_path(checkpoint_dir: Path) -> Path:
 def write_status(checkpoint_dir: Path, batch_id: int, stats: Any, seconds: float) -> None:
     body = {"batch_id": batch_id, "finished_at": time.time(), "seconds": round(seconds, 3), "pid": os.getpid(),
             "host": socket.gethostname(),
-            **{k: v for k, v in vars(stats).items()}}
+            **{k: v for k, v in vars(stats).items() if k != "visible_ms"}}
     path = status_path(checkpoint_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")

@@ -21,6 +21,9 @@ class PipelineMetrics:
                                        buckets=(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120))
         self.freshness = Gauge("cdckit_freshness_seconds", "age of the newest applied change at apply time",
                                registry=r)
+        self.visible = Histogram("cdckit_change_visible_seconds", "commit in Postgres to applied in the stores "
+                                 "(sampled streamed changes)", registry=r,
+                                 buckets=(0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 2.5, 3, 4, 5, 7.5, 10, 15, 30, 60))
         self.lag = Gauge("cdckit_lag_records", "records behind the end of each topic", ["topic"], registry=r)
         self.last_batch = Gauge("cdckit_last_batch_timestamp_seconds", "when the last batch finished",
                                 registry=r)
@@ -40,6 +43,8 @@ class PipelineMetrics:
         self.dead.inc(stats.dead_letters)
         self.batch_seconds.observe(seconds)
         self.last_batch.set(time.time())
+        for ms in stats.visible_ms or ():
+            self.visible.observe(max(0.0, ms / 1000))
         if stats.newest_source_ts_ms:
             self.freshness.set(max(0.0, time.time() - stats.newest_source_ts_ms / 1000))
 

@@ -19,11 +19,11 @@ STATS_SCHEMA = pa.schema([
     ("tombstones", pa.int64()), ("dead_letters", pa.int64()), ("search_applied", pa.int64()),
     ("search_stale", pa.int64()), ("cache_applied", pa.int64()), ("cache_stale", pa.int64()),
     ("truncates", pa.int64()), ("snapshot_reads", pa.int64()), ("snapshot_last_lsn", pa.int64()),
-    ("newest_source_ts_ms", pa.int64()),
+    ("newest_source_ts_ms", pa.int64()), ("visible_ms", pa.list_(pa.int64())),
 ])
 # The same schema as Spark DDL, for mapInArrow's declared output.
-STATS_DDL = ", ".join(f"`{f.name}` {'string' if f.type == pa.string() else 'int' if f.type == pa.int32() else 'bigint'}"
-                      for f in STATS_SCHEMA)
+_SPARK_TYPES = {pa.string(): "string", pa.int32(): "int", pa.int64(): "bigint", pa.list_(pa.int64()): "array<bigint>"}
+STATS_DDL = ", ".join(f"`{f.name}` {_SPARK_TYPES[f.type]}" for f in STATS_SCHEMA)
 _workers: dict[tuple[bytes, Targets | None], Any] = {}
 CHUNK = 20_000
 
@@ -75,7 +75,10 @@ def add_stats(total: BatchStats, s: BatchStats) -> None:
     """Sum `s` into `total` (the newest timestamp and the snapshot marker by maximum)."""
     for name in STATS_SCHEMA.names[3:]:
         a, b = getattr(total, name), getattr(s, name)
-        if name == "newest_source_ts_ms":
+        if name == "visible_ms":
+            merged = (a or []) + (b or [])
+            setattr(total, name, merged[::max(1, len(merged) // 1000)])
+        elif name == "newest_source_ts_ms":
             setattr(total, name, max(x for x in (a, b) if x is not None) if (a or b) else None)
         elif name == "snapshot_last_lsn":
             setattr(total, name, max(a, b))

@@ -9,16 +9,36 @@ What survives is the newest upsert per key, by version. Three things take keys a
   tombstone removes its key's state from records at lower offsets (it is always produced right
   after the delete, so everything below it in the partition is older);
 - a truncate: every key of the table whose version is below the truncate's.
+
+Speed: most records are superseded, so the common record is only parsed far enough for its
+version and kept as raw bytes per raw key (`_Raw`); only survivors are decoded into `Change`s.
+Anything unusual (TOAST placeholders, truncates, custom key columns, records that fail to decode)
+takes the general path, and a key that has taken it stays there.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
-from connectors.envelope import RecordError, Tombstone, document_id
-from derived.change import Change, DeadLetter, Version
+import orjson
+
+from connectors.envelope import RecordError, Tombstone, decode, document_id
+from connectors.version import VersionError, is_snapshot, version_of
+from derived.change import Change, DeadLetter, Position, Version
 from derived.reduce import fold_into
 from pipelines.apply_batch import decode_records
+
+_UNAVAILABLE = b"__debezium_unavailable_value"
+_FAST_OPS = {"c": False, "u": False, "r": False, "d": True}   # op -> is a delete
+
+
+class _Raw(NamedTuple):
+    version: Version
+    offset: int
+    value: bytes
+    delete: bool
+    topic: str
+    partition: int
 
 
 @dataclass
@@ -26,7 +46,9 @@ class PartitionFold:
     key_columns: dict[str, list[str] | None]      # every synced table -> its key columns (None: PK)
     topic_tables: dict[str, str]                  # topic -> schema.table
     fences: dict[str, int] = field(default_factory=dict)
-    latest: dict[tuple[str, str], Change] = field(default_factory=dict)
+    latest: dict[tuple[str, str], Change] = field(default_factory=dict)   # the general path's keys
+    raw: dict[bytes, _Raw] = field(default_factory=dict)                  # the fast path's keys
+    slow_keys: set[bytes] = field(default_factory=set)
     truncated: dict[str, Version] = field(default_factory=dict)
     dead: list[DeadLetter] = field(default_factory=list)
     records: int = 0
@@ -34,39 +56,99 @@ class PartitionFold:
 
     def add(self, rows: list[dict[str, Any]]) -> None:
         """Fold the next records of the partition (in offset order, chunk after chunk)."""
-        self.records += len(rows)
-        tombs: list[Tombstone] = []
-        changes, dead, n_tombs, _ = decode_records(rows, self.fences, self.key_columns, set(self.key_columns), tombs)
+        for r in sorted(rows, key=lambda r: r["offset"]):
+            self.records += 1
+            if r["value"] is None:
+                self.tombstones += 1
+                self._tombstone(r)
+            elif not self._fast(r):
+                self._general(r)
+
+    def _fast(self, r: dict[str, Any]) -> bool:
+        key, value = r["key"], r["value"]
+        if key is None or key in self.slow_keys or _UNAVAILABLE in value or b"null" in key:
+            return False
+        try:
+            env = orjson.loads(value)
+            src, delete = env["source"], _FAST_OPS[env["op"]]
+            table = f"{src.get('schema', 'public')}.{src['table']}"
+            if table not in self.key_columns:
+                return True  # a captured table this config does not sync
+            if self.key_columns[table]:
+                return False
+            fence_key = f"{r['topic']}:{r['partition']}"
+            snapshot = is_snapshot(src)
+            version = version_of(src, self.fences.get(fence_key, 0), snapshot)
+        except (orjson.JSONDecodeError, KeyError, TypeError, VersionError):
+            return False  # the general path decodes it again and dead-letters it with the reason
+        if snapshot:
+            self.fences[fence_key] = max(self.fences.get(fence_key, 0), version.lsn)
+        held = self.raw.get(key)
+        if held is None or version >= held.version:
+            self.raw[key] = _Raw(version, r["offset"], value, delete, r["topic"], r["partition"])
+        return True
+
+    def _general(self, r: dict[str, Any]) -> None:
+        changes, dead, _, _ = decode_records([r], self.fences, self.key_columns, set(self.key_columns))
         self.dead.extend(dead)
-        self.tombstones += n_tombs
-        truncates = fold_into(self.latest, changes)
-        for t in truncates:
+        if r["key"] is not None and changes and changes[0].op != "truncate":
+            self._to_slow(r["key"])
+        for t in fold_into(self.latest, changes):
             if t.table not in self.truncated or t.version > self.truncated[t.table]:
                 self.truncated[t.table] = t.version
-        if truncates:
             self.latest = {k: c for k, c in self.latest.items() if not self._truncated(c)}
-        for tomb in tombs:
-            self._tombstone(tomb)
+            self.raw = {k: h for k, h in self.raw.items() if not self._truncated_raw(h)}
+
+    def _to_slow(self, key: bytes) -> None:
+        """From now on this key folds as `Change`s (e.g. to fill TOAST columns from older rows)."""
+        self.slow_keys.add(key)
+        held = self.raw.pop(key, None)
+        if held is not None:
+            fold_into(self.latest, [self._change(key, held)])
+
+    def _change(self, key: bytes, held: _Raw) -> Change:
+        ch = decode(key, held.value, Position(held.topic, held.partition, held.offset))
+        ch.version = held.version  # as folded: the fence then, not now
+        return ch
 
     def _truncated(self, change: Change) -> bool:
         cut = self.truncated.get(change.table)
         return cut is not None and change.version < cut
 
-    def _tombstone(self, tomb: Tombstone) -> None:
-        table = self.topic_tables.get(tomb.position.topic)
-        if table is None or tomb.key is None:
+    def _truncated_raw(self, held: _Raw) -> bool:
+        if not self.truncated:
+            return False
+        table = self.topic_tables.get(held.topic)
+        cut = self.truncated.get(table) if table else None
+        return cut is not None and held.version < cut
+
+    def _tombstone(self, r: dict[str, Any]) -> None:
+        key, offset = r["key"], r["offset"]
+        if key is None:
+            return
+        held = self.raw.get(key)
+        if held is not None and held.offset < offset:
+            del self.raw[key]
+        table = self.topic_tables.get(r["topic"])
+        if table is None or not self.latest:
             return
         try:
-            doc_id = document_id(tomb.key, self.key_columns.get(table))
+            out = decode(key, None, Position(r["topic"], r["partition"], offset))
+            assert isinstance(out, Tombstone)
+            doc_id = document_id(out.key or {}, self.key_columns.get(table))
         except RecordError:
             return  # custom key columns not in the record key: the op=d record decides
-        held = self.latest.get((table, doc_id))
-        if held is not None and held.position.offset < tomb.position.offset:
+        held_change = self.latest.get((table, doc_id))
+        if held_change is not None and held_change.position.offset < offset:
             del self.latest[(table, doc_id)]
 
     def survivors(self) -> list[Change]:
-        """The state to write into a fresh generation: upserts only (nothing there to delete)."""
-        return [c for c in self.latest.values() if c.op == "upsert" and not self._truncated(c)]
+        """The state to write into a fresh generation: upserts only (nothing there to delete).
+        Both paths meet here by document id (deletes too), so a row reached through different key
+        encodings still ends as its newest change."""
+        final = dict(self.latest)
+        fold_into(final, [self._change(key, held) for key, held in self.raw.items() if not self._truncated_raw(held)])
+        return [c for c in final.values() if c.op == "upsert" and not self._truncated(c)]
 
 
 def fold(rows: Iterable[dict[str, Any]], key_columns: dict[str, list[str] | None], topic_tables: dict[str, str],

@@ -1,0 +1,352 @@
+"""Freshness under live load: commit-to-visible latency at fixed commit rates, measured from the
+outside (a writer records commit times, a poller reads Redis and the index) and from the inside
+(the pipeline's `cdckit_change_visible_seconds` histogram: applied time minus Debezium's source
+timestamp). Also: Debezium's own production rate in the same run, lag over time, and the same
+events replayed by a plain confluent-kafka consumer vs the Spark job. JSON + PNGs.
+
+    .venv/bin/python benchmarks/freshness.py [--rates 500,2000,5000] [--duration 30] [--trigger "500 ms"]
+
+Targets (issue #7): at 2,000 commits/s Redis p50 <= 1.0 s, p99 <= 2.5 s; search p99 <= 3 s;
+the pipeline keeps up with >= 0.9x Debezium's production rate.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import RESULTS, ROOT, bench_stack, write_result  # noqa: E402
+
+ROWS = 20_000
+HOT = 2_000          # rows the load updates (and the pollers watch a sample of)
+WATCHED = 100
+METRICS_PORT = 59764
+
+
+def percentiles(values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return {"p50": None, "p95": None, "p99": None, "max": None, "n": 0}
+    v = sorted(values)
+    pick = lambda q: round(v[min(len(v) - 1, int(q * len(v)))], 3)  # noqa: E731
+    return {"p50": pick(0.50), "p95": pick(0.95), "p99": pick(0.99), "max": round(v[-1], 3), "n": len(v)}
+
+
+class Load:
+    """Commits at a fixed rate from several connections; each commit updates one hot row's `seq`."""
+
+    def __init__(self, dsn: dict, table: str, rate: int, threads: int = 4):
+        self.dsn, self.table, self.rate, self.threads = dsn, table, rate, threads
+        self.committed: dict[tuple[int, int], float] = {}
+        self.count = 0
+        self.stop = threading.Event()
+
+    def run(self, duration: float) -> float:
+        workers = [threading.Thread(target=self._writer, args=(i, duration)) for i in range(self.threads)]
+        started = time.perf_counter()
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        return self.count / (time.perf_counter() - started)
+
+    def _writer(self, n: int, duration: float) -> None:
+        import psycopg
+
+        rnd = random.Random(n)
+        share = self.rate / self.threads
+        with psycopg.connect(**self.dsn, autocommit=True) as conn:
+            conn.execute("SET synchronous_commit = off")  # the load generator, not the pipeline, is the point
+            t0 = time.perf_counter()
+            i = 0
+            while time.perf_counter() - t0 < duration:
+                target = t0 + i / share
+                delay = target - time.perf_counter()
+                if delay > 0:
+                    time.sleep(delay)
+                k = rnd.randint(1, HOT)
+                seq = conn.execute(f"UPDATE {self.table} SET seq = seq + 1, amount = amount + 1, updated_at = now() "
+                                   f"WHERE id = %s RETURNING seq", (k,)).fetchone()[0]
+                self.committed[(k, seq)] = time.time()
+                self.count += 1
+                i += 1
+
+
+class Poller:
+    """Reads a sample of hot keys from a store; a seq seen for the first time is visible at that
+    moment (an upper bound by the poll interval)."""
+
+    def __init__(self, read, keys: list[int], interval: float, committed: dict):
+        self.read, self.keys, self.interval, self.committed = read, keys, interval, committed
+        self.seen: dict[int, int] = {}
+        self.latencies: list[float] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            now = time.time()
+            for k, seq in self.read(self.keys).items():
+                if seq is not None and seq > self.seen.get(k, -1):
+                    self.seen[k] = seq
+                    at = self.committed.get((k, seq))
+                    if at is not None:
+                        self.latencies.append(max(0.0, now - at))
+            time.sleep(self.interval)
+
+
+def histogram(metrics_url: str) -> dict[float, float]:
+    import requests
+
+    out = {}
+    for line in requests.get(metrics_url, timeout=5).text.splitlines():
+        if line.startswith("cdckit_change_visible_seconds_bucket"):
+            le = line.split('le="', 1)[1].split('"', 1)[0]
+            out[float("inf") if le == "+Inf" else float(le)] = float(line.rsplit(" ", 1)[1])
+    return out
+
+
+def histogram_percentiles(before: dict, after: dict) -> dict[str, float | None]:
+    """Percentiles from the bucket counts added between two scrapes (linear inside a bucket)."""
+    bounds = sorted(after)
+    counts = [after[b] - before.get(b, 0) for b in bounds]
+    total = counts[-1] if counts else 0
+    if not total:
+        return {"p50": None, "p95": None, "p99": None, "n": 0}
+    out: dict[str, float | None] = {"n": int(total)}
+    for name, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99)):
+        want, prev_b, prev_c = q * total, 0.0, 0.0
+        for b, c in zip(bounds, counts):
+            if c >= want:
+                out[name] = round(prev_b + (b - prev_b) * (want - prev_c) / max(c - prev_c, 1e-9), 3) \
+                    if b != float("inf") else prev_b
+                break
+            prev_b, prev_c = b, c
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rates", default="500,2000,5000")
+    ap.add_argument("--duration", type=float, default=30)
+    ap.add_argument("--trigger", default="500 ms")
+    ap.add_argument("--partitions", type=int, default=2)
+    ap.add_argument("--label", default="", help="suffix for the JSON/PNG names (tuning runs)")
+    args = ap.parse_args()
+    import psycopg
+    import redis
+    import requests
+    import yaml
+
+    from pipelines.kafka_source import end_offsets
+
+    rates = [int(r) for r in args.rates.split(",")]
+    tmp = Path(tempfile.mkdtemp(prefix="cdckit-fresh-"))
+    with bench_stack() as s:
+        prefix = f"f{uuid.uuid4().hex[:6]}"
+        table = f"public.{prefix}_orders"
+        dsn = dict(host="127.0.0.1", port=s.ports["postgres"], dbname="cdckit", user="postgres")
+        with psycopg.connect(**dsn, autocommit=True) as conn:
+            conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, customer text, email text, amount numeric(12,2), "
+                         f"status text, items jsonb, seq bigint, updated_at timestamptz)")
+            conn.execute(f"INSERT INTO {table} SELECT g, 'customer ' || g, 'c' || g || '@example.com', g * 1.5, 'open', "
+                         f"jsonb_build_array(jsonb_build_object('sku', 'A' || g, 'qty', 1, 'price', 9.99), "
+                         f"jsonb_build_object('sku', 'B' || g, 'qty', 2, 'price', 19.5)), 0, now() "
+                         f"FROM generate_series(1, {ROWS}) g")
+        config = {
+            "topic_prefix": prefix, "metrics_port": METRICS_PORT,
+            "postgres": {**{k: v for k, v in dsn.items() if k != "dbname"}, "database": "cdckit", "sslmode": "disable",
+                         "slot": prefix, "publication": prefix},
+            "kafka": {"bootstrap_servers": s.bootstrap_servers, "partitions": args.partitions},
+            "connect": {"url": s.connect_url, "heartbeat_interval_ms": 1000, "timeout_s": 30},
+            "tables": [{"name": table, "index": prefix, "redis_key": f"{prefix}:{{id}}"}],
+            "search": {"kind": "opensearch", "url": s.search_url},
+            "redis": {"url": s.redis_url},
+            "spark": {"checkpoint_dir": str(tmp / "ckpt"), "trigger": args.trigger},
+        }
+        path = tmp / "cdckit.yaml"
+        path.write_text(yaml.safe_dump(config))
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+        cdckit = [sys.executable, "-m", "pipelines.cli"]
+        subprocess.run([*cdckit, "connector", "apply", "-c", str(path)], cwd=ROOT, env=env, check=True)
+        job = subprocess.Popen([*cdckit, "run", "-c", str(path)], cwd=ROOT, env=env, start_new_session=True,
+                               stdout=open(tmp / "job.log", "wb"), stderr=subprocess.STDOUT)
+        r = redis.Redis.from_url(s.redis_url)
+        topic = f"{prefix}.{table}"
+        metrics_url = f"http://127.0.0.1:{METRICS_PORT}/metrics"
+        try:
+            t0 = time.perf_counter()
+            while int(r.get(f"cdckit:count:{prefix}:{{id}}") or 0) < ROWS:
+                if job.poll() is not None or time.perf_counter() - t0 > 300:
+                    raise SystemExit("the pipeline did not apply the snapshot:\n" + (tmp / "job.log").read_text()[-3000:])
+                time.sleep(1)
+            print(f"snapshot of {ROWS:,} rows applied in {time.perf_counter() - t0:.1f} s", flush=True)
+            watched = random.Random(1).sample(range(1, HOT + 1), WATCHED)
+
+            def read_cache(keys):
+                vals = r.mget([f"{prefix}:{k}" for k in keys])
+                return {k: (json.loads(v)["seq"] if v else None) for k, v in zip(keys, vals)}
+
+            def read_search(keys):
+                resp = requests.post(f"{s.search_url}/{prefix}/_mget", json={"ids": [str(k) for k in keys]}, timeout=10)
+                return {int(d["_id"]): d["_source"]["seq"] for d in resp.json()["docs"] if d.get("found")}
+
+            phases, lag_trace = [], []
+            run_start = time.time()
+            for rate in rates:
+                load = Load(dsn, table, rate)
+                pollers = {"cache": Poller(read_cache, watched, 0.02, load.committed),
+                           "search": Poller(read_search, watched, 0.05, load.committed)}
+                threads = [threading.Thread(target=p.run, daemon=True) for p in pollers.values()]
+                for t in threads:
+                    t.start()
+                hist_before = histogram(metrics_url)
+                end_before = sum(int(o) for o in end_offsets({"bootstrap.servers": s.bootstrap_servers}, [topic])
+                                 .get(topic, {}).values())
+                applied_before = _applied(metrics_url)
+                tracing = threading.Event()
+                tracer = threading.Thread(target=_trace_lag, args=(metrics_url, topic, rate, run_start, lag_trace,
+                                                                   tracing), daemon=True)
+                tracer.start()
+                started = time.perf_counter()
+                achieved = load.run(args.duration)
+                load_s = time.perf_counter() - started
+                produced = sum(int(o) for o in end_offsets({"bootstrap.servers": s.bootstrap_servers}, [topic])
+                               .get(topic, {}).values()) - end_before
+                applied_in_load = _applied(metrics_url) - applied_before
+                time.sleep(8)  # let the tail arrive before the pollers stop
+                tracing.set()
+                for p in pollers.values():
+                    p.stop.set()
+                for t in threads:
+                    t.join()
+                final_lag = lag_trace[-1]["lag"] if lag_trace else None
+                phase = {
+                    "rate": rate, "achieved_commits_per_s": round(achieved), "duration_s": round(load_s, 1),
+                    "outside": {k: percentiles(p.latencies) for k, p in pollers.items()},
+                    "inside": histogram_percentiles(hist_before, histogram(metrics_url)),
+                    "debezium_records_per_s": round(produced / load_s),
+                    "pipeline_records_per_s": round(applied_in_load / load_s),
+                    "pipeline_vs_debezium": round(applied_in_load / produced, 3) if produced else None,
+                    "lag_after_tail": final_lag,
+                }
+                phase["keeps_up"] = bool(final_lag is not None and final_lag <= max(rate, 100))
+                phases.append(phase)
+                print(json.dumps(phase), flush=True)
+        finally:
+            job.send_signal(signal.SIGTERM)
+            try:
+                job.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(job.pid, signal.SIGKILL)
+        throughput = _throughput(s, topic, tmp)
+    sustained = max([p["rate"] for p in phases if p["keeps_up"]], default=None)
+    result = {"trigger": args.trigger, "partitions": args.partitions, "rows": ROWS, "phases": phases,
+              "sustained_commits_per_s": sustained, "lag_trace": lag_trace, "throughput": throughput}
+    at_2000 = next((p for p in phases if p["rate"] == 2000), None)
+    if at_2000:
+        c, se = at_2000["outside"]["cache"], at_2000["outside"]["search"]
+        result["targets_at_2000"] = {
+            "cache_p50_le_1s": c["p50"] is not None and c["p50"] <= 1.0,
+            "cache_p99_le_2_5s": c["p99"] is not None and c["p99"] <= 2.5,
+            "search_p99_le_3s": se["p99"] is not None and se["p99"] <= 3.0,
+            "pipeline_ge_0_9_debezium": (at_2000["pipeline_vs_debezium"] or 0) >= 0.9}
+    name = "freshness" + (f"_{args.label}" if args.label else "")
+    write_result(name, result)
+    plot(result, name)
+
+
+def _applied(metrics_url: str) -> float:
+    import requests
+
+    for line in requests.get(metrics_url, timeout=5).text.splitlines():
+        if line.startswith("cdckit_records_total"):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def _trace_lag(metrics_url: str, topic: str, rate: int, run_start: float, trace: list, done: threading.Event) -> None:
+    import requests
+
+    while not done.wait(0.5):
+        try:
+            for line in requests.get(metrics_url, timeout=2).text.splitlines():
+                if line.startswith("cdckit_lag_records{") and topic in line:
+                    trace.append({"t": round(time.time() - run_start, 2), "rate": rate,
+                                  "lag": float(line.rsplit(" ", 1)[1])})
+        except requests.RequestException:
+            pass
+
+
+def _throughput(s, topic: str, tmp: Path) -> dict:
+    """The whole topic of the run replayed twice into fresh stores: a plain consumer, then Spark."""
+    from benchmarks.sync_throughput import config_for, plain_consumer, spark_job
+    from pipelines import job
+
+    out = {}
+    for only in ("redis",):
+        partitions = len(__import__("pipelines.kafka_source", fromlist=["end_offsets"]).end_offsets(
+            {"bootstrap.servers": s.bootstrap_servers}, [topic]).get(topic, {}))
+        plain = plain_consumer(config_for(s, topic, tmp, only), topic, partitions)
+        spark = job.spark_session(config_for(s, topic, tmp, only))
+        rate, records = spark_job(spark, config_for(s, topic, tmp, only))
+        spark.stop()
+        out[only] = {"records": records, "plain_events_per_s": round(plain), "spark_events_per_s": round(rate),
+                     "ratio": round(rate / plain, 3)}
+    return out
+
+
+def plot(result: dict, name: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    phases = result["phases"]
+    rates = [p["rate"] for p in phases]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for store, style in (("cache", "-o"), ("search", "-s")):
+        for q, alpha in (("p50", 1.0), ("p95", 0.7), ("p99", 0.45)):
+            ax.plot(rates, [p["outside"][store][q] for p in phases], style, alpha=alpha, label=f"{store} {q}")
+    ax.set_xlabel("commits/s")
+    ax.set_ylabel("commit to visible (s)")
+    ax.set_title(f"Freshness by commit rate (trigger {result['trigger']})")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, ncol=2)
+    fig.tight_layout()
+    fig.savefig(RESULTS / f"{name}_latency.png", dpi=110)
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    trace = result["lag_trace"]
+    for rate in rates:
+        pts = [t for t in trace if t["rate"] == rate]
+        ax.plot([t["t"] for t in pts], [t["lag"] for t in pts], label=f"{rate} commits/s")
+    ax.set_xlabel("seconds since the first phase")
+    ax.set_ylabel("records behind the topic end")
+    ax.set_title("Pipeline lag over time")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(RESULTS / f"{name}_lag.png", dpi=110)
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    t = result["throughput"]["redis"]
+    ax.bar(["plain consumer", "Spark job"], [t["plain_events_per_s"], t["spark_events_per_s"]], color=["#888", "#e25a1c"])
+    ax.set_ylabel("events/s into Redis")
+    ax.set_title(f"Replay of the run's topic: Spark / plain = {t['ratio']:.2f}x")
+    fig.tight_layout()
+    fig.savefig(RESULTS / f"{name}_throughput.png", dpi=110)
+    print(f"wrote {RESULTS}/{name}_*.png")
+
+
+if __name__ == "__main__":
+    main()
