@@ -128,9 +128,9 @@ def test_rebuild_all_under_write_load_readers_never_see_gaps(stack, tmp_path):
         assert rate > 100, f"only {rate:.0f} changes/s during the rebuild"
         assert readers.reads > 20
         assert readers.problems == [], readers.problems[:10]
-        result = converged(own_db(stack), table, f"{name}:", name, deleted, timeout_s=120)
-        record("rebuild all under write load", written["changes"], result, reader_problems=len(readers.problems))
-        assert not any(result.values()), result
+        outcome = converged(own_db(stack), table, f"{name}:", name, deleted, timeout_s=120)
+        record("rebuild all under write load", written["changes"], outcome, reader_problems=len(readers.problems))
+        assert not any(outcome.values()), outcome
         # The alias moved to the new generation; the old one is gone, in both stores.
         aliases = requests.get(f"{stack.search_url}/_alias/{name}", timeout=10).json()
         assert list(aliases) == [f"{name}_v2"]
