@@ -13,7 +13,7 @@ import time
 from typing import Any, Iterator
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import (BinaryType, IntegerType, LongType, StringType, StructField, StructType,
                                TimestampType)
 
@@ -324,29 +324,3 @@ class KafkaDataSource(DataSource):
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         return KafkaStreamReader({k.lower(): v for k, v in self.options.items()})
-
-    def reader(self, schema: StructType) -> DataSourceReader:
-        return KafkaBatchReader({k.lower(): v for k, v in self.options.items()})
-
-
-class KafkaBatchReader(DataSourceReader):
-    """A batch read of fixed ranges: `startingOffsets` and `endingOffsets` as JSON
-    ({topic: {partition: offset}}). One Spark partition per Kafka partition, read in offset order."""
-
-    def __init__(self, options: dict[str, str]):
-        self.conf = _kafka_conf(options)
-        self.poll_timeout_s = float(options.get("polltimeoutms", "120000")) / 1000
-        try:
-            self.start = json.loads(options["startingoffsets"])
-            self.end = json.loads(options["endingoffsets"])
-        except (KeyError, ValueError) as exc:
-            raise ValueError("a batch read needs startingOffsets and endingOffsets as JSON") from exc
-
-    def partitions(self) -> list[KafkaRange]:
-        ranges = [KafkaRange(t, int(p), int(self.start.get(t, {}).get(p, 0)), int(e))
-                  for t, parts in sorted(self.end.items()) for p, e in sorted(parts.items())]
-        return [r for r in ranges if r.end > r.start] or [KafkaRange("", 0, 0, 0)]
-
-    def read(self, partition: KafkaRange) -> Iterator[pa.RecordBatch]:
-        if partition.end > partition.start:
-            yield from read_range(self.conf, partition, self.poll_timeout_s)

@@ -203,23 +203,23 @@ def _config_json(config: Config) -> bytes:
 
 
 def _bulk(spark, config: Config, plan: Plan, work: Path, cb: Callbacks) -> dict[str, Any]:
-    from pipelines.rebuild_spark import BULK_DDL, bulk_fn, read_progress
+    from pipelines.rebuild_spark import BULK_DDL, RANGES_DDL, bulk_fn, read_progress
 
     work.mkdir(parents=True, exist_ok=True)
     done = {k: v for k, v in read_progress(work).items() if v.get("done")}
     ranges = {t: {p: o for p, o in parts.items() if f"{t}-{p}" not in done} for t, parts in plan.end.items()}
     ranges = {t: parts for t, parts in ranges.items() if parts}
     rows: list[dict[str, Any]] = []
-    if ranges:
-        reader = (spark.read.format("cdckit_kafka").option("startingOffsets", json.dumps(plan.begin))
-                  .option("endingOffsets", json.dumps(ranges)))
-        for key, value in config.kafka.client_config().items():
-            reader = reader.option(f"kafka.{key}", value)
+    todo = [(t, int(p), int(plan.begin.get(t, {}).get(p, 0)), int(e)) for t, parts in ranges.items()
+            for p, e in parts.items() if int(e) > int(plan.begin.get(t, {}).get(p, 0))]
+    if todo:
+        # One Spark partition per Kafka partition: a key and its snapshot fence live in one.
+        frame = spark.createDataFrame(spark.sparkContext.parallelize(todo, len(todo)), RANGES_DDL)
         stop = threading.Event()
         watcher = threading.Thread(target=_watch_progress, args=(work, cb, stop), daemon=True)
         watcher.start()
         try:
-            rows = (reader.load().mapInArrow(bulk_fn(_config_json(config), plan.targets, str(work)), BULK_DDL)
+            rows = (frame.mapInArrow(bulk_fn(_config_json(config), plan.targets, str(work)), BULK_DDL)
                     .toArrow().to_pylist())
         finally:
             stop.set()

@@ -48,54 +48,66 @@ def read_progress(work: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
+RANGES_DDL = "topic string, partition int, start long, end long"
+
+
 def bulk_fn(config_json: bytes, targets: Targets, work: str
             ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pipelines.config import parse_config
-        from pipelines.dead_letters import DeadLetterWriter
-        from pipelines.partition_apply import _resources
-        from pipelines.replay import PartitionFold
+    """The mapInArrow function over a DataFrame of offset ranges, one Kafka partition per Spark
+    partition: each task reads its range itself (no second trip of every record through the JVM),
+    folds it and writes the survivors."""
 
-        config = parse_config(orjson.loads(config_json))
-        stores = _resources(config_json, targets)
-        fold = PartitionFold({t.name: t.key for t in config.tables},
-                             {config.topic_for(t): t.name for t in config.tables})
-        where: tuple[str, int] | None = None
-        started, fold_s = time.perf_counter(), 0.0
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for rb in batches:
-            t = time.perf_counter()
-            rows = rows_from_arrow(pa.Table.from_batches([rb]))
-            if not rows:
-                continue
-            where = (rows[0]["topic"], rows[0]["partition"])
-            fold.add(rows)
-            fold_s += time.perf_counter() - t
-            _report(progress_file(Path(work), *where), read=fold.records, applied=0, survivors=len(fold.latest))
-        if where is None:
-            return
-        read_s = time.perf_counter() - started - fold_s
-        t = time.perf_counter()
-        survivors = fold.survivors()
-        stats, dead = BatchStats(records=fold.records, tombstones=fold.tombstones), list(fold.dead)
-        for start in range(0, len(survivors), APPLY_CHUNK):
-            apply_changes(stores, [], survivors[start:start + APPLY_CHUNK], stats, dead, [])
-            _report(progress_file(Path(work), *where), read=fold.records, applied=start + APPLY_CHUNK,
-                    survivors=len(survivors))
-        apply_s = time.perf_counter() - t
-        for letter in dead:
-            letter.extra["rebuild"] = Path(work).name
-        written = DeadLetterWriter(config.kafka.client_config(), config.dead_letter_topic).write(dead) if dead else 0
-        _report(progress_file(Path(work), *where), read=fold.records, applied=len(survivors),
-                survivors=len(survivors), done=True)
-        yield pa.RecordBatch.from_pylist([{
-            "topic": where[0], "partition": where[1], "records": fold.records, "tombstones": fold.tombstones,
-            "survivors": len(survivors), "search_applied": stats.search_applied, "search_stale": stats.search_stale,
-            "cache_applied": stats.cache_applied, "cache_stale": stats.cache_stale, "dead_letters": written,
-            "unresolved_toast": sum(1 for c in survivors if c.unavailable),
-            "fence": fold.fences.get(f"{where[0]}:{where[1]}", 0), "read_seconds": round(read_s, 2),
-            "fold_seconds": round(fold_s, 2), "apply_seconds": round(apply_s, 2)}], schema=BULK_SCHEMA)
+            for r in rb.to_pylist():
+                yield _bulk_range(config_json, targets, work, r["topic"], r["partition"], r["start"], r["end"])
 
     return run
+
+
+def _bulk_range(config_json: bytes, targets: Targets, work: str, topic: str, partition: int, start: int,
+                end: int) -> pa.RecordBatch:
+    from pipelines.config import parse_config
+    from pipelines.dead_letters import DeadLetterWriter
+    from pipelines.partition_apply import _resources
+
+    config = parse_config(orjson.loads(config_json))
+    progress = progress_file(Path(work), topic, partition)
+    fold, read_s, fold_s = _fold_range(config, topic, partition, start, end, progress)
+    t = time.perf_counter()
+    survivors = fold.survivors()
+    stats, dead = BatchStats(records=fold.records, tombstones=fold.tombstones), list(fold.dead)
+    stores = _resources(config_json, targets)
+    for first in range(0, len(survivors), APPLY_CHUNK):
+        apply_changes(stores, [], survivors[first:first + APPLY_CHUNK], stats, dead, [])
+        _report(progress, read=fold.records, applied=first + APPLY_CHUNK, survivors=len(survivors))
+    apply_s = time.perf_counter() - t
+    for letter in dead:
+        letter.extra["rebuild"] = Path(work).name
+    written = DeadLetterWriter(config.kafka.client_config(), config.dead_letter_topic).write(dead) if dead else 0
+    _report(progress, read=fold.records, applied=len(survivors), survivors=len(survivors), done=True)
+    return pa.RecordBatch.from_pylist([{
+        "topic": topic, "partition": partition, "records": fold.records, "tombstones": fold.tombstones,
+        "survivors": len(survivors), "search_applied": stats.search_applied, "search_stale": stats.search_stale,
+        "cache_applied": stats.cache_applied, "cache_stale": stats.cache_stale, "dead_letters": written,
+        "unresolved_toast": sum(1 for c in survivors if c.unavailable),
+        "fence": fold.fences.get(f"{topic}:{partition}", 0), "read_seconds": round(read_s, 2),
+        "fold_seconds": round(fold_s, 2), "apply_seconds": round(apply_s, 2)}], schema=BULK_SCHEMA)
+
+
+def _fold_range(config, topic: str, partition: int, start: int, end: int, progress: Path):
+    """(fold, seconds reading, seconds folding) of [start, end) of one partition."""
+    from pipelines.kafka_source import KafkaRange, read_range
+    from pipelines.replay import PartitionFold
+
+    fold = PartitionFold({t.name: t.key for t in config.tables}, {config.topic_for(t): t.name for t in config.tables})
+    started, fold_s = time.perf_counter(), 0.0
+    for rb in read_range(config.kafka.client_config(), KafkaRange(topic, partition, start, end)):
+        t = time.perf_counter()
+        fold.add(rows_from_arrow(pa.Table.from_batches([rb])))
+        fold_s += time.perf_counter() - t
+        _report(progress, read=fold.records, applied=0, survivors=len(fold.raw) + len(fold.latest))
+    return fold, time.perf_counter() - started - fold_s, fold_s
 
 
 class _Discard:
