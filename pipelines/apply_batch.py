@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -66,6 +67,9 @@ class Targets:
     def from_json(cls, data: dict[str, Any] | None) -> "Targets":
         data = data or {}
         return cls(tuple(sorted((data.get("search") or {}).items())), data.get("cache_db"))
+
+
+_writers = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cdckit-search")
 
 
 def redis_client(config: Config, db: int | None = None):
@@ -192,8 +196,12 @@ def apply_changes(stores: Stores, truncates: list[Change], latest: list[Change],
         if t.table in stores.cache_tables:
             stores.cache.truncate(t, stores.cache_tables[t.table])
         stats.truncates += 1
-    search = stores.search.apply([c for c in latest if c.table in stores.search_tables], stores.search_tables)
-    cache = stores.cache.apply([c for c in latest if c.table in stores.cache_tables], stores.cache_tables)
+    # The two stores are independent: write them at the same time (each waits on its server).
+    to_search = [c for c in latest if c.table in stores.search_tables]
+    to_cache = [c for c in latest if c.table in stores.cache_tables]
+    pending_search = _writers.submit(stores.search.apply, to_search, stores.search_tables)
+    cache = stores.cache.apply(to_cache, stores.cache_tables)
+    search = pending_search.result()
     raw = {(r["topic"], r["partition"], r["offset"]): r for r in rows}
     for letter in search.dead:
         src = raw.get((letter.position.topic, letter.position.partition, letter.position.offset), {})

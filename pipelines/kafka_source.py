@@ -212,13 +212,12 @@ def read_range(conf: dict[str, Any], r: KafkaRange, poll_timeout_s: float = 120,
     """Records of [start, end) of one partition. Offsets may have gaps (compaction, transaction
     markers): the range is done when the consumer's position reaches `end`, not when a record with
     offset end-1 arrives. A range the broker can no longer serve raises."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    from confluent_kafka import KafkaError, TopicPartition
 
     tp = TopicPartition(r.topic, r.partition, r.start)
-    c = Consumer({**conf, "group.id": "cdckit-source-reader", "enable.auto.commit": False,
-                  "auto.offset.reset": "error", "enable.partition.eof": True, "fetch.max.bytes": 52428800,
-                  "log_level": 3})
+    c = _reader(conf)
     c.assign([tp])
+    healthy = False
     cols: dict[str, list] = {n: [] for n in ARROW_SCHEMA.names}
     next_offset = r.start
     last_progress = time.monotonic()
@@ -268,7 +267,34 @@ def read_range(conf: dict[str, Any], r: KafkaRange, poll_timeout_s: float = 120,
                     cols = {n: [] for n in ARROW_SCHEMA.names}
         if cols["offset"]:
             yield _batch(cols)
+        healthy = True
     finally:
+        _release(conf, c, healthy)
+
+
+_readers: dict[str, Any] = {}
+
+
+def _reader(conf: dict[str, Any]):
+    """A consumer kept per Python worker across micro-batches: creating one and connecting costs
+    more than a small batch's whole read."""
+    from confluent_kafka import Consumer
+
+    key = json.dumps(conf, sort_keys=True, default=str)
+    c = _readers.pop(key, None)
+    if c is None:
+        c = Consumer({**conf, "group.id": "cdckit-source-reader", "enable.auto.commit": False,
+                      "auto.offset.reset": "error", "enable.partition.eof": True, "fetch.max.bytes": 52428800,
+                      "log_level": 3})
+    return c
+
+
+def _release(conf: dict[str, Any], c, healthy: bool) -> None:
+    key = json.dumps(conf, sort_keys=True, default=str)
+    if healthy and key not in _readers:
+        c.unassign()
+        _readers[key] = c
+    else:
         c.close()
 
 
