@@ -26,6 +26,12 @@ def _load(path: Path):
     return load_config(path)
 
 
+def mask_text(text: str) -> str:
+    from pipelines.secrets import mask
+
+    return mask(text)
+
+
 def say(text: str) -> None:
     from pipelines.secrets import mask
 
@@ -208,14 +214,16 @@ def rebuild_command(store: str, config_path: Path, table: str | None, dry_run: b
     if as_json and dry_run:
         _print_json({"plan": plan.as_json(), "notes": notes})
         return
+    from pipelines.rebuild_view import RebuildProgress, show_plan
+
     if not as_json:
-        _show_plan(plan, notes)
+        show_plan(out, plan, notes)
     if dry_run:
         return
     from pipelines import job
 
     spark = job.spark_session(cfg)
-    with _RebuildProgress(plan, err if as_json else out) as progress:
+    with RebuildProgress(plan, err if as_json else out) as progress:
         state = rebuild.run(spark, cfg, plan, keep_old=keep_old, cb=progress.callbacks())
     summary = state["summary"]
     if as_json:
@@ -236,61 +244,6 @@ def _print_json(body) -> None:
     from pipelines.secrets import mask
 
     print(mask(json.dumps(body)), flush=True)
-
-
-def _show_plan(plan, notes: list[str]) -> None:
-    action = f"resuming rebuild {plan.rebuild_id} at phase '{plan.resumed_phase}'" if plan.resumed_phase \
-        else f"rebuild {plan.rebuild_id}"
-    say(f"{action}: {', '.join(plan.stores)}; {plan.records:,} records from {len(plan.topics)} topic(s), "
-        f"estimated {plan.estimate_s:,.0f} s")
-    table = Table("topic", "partition", "from offset", "to offset")
-    for topic, parts in plan.end.items():
-        for p, end in parts.items():
-            table.add_row(topic, p, str(plan.begin.get(topic, {}).get(p, 0)), str(end))
-    out.print(table)
-    for name, s in plan.search.items():
-        say(f"search {name}: alias {s['alias']} {s['current'] or '(none)'} -> {s['target']}")
-    if plan.cache:
-        say(f"cache: fill database {plan.cache['spare_db']}, then SWAPDB with {plan.cache['live_db']}")
-    for note in notes:
-        say(f"note: {note}")
-
-
-class _RebuildProgress:
-    """Progress bars: one per partition for the bulk replay (read, then written), a line per phase."""
-
-    def __init__(self, plan, console):
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
-        self.plan = plan
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
-                                 TextColumn("{task.completed:,.0f}/{task.total:,.0f}"), TimeElapsedColumn(),
-                                 TimeRemainingColumn(), console=console)
-        self.tasks: dict[str, int] = {}
-
-    def __enter__(self):
-        self.progress.__enter__()
-        for topic, parts in self.plan.end.items():
-            for p, end in parts.items():
-                total = max(int(end) - int(self.plan.begin.get(topic, {}).get(p, 0)), 1)
-                self.tasks[f"{topic}-{p}"] = self.progress.add_task(f"replay {topic}[{p}]", total=total)
-        return self
-
-    def __exit__(self, *exc):
-        return self.progress.__exit__(*exc)
-
-    def callbacks(self):
-        from pipelines.rebuild import Callbacks
-
-        def bulk(progress: dict) -> None:
-            for name, p in progress.items():
-                if name in self.tasks:
-                    applied = f" ({p.get('applied', 0):,}/{p.get('survivors', 0):,} keys written)" \
-                        if p.get("applied") else ""
-                    self.progress.update(self.tasks[name], completed=p.get("read", 0),
-                                         description=f"replay {name}{applied}")
-
-        return Callbacks(phase=lambda name: self.progress.console.print(f"[bold]{name}[/bold]"), bulk_progress=bulk)
 
 
 # -- dead letters ---------------------------------------------------------------------------------
@@ -385,7 +338,7 @@ def verify_command(config_path: Path, table: str | None, sample: int | None, tim
     try:
         report = verify.verify(cfg, table=table, sample=sample, timeout_s=timeout_s)
     except verify.NotCaughtUp as exc:
-        err.print(f"error: {exc}", highlight=False, markup=False)
+        err.print(f"error: {mask_text(str(exc))}", highlight=False, markup=False)
         sys.exit(3)
     if as_json:
         say(json.dumps(report.as_json(), indent=2, default=str))
