@@ -85,20 +85,23 @@ class LiveConfig:
         cfg, s = self.config, self.stores
         engine = s.search.engine if "search" in cfg.sinks else None
         client = s.cache.r if "cache" in cfg.sinks else None
-        if fresh:
-            if engine is not None:
-                store_markers.mark_search(engine, cfg.topic_prefix)
-            if client is not None:
-                store_markers.mark_cache(client, cfg.topic_prefix, "pipeline")
-        else:
-            gone = store_markers.missing(cfg.topic_prefix, engine, client)
-            if gone:
-                raise StoreUnavailable(store_markers.lost_message(gone, {"search": cfg.search.url,
-                                                                         "cache": cfg.redis.url}))
-        if not self.indexes_ensured:
-            for table in s.search_tables.values():
-                s.search.ensure_index(table)
-            self.indexes_ensured = True
+        try:
+            if fresh:
+                if engine is not None:
+                    store_markers.mark_search(engine, cfg.topic_prefix)
+                if client is not None:
+                    store_markers.mark_cache(client, cfg.topic_prefix, "pipeline")
+                gone = []
+            else:
+                gone = store_markers.missing(cfg.topic_prefix, engine, client)
+            if not self.indexes_ensured and not gone:
+                for table in s.search_tables.values():
+                    s.search.ensure_index(table)
+                self.indexes_ensured = True
+        except Exception as exc:  # noqa: BLE001 - connection errors of either client: pause, then retry
+            raise StoreUnavailable(f"a store did not answer before the batch: {type(exc).__name__}: {exc}") from exc
+        if gone:
+            raise StoreUnavailable(store_markers.lost_message(gone, {"search": cfg.search.url, "cache": cfg.redis.url}))
 
     def current(self) -> Config:
         if self.path is not None:
