@@ -248,6 +248,9 @@ def _store_unavailable(failure) -> bool:
 
 
 def _first_line(failure) -> str:
+    """The exception's own message out of the Python traceback Spark wraps it in."""
+    import re
+
     text = str(failure)
-    at = text.find("StoreUnavailable")
-    return text[at:].splitlines()[0][:300] if at >= 0 else text.splitlines()[0][:300]
+    found = re.findall(r"StoreUnavailable: (.+)", text)
+    return (found[-1] if found else text.splitlines()[0])[:300]
