@@ -18,6 +18,7 @@ from typing import Any, Callable
 from connectors import postgres
 from pipelines.checkpoint_state import committed_offsets
 from pipelines.config import Config
+from pipelines.json_files import read_json, write_json
 
 
 def state_path(config: Config) -> Path:
@@ -25,18 +26,11 @@ def state_path(config: Config) -> Path:
 
 
 def read_state(config: Config) -> dict[str, Any] | None:
-    try:
-        return json.loads(state_path(config).read_text())
-    except (OSError, ValueError):
-        return None
+    return read_json(state_path(config))
 
 
 def _write_state(config: Config, state: dict[str, Any]) -> None:
-    path = state_path(config)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, indent=2))
-    os.replace(tmp, path)
+    write_json(state_path(config), state, indent=2)
 
 
 def batch_offsets(config: Config, batch_id: int) -> dict[str, dict[str, int]]:
@@ -156,7 +150,7 @@ def start_over(config: Config) -> Path:
     os.replace(ckpt, aside)
     ckpt.mkdir(parents=True)
     # Remembered until the new snapshot is in, so an interrupted re-snapshot still sweeps when rerun.
-    (ckpt / RESNAPSHOT).write_text(json.dumps({"old_checkpoint": str(aside), "at": time.time()}))
+    write_json(ckpt / RESNAPSHOT, {"old_checkpoint": str(aside), "at": time.time()})
     client = client_for(config)
     try:
         client.stop(config.connector_name)

@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pipelines.json_files import read_json, write_json
+
 
 def _latest(folder: Path) -> int | None:
     ids = [int(p.name) for p in folder.glob("[0-9]*") if p.name.isdigit()]
@@ -34,18 +36,11 @@ def write_status(checkpoint_dir: Path, batch_id: int, stats: Any, seconds: float
     body = {"batch_id": batch_id, "finished_at": time.time(), "seconds": round(seconds, 3), "pid": os.getpid(),
             "host": socket.gethostname(),
             **{k: v for k, v in vars(stats).items() if k != "visible_ms"}}
-    path = status_path(checkpoint_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(body))
-    os.replace(tmp, path)
+    write_json(status_path(checkpoint_dir), body)
 
 
 def read_status(checkpoint_dir: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads(status_path(checkpoint_dir).read_text())
-    except (OSError, ValueError):
-        return None
+    return read_json(status_path(checkpoint_dir))
 
 
 def process_alive(pid: int | None) -> bool:

@@ -5,9 +5,9 @@ starts from the same state as its first run, so it computes the same versions.
 """
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
+
+from pipelines.json_files import read_json, write_json
 
 Fences = dict[str, int]  # "topic:partition" -> highest snapshot lsn seen
 
@@ -17,10 +17,7 @@ class FenceStore:
         self.path = Path(directory) / "cdckit-fences.json"
 
     def _load(self) -> dict[str, Fences]:
-        try:
-            return json.loads(self.path.read_text())
-        except (OSError, ValueError):
-            return {}
+        return read_json(self.path, {})
 
     def before(self, batch_id: int) -> Fences:
         """The fences as they stood after the newest batch older than `batch_id`."""
@@ -31,7 +28,4 @@ class FenceStore:
         state = self._load()
         state[str(batch_id)] = fences
         keep = sorted(state, key=int)[-3:]
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({b: state[b] for b in keep}))
-        os.replace(tmp, self.path)
+        write_json(self.path, {b: state[b] for b in keep})

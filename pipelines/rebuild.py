@@ -15,7 +15,6 @@ Phases (each recorded in the rebuild state file, so a rerun resumes where it sto
 from __future__ import annotations
 
 import json
-import os
 import socket
 import threading
 import time
@@ -34,6 +33,7 @@ from pipelines import rebuild_state
 from pipelines.apply_batch import Targets, redis_client, search_engine
 from pipelines.config import Config
 from pipelines.errors import CdckitError
+from pipelines.json_files import read_json, write_json
 
 ASSUMED_RATE = 15_000          # events/s, until a finished rebuild has measured this machine
 RETENTION_SHARE = 0.5          # refuse when the estimate exceeds this share of delete.retention.ms
@@ -171,10 +171,9 @@ def run(spark, config: Config, plan: Plan, keep_old: bool = False, cb: Callbacks
             cb.phase("dropping the old generation")
             dropped = _drop_old(config, plan, state.get("live_batch_at_switch"))
         state["summary"]["old_generation"] = "dropped" if dropped else "kept"
-        _remember_rate(config, plan, state)
+        _remember_rate(config, state)
         _advance(ckpt, state, "done")
-        work.mkdir(parents=True, exist_ok=True)
-        (work / "state.json").write_text(json.dumps(state, indent=2))
+        write_json(work / "state.json", state, indent=2)
     return state
 
 
@@ -193,8 +192,6 @@ def _create_generations(config: Config, plan: Plan, resuming: bool) -> None:
     if plan.cache:
         live, spare = redis_client(config), redis_client(config, plan.cache["spare_db"])
         cachegen.check_spare(live, spare, plan.cache["live_db"], plan.cache["spare_db"], resuming)
-        if not resuming:
-            spare.flushdb()  # only ever our own leftovers: check_spare refused anything else
         cachegen.begin(spare, plan.rebuild_id)
 
 
@@ -205,13 +202,10 @@ def _config_json(config: Config) -> bytes:
 def _bulk(spark, config: Config, plan: Plan, work: Path, cb: Callbacks) -> dict[str, Any]:
     from pipelines.rebuild_spark import BULK_DDL, RANGES_DDL, bulk_fn, read_progress
 
-    work.mkdir(parents=True, exist_ok=True)
-    done = {k: v for k, v in read_progress(work).items() if v.get("done")}
-    ranges = {t: {p: o for p, o in parts.items() if f"{t}-{p}" not in done} for t, parts in plan.end.items()}
-    ranges = {t: parts for t, parts in ranges.items() if parts}
+    done = {k for k, v in read_progress(work).items() if v.get("done")}
+    todo = [(t, int(p), int(plan.begin.get(t, {}).get(p, 0)), int(e)) for t, parts in plan.end.items()
+            for p, e in parts.items() if f"{t}-{p}" not in done and int(e) > int(plan.begin.get(t, {}).get(p, 0))]
     rows: list[dict[str, Any]] = []
-    todo = [(t, int(p), int(plan.begin.get(t, {}).get(p, 0)), int(e)) for t, parts in ranges.items()
-            for p, e in parts.items() if int(e) > int(plan.begin.get(t, {}).get(p, 0))]
     if todo:
         # One Spark partition per Kafka partition: a key and its snapshot fence live in one.
         frame = spark.createDataFrame(spark.sparkContext.parallelize(todo, len(todo)), RANGES_DDL)
@@ -225,10 +219,10 @@ def _bulk(spark, config: Config, plan: Plan, work: Path, cb: Callbacks) -> dict[
             stop.set()
             watcher.join()
     cb.bulk_progress(read_progress(work))
-    previous = _load_json(work / "bulk.json")
+    previous = read_json(work / "bulk.json", {})
     for row in rows:
         previous[f"{row['topic']}-{row['partition']}"] = row
-    (work / "bulk.json").write_text(json.dumps(previous))
+    write_json(work / "bulk.json", previous)
     totals: dict[str, Any] = {k: sum(r[k] for r in previous.values()) for k in
                               ("records", "tombstones", "survivors", "search_applied", "search_stale", "cache_applied",
                                "cache_stale", "dead_letters", "unresolved_toast")}
@@ -243,13 +237,6 @@ def _watch_progress(work: Path, cb: Callbacks, stop: threading.Event) -> None:
 
     while not stop.wait(0.5):
         cb.bulk_progress(read_progress(work))
-
-
-def _load_json(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
 
 
 def _catchup(spark, config: Config, plan: Plan, work: Path, bulk_fences: dict[str, int]) -> dict[str, Any]:
@@ -360,16 +347,14 @@ def _rate_path(config: Config) -> Path:
 
 
 def _measured_rate(config: Config) -> float:
-    return float(_load_json(_rate_path(config)).get("events_per_s") or ASSUMED_RATE)
+    return float(read_json(_rate_path(config), {}).get("events_per_s") or ASSUMED_RATE)
 
 
-def _remember_rate(config: Config, plan: Plan, state: dict[str, Any]) -> None:
+def _remember_rate(config: Config, state: dict[str, Any]) -> None:
     bulk = state["summary"].get("bulk", {})
     if bulk.get("records", 0) >= 10_000 and bulk.get("seconds"):
-        rate = bulk["records"] / bulk["seconds"]
-        tmp = _rate_path(config).with_suffix(".tmp")
-        tmp.write_text(json.dumps({"events_per_s": round(rate), "measured_at": time.time()}))
-        os.replace(tmp, _rate_path(config))
+        write_json(_rate_path(config), {"events_per_s": round(bulk["records"] / bulk["seconds"]),
+                                        "measured_at": time.time()})
 
 
 __all__ = ["GenerationError", "Plan", "RebuildRefused", "make_plan", "check_safety", "run"]

@@ -3,8 +3,6 @@ planned end and writes the survivors into the fresh generations; a streaming que
 then catches the fresh generations up. Both run the functions here on executors (mapInArrow)."""
 from __future__ import annotations
 
-import json
-import os
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -13,6 +11,7 @@ import orjson
 import pyarrow as pa
 
 from pipelines.apply_batch import BatchStats, Targets, apply_changes, rows_from_arrow
+from pipelines.json_files import read_json, write_json
 
 BULK_SCHEMA = pa.schema([
     ("topic", pa.string()), ("partition", pa.int32()), ("records", pa.int64()), ("tombstones", pa.int64()),
@@ -32,20 +31,12 @@ def progress_file(work: Path, topic: str, partition: int) -> Path:
 
 def _report(path: Path, **fields: Any) -> None:
     # Local mode shares the file system with the driver, which draws the progress bars from these.
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(fields))
-    os.replace(tmp, path)
+    write_json(path, fields)
 
 
 def read_progress(work: Path) -> dict[str, dict[str, Any]]:
-    out = {}
-    for p in (work / "progress").glob("*.json"):
-        try:
-            out[p.stem] = json.loads(p.read_text())
-        except (OSError, ValueError):
-            pass
-    return out
+    found = {p.stem: read_json(p) for p in (work / "progress").glob("*.json")}
+    return {name: body for name, body in found.items() if body is not None}
 
 
 RANGES_DDL = "topic string, partition int, start long, end long"

@@ -6,12 +6,11 @@ every batch (see apply_records for why that makes the switch safe).
 """
 from __future__ import annotations
 
-import json
-import os
 from pathlib import Path
 from typing import Any
 
 from pipelines.apply_batch import Targets
+from pipelines.json_files import read_json, write_json
 
 PHASES = ("planned", "bulk", "catchup", "switched", "done")
 
@@ -25,18 +24,11 @@ def work_dir(checkpoint_dir: Path, rebuild_id: str) -> Path:
 
 
 def load(checkpoint_dir: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads(state_path(checkpoint_dir).read_text())
-    except (OSError, ValueError):
-        return None
+    return read_json(state_path(checkpoint_dir))
 
 
 def save(checkpoint_dir: Path, state: dict[str, Any]) -> None:
-    path = state_path(checkpoint_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, indent=2))
-    os.replace(tmp, path)
+    write_json(state_path(checkpoint_dir), state, indent=2)
 
 
 def live_targets(checkpoint_dir: Path) -> Targets | None:
