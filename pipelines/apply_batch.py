@@ -11,7 +11,6 @@ from typing import Any, Iterable
 import pyarrow as pa
 
 from connectors.envelope import RecordError, Tombstone, decode
-from connectors.version import is_snapshot
 from derived.cache import CacheTable, RedisCache
 from derived.change import Change, DeadLetter, Position
 from derived.reduce import last_per_key

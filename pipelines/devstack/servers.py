@@ -10,7 +10,7 @@ from pathlib import Path
 import requests
 
 from pipelines.devstack import processes
-from pipelines.devstack.connect_layout import PLUGIN, assemble, worker_properties
+from pipelines.devstack.connect_layout import assemble, worker_properties
 from pipelines.devstack.packages import osmem_binary, postgres_binary, system_binary, tansu_binary
 from pipelines.devstack.settings import StackSettings
 

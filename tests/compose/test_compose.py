@@ -1,6 +1,5 @@
 """No Docker engine here: the compose stack is checked statically, and against cdckit's own config."""
 import re
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import (assert_exact, cli, diff_stores, drop_connector, pg, stores_exact, wait_for, wait_streaming,
+from tests.helpers import (assert_exact, cli, diff_stores, drop_connector, pg, stores_exact, wait_for,
                            write_config)
 from pipelines.checkpoint_state import read_status
 from tests.stack import ROOT

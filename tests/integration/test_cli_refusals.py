@@ -2,7 +2,7 @@
 import pytest
 
 from tests.helpers import cli, write_config
-from tests.pipelines.test_config import BASE, with_
+from tests.pipelines.test_config import with_
 
 SECRET = "Sup3r-S3cret-Pa55"
 

@@ -3,8 +3,6 @@ stores still end equal to Postgres. Also: SIGTERM stops the job cleanly."""
 import os
 import random
 import signal
-import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -15,7 +13,6 @@ import pytest
 from tests.drills import converged, record
 from tests.helpers import (cli, diff_stores, drop_connector, pg, start_job, wait_for, wait_streaming,
                            write_config)
-from tests.stack import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.drill]
 

@@ -1,7 +1,7 @@
 """The job's wiring that needs no Spark: the JVM kafka source switch takes the same options."""
 from pipelines.config import parse_config
 from pipelines.job import change_stream
-from tests.pipelines.test_config import BASE, with_
+from tests.pipelines.test_config import with_
 
 
 class FakeReader:

@@ -1,5 +1,5 @@
 """The replay fold over the shapes a compacted change log can take (pure: no Spark, no Kafka)."""
-from hypothesis import given, settings, strategies as st
+from hypothesis import assume, given, settings, strategies as st
 
 from derived.reduce import last_per_key
 from pipelines.replay import fold
@@ -107,9 +107,6 @@ def _record(offset, k, op, lsn):
 def test_fold_in_any_chunking_equals_reducing_the_whole_log(ops, chunk):
     from connectors.envelope import Tombstone, decode
     from derived.change import Position
-    from derived.reduce import last_per_key
-
-    from hypothesis import assume
 
     # An unchanged-TOAST update of a row a truncate removed cannot happen (the row would be re-inserted first).
     assume(not ({"t", "toast"} <= {op for _, op in ops}))

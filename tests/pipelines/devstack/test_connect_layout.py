@@ -18,6 +18,6 @@ def test_classpath_swaps_jetty_and_isolates_debezium(tmp_path):
 
 
 def test_worker_properties_use_service_load():
-    props = worker_properties("127.0.0.1:1", 2, tmp := __import__("pathlib").Path("/p"))
+    props = worker_properties("127.0.0.1:1", 2, __import__("pathlib").Path("/p"))
     assert "plugin.discovery=service_load" in props
     assert "listeners=http://127.0.0.1:2" in props
