@@ -267,8 +267,11 @@ class Config(_Strict):
 
     @property
     def topic_pattern(self) -> str:
-        """Every table topic of this prefix (not the heartbeat, transaction or dead-letter topics)."""
-        return rf"^{re.escape(self.topic_prefix)}\.[^.]+\.[^.]+$"
+        """Every table topic of this prefix (a table added later joins without a restart), but not
+        the heartbeat and signal tables': their records are never applied, and a heartbeat in every
+        micro-batch costs a Spark task of its own (more tasks than cores, so a second wave)."""
+        support = "|".join(re.escape(t) for t in (self.postgres.heartbeat_table, self.postgres.signal_table))
+        return rf"^{re.escape(self.topic_prefix)}\.(?!(?:{support})$)[^.]+\.[^.]+$"
 
     def topic_for(self, table: TableConfig) -> str:
         return f"{self.topic_prefix}.{table.name}"

@@ -77,7 +77,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _partitions(self) -> list[tuple[str, int]]:
         md = self._meta_consumer().list_topics(timeout=10)
-        names = self.topics if self.topics is not None else [t for t in md.topics if self.pattern.fullmatch(t)]
+        names = [t for t in md.topics if self._subscribed(t)] if self.topics is None else self.topics
         out = []
         for t in names:
             tm = md.topics.get(t)
@@ -85,6 +85,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 continue  # not created yet: it joins when it appears
             out.extend((t, p) for p in tm.partitions)
         return sorted(out)
+
+    def _subscribed(self, topic: str) -> bool:
+        return topic in self.topics if self.topics is not None else bool(self.pattern.fullmatch(topic))
 
     def _high_watermarks(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """High watermarks from Fetch responses (fetch near the end, wait for partition EOF)."""
@@ -144,7 +147,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         else:
             tps = self._partitions()
             high = self._high_watermarks(tps)
-        start = start or {}
+        # A checkpoint may hold topics the subscription no longer takes (an older pattern): not lost.
+        start = {t: parts for t, parts in (start or {}).items() if self._subscribed(t)}
         begin = {tp: int(start.get(tp[0], {}).get(str(tp[1]), 0)) for tp in tps}
         _check_not_lost(start, begin, high)
         end = {tp: max(high[tp], begin[tp]) for tp in tps}
@@ -209,22 +213,42 @@ def begin_offsets(kafka_conf: dict[str, Any], topics: list[str]) -> Offsets:
 
 def read_range(conf: dict[str, Any], r: KafkaRange, poll_timeout_s: float = 120,
                chunk: int = 20_000) -> Iterator[pa.RecordBatch]:
-    """Records of [start, end) of one partition. Offsets may have gaps (compaction, transaction
-    markers): the range is done when the consumer's position reaches `end`, not when a record with
-    offset end-1 arrives. A range the broker can no longer serve raises."""
+    """Records of [start, end) of one partition as Arrow batches of the source's schema."""
+    cols: dict[str, list] = {n: [] for n in ARROW_SCHEMA.names}
+    for msgs in read_messages(conf, r, poll_timeout_s):
+        for m in msgs:
+            ts_type, ts = m.timestamp()
+            cols["key"].append(m.key())
+            cols["value"].append(m.value())
+            cols["offset"].append(m.offset())
+            cols["timestamp"].append(ts * 1000 if ts and ts > 0 else None)
+            cols["timestampType"].append(ts_type)
+        if len(cols["offset"]) >= chunk:
+            yield _batch(r, cols)
+            cols = {n: [] for n in ARROW_SCHEMA.names}
+    if cols["offset"]:
+        yield _batch(r, cols)
+
+
+def read_messages(conf: dict[str, Any], r: KafkaRange, poll_timeout_s: float = 120) -> Iterator[list]:
+    """The consumer's messages of [start, end) of one partition, a list per fetch (no error
+    messages, nothing at or past `end`). Offsets may have gaps (compaction, transaction markers):
+    the range is done when the consumer's position reaches `end`, not when a record with offset
+    end-1 arrives. A range the broker can no longer serve raises."""
     from confluent_kafka import KafkaError, TopicPartition
 
     tp = TopicPartition(r.topic, r.partition, r.start)
     c = _reader(conf)
     c.assign([tp])
     healthy = False
-    cols: dict[str, list] = {n: [] for n in ARROW_SCHEMA.names}
     next_offset = r.start
     last_progress = time.monotonic()
     where = f"{r.topic}[{r.partition}]"
     try:
         while next_offset < r.end:
-            msgs = c.consume(10_000, 0.5)
+            # consume() waits for its whole timeout unless it fills the batch: ask for no more
+            # than the range still holds, so a small micro-batch returns as soon as it arrived.
+            msgs = c.consume(max(1, min(10_000, r.end - next_offset)), 0.5)
             if not msgs:
                 position = c.position([TopicPartition(r.topic, r.partition)])[0].offset
                 if position >= r.end:
@@ -238,35 +262,25 @@ def read_range(conf: dict[str, Any], r: KafkaRange, poll_timeout_s: float = 120,
                                        f"within {poll_timeout_s:g} s")
                 continue
             last_progress = time.monotonic()
-            for m in msgs:
+            good = msgs
+            for i, m in enumerate(msgs):
                 err = m.error()
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
                         if m.offset() < r.end:
                             raise RuntimeError(f"{where}: the log ends at {m.offset()}, before the range end "
                                                f"{r.end} (the topic was recreated or the broker lost its data: recover with `cdckit bootstrap`)")
-                        next_offset = r.end
+                        good, next_offset = msgs[:i], r.end
                         break
                     raise RuntimeError(f"{where} at offset {next_offset}: {err} "
                                        f"(range {r.start}-{r.end} can no longer be served)")
-                off = m.offset()
-                if off >= r.end:
-                    next_offset = r.end
+                if m.offset() >= r.end:
+                    good, next_offset = msgs[:i], r.end
                     break
-                ts_type, ts = m.timestamp()
-                cols["key"].append(m.key())
-                cols["value"].append(m.value())
-                cols["topic"].append(r.topic)
-                cols["partition"].append(r.partition)
-                cols["offset"].append(off)
-                cols["timestamp"].append(ts * 1000 if ts and ts > 0 else None)
-                cols["timestampType"].append(ts_type)
-                next_offset = off + 1
-                if len(cols["offset"]) >= chunk:
-                    yield _batch(cols)
-                    cols = {n: [] for n in ARROW_SCHEMA.names}
-        if cols["offset"]:
-            yield _batch(cols)
+            else:
+                next_offset = msgs[-1].offset() + 1
+            if good:
+                yield good
         healthy = True
     finally:
         _release(conf, c, healthy)
@@ -298,7 +312,9 @@ def _release(conf: dict[str, Any], c, healthy: bool) -> None:
         c.close()
 
 
-def _batch(cols: dict[str, list]) -> pa.RecordBatch:
+def _batch(r: KafkaRange, cols: dict[str, list]) -> pa.RecordBatch:
+    n = len(cols["offset"])
+    cols["topic"], cols["partition"] = [r.topic] * n, [r.partition] * n
     arrays = [pa.array(cols[f.name], type=f.type) if f.name != "timestamp"
               else pa.array(cols["timestamp"], type=pa.int64()).cast(f.type) for f in ARROW_SCHEMA]
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)

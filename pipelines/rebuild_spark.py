@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterator
 import orjson
 import pyarrow as pa
 
-from pipelines.apply_batch import BatchStats, Targets, apply_changes, rows_from_arrow
+from pipelines.apply_batch import BatchStats, Targets, apply_changes
 from pipelines.json_files import read_json, write_json
 
 BULK_SCHEMA = pa.schema([
@@ -88,16 +88,18 @@ def _bulk_range(config_json: bytes, targets: Targets, work: str, topic: str, par
 
 def _fold_range(config, topic: str, partition: int, start: int, end: int, progress: Path):
     """(fold, seconds reading, seconds folding) of [start, end) of one partition."""
-    from pipelines.kafka_source import KafkaRange, read_range
+    from pipelines.kafka_source import KafkaRange, read_messages
     from pipelines.replay import PartitionFold
 
     fold = PartitionFold({t.name: t.key for t in config.tables}, {config.topic_for(t): t.name for t in config.tables})
-    started, fold_s = time.perf_counter(), 0.0
-    for rb in read_range(config.kafka.client_config(), KafkaRange(topic, partition, start, end)):
+    started, fold_s, reported = time.perf_counter(), 0.0, 0
+    for msgs in read_messages(config.kafka.client_config(), KafkaRange(topic, partition, start, end)):
         t = time.perf_counter()
-        fold.add(rows_from_arrow(pa.Table.from_batches([rb])))
+        fold.add_messages(topic, partition, msgs)
         fold_s += time.perf_counter() - t
-        _report(progress, read=fold.records, applied=0, survivors=len(fold.raw) + len(fold.latest))
+        if fold.records - reported >= 20_000:
+            reported = fold.records
+            _report(progress, read=fold.records, applied=0, survivors=len(fold.raw) + len(fold.latest))
     return fold, time.perf_counter() - started - fold_s, fold_s
 
 

@@ -37,6 +37,16 @@ def test_defaults_derive_names():
     assert cfg.spark.trigger == "1 seconds"
 
 
+def test_topic_pattern_takes_table_topics_but_not_the_support_tables():
+    import re
+
+    pattern = re.compile(parse_config(BASE).topic_pattern)
+    taken = ["cdc.public.customers", "cdc.public.added_later", "cdc.public.cdckit_signal2"]
+    left = ["cdc.public.cdckit_heartbeat", "cdc.public.cdckit_signal", "cdc.dlq", "cdc-heartbeat", "cdcx.public.a",
+            "cdc.a.b.c"]
+    assert [t for t in taken + left if pattern.fullmatch(t)] == taken
+
+
 @pytest.mark.parametrize("path,value,field", [
     ("search.kind", "solr", "search.kind"),
     ("tables.0.name", "customers", "tables.0.name"),
