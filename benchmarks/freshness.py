@@ -5,6 +5,7 @@ timestamp). Also: Debezium's own production rate in the same run, lag over time,
 events replayed by a plain confluent-kafka consumer vs the Spark job. JSON + PNGs.
 
     .venv/bin/python benchmarks/freshness.py [--rates 500,2000,5000] [--duration 30] [--trigger "500 ms"]
+                                             [--warmup 10] [--topology single|split]
 
 Targets (issue #7): at 2,000 commits/s Redis p50 <= 1.0 s, p99 <= 2.5 s; search p99 <= 3 s;
 the pipeline keeps up with >= 0.9x Debezium's production rate.
@@ -140,7 +141,12 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=30)
     ap.add_argument("--trigger", default="500 ms")
     ap.add_argument("--partitions", type=int, default=2)
+    ap.add_argument("--warmup", type=float, default=10, help="seconds of unmeasured load at the first rate")
     ap.add_argument("--label", default="", help="suffix for the JSON/PNG names (tuning runs)")
+    ap.add_argument("--topology", choices=["split", "single"], default="single",
+                    help="split: one `cdckit run` per store (sinks [cache] / [search], each its own checkpoint), so "
+                         "the slower index never holds the cache back (on 2 cores the second Spark driver costs more "
+                         "than that gains); single: one job writes both stores")
     args = ap.parse_args()
     import psycopg
     import redis
@@ -156,6 +162,7 @@ def main() -> None:
         table = f"public.{prefix}_orders"
         dsn = dict(host="127.0.0.1", port=s.ports["postgres"], dbname="cdckit", user="postgres")
         with psycopg.connect(**dsn, autocommit=True) as conn:
+            _drop_earlier_slots(conn)
             conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, customer text, email text, amount numeric(12,2), "
                          f"status text, items jsonb, seq bigint, updated_at timestamptz)")
             conn.execute(f"INSERT INTO {table} SELECT g, 'customer ' || g, 'c' || g || '@example.com', g * 1.5, 'open', "
@@ -173,24 +180,33 @@ def main() -> None:
             "redis": {"url": s.redis_url},
             "spark": {"checkpoint_dir": str(tmp / "ckpt"), "trigger": args.trigger},
         }
-        path = tmp / "cdckit.yaml"
-        path.write_text(yaml.safe_dump(config))
+        layout = {"cache": ["cache"], "search": ["search"]} if args.topology == "split" else {"both": ["search", "cache"]}
+        paths, ckpts, metrics_urls = {}, [], []
+        for n, (name, sinks) in enumerate(layout.items()):
+            ckpts.append(tmp / f"ckpt-{name}")
+            metrics_urls.append(f"http://127.0.0.1:{METRICS_PORT + n}/metrics")
+            paths[name] = tmp / f"cdckit-{name}.yaml"
+            paths[name].write_text(yaml.safe_dump({**config, "sinks": sinks, "metrics_port": METRICS_PORT + n,
+                                                   "spark": {**config["spark"], "checkpoint_dir": str(ckpts[-1])}}))
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
         cdckit = [sys.executable, "-m", "pipelines.cli"]
-        subprocess.run([*cdckit, "connector", "apply", "-c", str(path)], cwd=ROOT, env=env, check=True)
-        job = subprocess.Popen([*cdckit, "run", "-c", str(path)], cwd=ROOT, env=env, start_new_session=True,
-                               stdout=open(tmp / "job.log", "wb"), stderr=subprocess.STDOUT)
+        subprocess.run([*cdckit, "connector", "apply", "-c", str(next(iter(paths.values())))], cwd=ROOT, env=env,
+                       check=True)
+        jobs = [subprocess.Popen([*cdckit, "run", "-c", str(path)], cwd=ROOT, env=env, start_new_session=True,
+                                 stdout=open(tmp / f"job-{name}.log", "wb"), stderr=subprocess.STDOUT)
+                for name, path in paths.items()]
         r = redis.Redis.from_url(s.redis_url)
         topic = f"{prefix}.{table}"
-        metrics_url = f"http://127.0.0.1:{METRICS_PORT}/metrics"
         try:
             t0 = time.perf_counter()
             while int(r.get(f"cdckit:count:{prefix}:{{id}}") or 0) < ROWS:
-                if job.poll() is not None or time.perf_counter() - t0 > 300:
-                    raise SystemExit("the pipeline did not apply the snapshot:\n" + (tmp / "job.log").read_text()[-3000:])
+                if any(j.poll() is not None for j in jobs) or time.perf_counter() - t0 > 300:
+                    raise SystemExit("the pipeline did not apply the snapshot:\n" + "".join(
+                        p.read_text()[-3000:] for p in tmp.glob("job-*.log")))
                 time.sleep(1)
             print(f"snapshot of {ROWS:,} rows applied in {time.perf_counter() - t0:.1f} s", flush=True)
-            _wait_caught_up(s.bootstrap_servers, tmp / "ckpt", topic)  # the snapshot batch committed too
+            for ckpt in ckpts:
+                _wait_caught_up(s.bootstrap_servers, ckpt, topic)  # the snapshot batch committed too
             watched = random.Random(1).sample(range(1, HOT + 1), WATCHED)
 
             def read_cache(keys):
@@ -201,6 +217,12 @@ def main() -> None:
                 resp = requests.post(f"{s.search_url}/{prefix}/_mget", json={"ids": [str(k) for k in keys]}, timeout=10)
                 return {int(d["_id"]): d["_source"]["seq"] for d in resp.json()["docs"] if d.get("found")}
 
+            if args.warmup:
+                # A running job, as in production: the first seconds after the snapshot start Python
+                # workers and meet Debezium's switch to streaming (--warmup 0 measures that too).
+                Load(dsn, table, rates[0]).run(args.warmup)
+                for ckpt in ckpts:
+                    _wait_caught_up(s.bootstrap_servers, ckpt, topic)
             phases, lag_trace = [], []
             run_start = time.time()
             for rate in rates:
@@ -210,12 +232,12 @@ def main() -> None:
                 threads = [threading.Thread(target=p.run, daemon=True) for p in pollers.values()]
                 for t in threads:
                     t.start()
-                hist_before = histogram(metrics_url)
+                hist_before = [histogram(url) for url in metrics_urls]
                 end_before = sum(int(o) for o in end_offsets({"bootstrap.servers": s.bootstrap_servers}, [topic])
                                  .get(topic, {}).values())
-                applied_before = _applied(metrics_url)
+                applied_before = [_applied(url) for url in metrics_urls]
                 tracing = threading.Event()
-                tracer = threading.Thread(target=_trace_lag, args=(s.bootstrap_servers, tmp / "ckpt", topic, rate,
+                tracer = threading.Thread(target=_trace_lag, args=(s.bootstrap_servers, ckpts, topic, rate,
                                                                    run_start, lag_trace, tracing), daemon=True)
                 tracer.start()
                 started = time.perf_counter()
@@ -223,7 +245,8 @@ def main() -> None:
                 load_s = time.perf_counter() - started
                 produced = sum(int(o) for o in end_offsets({"bootstrap.servers": s.bootstrap_servers}, [topic])
                                .get(topic, {}).values()) - end_before
-                applied_in_load = _applied(metrics_url) - applied_before
+                # The slowest job counts (split: the search job).
+                applied_in_load = min(_applied(url) - before for url, before in zip(metrics_urls, applied_before))
                 time.sleep(8)  # let the tail arrive before the pollers stop
                 tracing.set()
                 for p in pollers.values():
@@ -235,7 +258,8 @@ def main() -> None:
                 phase = {
                     "rate": rate, "achieved_commits_per_s": round(achieved), "duration_s": round(load_s, 1),
                     "outside": {k: percentiles(p.latencies) for k, p in pollers.items()},
-                    "inside": histogram_percentiles(hist_before, histogram(metrics_url)),
+                    "inside": {name: histogram_percentiles(before, histogram(url))
+                               for name, before, url in zip(layout, hist_before, metrics_urls)},
                     "debezium_records_per_s": round(produced / load_s),
                     "pipeline_records_per_s": round(applied_in_load / load_s),
                     "pipeline_vs_debezium": round(applied_in_load / produced, 3) if produced else None,
@@ -245,14 +269,17 @@ def main() -> None:
                 phases.append(phase)
                 print(json.dumps(phase), flush=True)
         finally:
-            job.send_signal(signal.SIGTERM)
-            try:
-                job.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(job.pid, signal.SIGKILL)
+            for job in jobs:
+                job.send_signal(signal.SIGTERM)
+            for job in jobs:
+                try:
+                    job.wait(60)
+                except subprocess.TimeoutExpired:
+                    os.killpg(job.pid, signal.SIGKILL)
+            requests.delete(f"{s.connect_url}/connectors/{prefix}-postgres", timeout=30)
         throughput = _throughput(s, topic, tmp)
     sustained = max([p["rate"] for p in phases if p["keeps_up"]], default=None)
-    result = {"trigger": args.trigger, "partitions": args.partitions, "rows": ROWS, "phases": phases,
+    result = {"topology": args.topology, "warmup_s": args.warmup, "trigger": args.trigger, "partitions": args.partitions, "rows": ROWS, "phases": phases,
               "sustained_commits_per_s": sustained, "lag_trace": lag_trace, "throughput": throughput}
     at_2000 = next((p for p in phases if p["rate"] == 2000), None)
     if at_2000:
@@ -265,6 +292,17 @@ def main() -> None:
     name = "freshness" + (f"_{args.label}" if args.label else "")
     write_result(name, result)
     plot(result, name)
+
+
+def _drop_earlier_slots(conn) -> None:
+    """The bench stack's Postgres outlives a run: slots of earlier runs (inactive now) would use up
+    max_replication_slots and hold WAL."""
+    from connectors import postgres
+
+    for (slot,) in conn.execute("SELECT slot_name FROM pg_replication_slots WHERE NOT active AND slot_name ~ '^f[0-9a-f]{6}$'"
+                                ).fetchall():
+        postgres.drop_slot(conn, slot)
+        postgres.drop_publication(conn, slot)
 
 
 def _applied(metrics_url: str) -> float:
@@ -289,19 +327,20 @@ def _wait_caught_up(bootstrap: str, ckpt: Path, topic: str, timeout_s: float = 1
         time.sleep(0.5)
 
 
-def _trace_lag(bootstrap: str, ckpt: Path, topic: str, rate: int, run_start: float, trace: list,
+def _trace_lag(bootstrap: str, ckpts: list[Path], topic: str, rate: int, run_start: float, trace: list,
                done: threading.Event) -> None:
-    """Records between the topic's end and the pipeline's last committed batch, twice a second."""
+    """Records between the topic's end and the last committed batch of the job furthest behind,
+    twice a second."""
     from pipelines.checkpoint_state import committed_offsets
     from pipelines.kafka_source import end_offsets
 
     while not done.wait(0.5):
         try:
             end = end_offsets({"bootstrap.servers": bootstrap}, [topic]).get(topic, {})
-            committed = (committed_offsets(ckpt) or {}).get(topic, {})
+            committed = [(committed_offsets(ckpt) or {}).get(topic, {}) for ckpt in ckpts]
         except Exception:  # noqa: BLE001 - a missed sample is fine
             continue
-        lag = sum(max(0, int(o) - int(committed.get(p, 0))) for p, o in end.items())
+        lag = max(sum(max(0, int(o) - int(c.get(p, 0))) for p, o in end.items()) for c in committed)
         trace.append({"t": round(time.time() - run_start, 2), "rate": rate, "lag": lag})
 
 

@@ -23,7 +23,7 @@ from pipelines.errors import CdckitError
 from pipelines.config import Config
 from pipelines.dead_letters import ensure_topic
 from pipelines.fences import FenceStore
-from pipelines.partition_apply import STATS_DDL, STATS_SCHEMA, add_stats, executor_fn
+from pipelines.partition_apply import STATS_DDL, STATS_SCHEMA, add_stats, executor_fn, range_executor_fn
 from pipelines.rebuild_state import live_targets
 
 log = logging.getLogger("cdckit.job")
@@ -60,6 +60,8 @@ def change_stream(spark, config: Config):
         reader = reader.option("maxOffsetsPerTrigger", str(config.spark.max_offsets_per_trigger))
     if fmt == "kafka":
         reader = reader.option("failOnDataLoss", "true")
+    else:
+        reader = reader.option("ranges", "true")  # the apply tasks read the records themselves
     return reader.load()
 
 
@@ -124,8 +126,9 @@ class LiveConfig:
 
 
 def batch_writer(config: Config, on_batch: Callable | None = None, config_path: Path | None = None, metrics=None):
-    """foreachBatch: every Kafka partition's slice is applied on an executor (mapInArrow); the
-    driver only gathers the per-partition stats and fences."""
+    """foreachBatch: every Kafka partition's slice is applied on an executor (mapInArrow), which
+    reads the slice itself when the source gives offset ranges; the driver only gathers the
+    per-partition stats and fences."""
     live = LiveConfig(config, config_path)
     ensure_topic(config.kafka.client_config(), config.dead_letter_topic)
     fences = FenceStore(config.spark.checkpoint_dir)
@@ -141,7 +144,8 @@ def batch_writer(config: Config, on_batch: Callable | None = None, config_path: 
         config_json = live.json
         state = fences.before(batch_id)
         rebuild = live_targets(config.spark.checkpoint_dir)
-        out = df.mapInArrow(executor_fn(config_json, state, rebuild), STATS_DDL).toArrow().to_pylist()
+        apply_fn = range_executor_fn if "start" in df.columns else executor_fn  # ranges, or records (JVM source)
+        out = df.mapInArrow(apply_fn(config_json, state, rebuild), STATS_DDL).toArrow().to_pylist()
         stats = BatchStats()
         for row in out:
             state[f"{row['topic']}:{row['partition']}"] = max(state.get(f"{row['topic']}:{row['partition']}", 0),

@@ -7,6 +7,7 @@ are cached per Python worker (Spark reuses workers), keyed by the config.
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any, Callable, Iterable, Iterator
 
 import orjson
@@ -47,6 +48,13 @@ def _resources(config_json: bytes, targets: Targets | None = None):
 
 def apply_partition(batches: Iterable[pa.RecordBatch], stores, dlq, fences: dict[str, int], rebuild=None
                     ) -> Iterator[dict[str, Any]]:
+    """Apply records given as Arrow batches of the kafka source's columns."""
+    yield from apply_rows((rows_from_arrow(pa.Table.from_batches([rb])) for rb in batches), stores, dlq, fences,
+                          rebuild)
+
+
+def apply_rows(chunks: Iterable[list[dict[str, Any]]], stores, dlq, fences: dict[str, int], rebuild=None
+               ) -> Iterator[dict[str, Any]]:
     """Apply in chunks (versions make chunking safe); one stats row per topic-partition seen."""
     totals: dict[tuple[str, int], BatchStats] = {}
     pending: list[dict[str, Any]] = []
@@ -60,8 +68,8 @@ def apply_partition(batches: Iterable[pa.RecordBatch], stores, dlq, fences: dict
             add_stats(totals.setdefault(tp, BatchStats()), stats)
         pending.clear()
 
-    for rb in batches:
-        pending.extend(rows_from_arrow(pa.Table.from_batches([rb])))
+    for rows in chunks:
+        pending.extend(rows)
         if len(pending) >= CHUNK:
             flush()
     if pending:
@@ -99,3 +107,37 @@ def executor_fn(config_json: bytes, fences: dict[str, int], rebuild: Targets | N
             yield pa.RecordBatch.from_pylist(rows, schema=STATS_SCHEMA)
 
     return run
+
+
+def range_executor_fn(config_json: bytes, fences: dict[str, int], rebuild: Targets | None = None
+                      ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The same over a micro-batch of offset ranges (the source's `ranges` mode): each task reads
+    its own partition's range from Kafka, so records never travel through the JVM."""
+
+    def run(ranges: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pipelines.kafka_source import KafkaRange, read_messages
+
+        stores, dlq = _resources(config_json)
+        extra = _resources(config_json, rebuild) if rebuild else None
+        conf = _kafka_conf(config_json)
+
+        def chunks():
+            for rb in ranges:
+                for r in rb.to_pylist():
+                    topic, partition = r["topic"], r["partition"]
+                    for msgs in read_messages(conf, KafkaRange(topic, partition, r["start"], r["end"])):
+                        yield [dict(key=m.key(), value=m.value(), topic=topic, partition=partition, offset=m.offset())
+                               for m in msgs]
+
+        rows = list(apply_rows(chunks(), stores, dlq, dict(fences), extra))
+        if rows:
+            yield pa.RecordBatch.from_pylist(rows, schema=STATS_SCHEMA)
+
+    return run
+
+
+@lru_cache(maxsize=4)
+def _kafka_conf(config_json: bytes) -> dict[str, Any]:
+    from pipelines.config import parse_config
+
+    return parse_config(orjson.loads(config_json)).kafka.client_config()

@@ -30,11 +30,12 @@ def test_python_and_jvm_sources_get_the_same_options():
     jvm = change_stream(FakeSpark(), parse_config(with_("spark", {"max_offsets_per_trigger": 1000,
                                                                   "kafka_source": "jvm"})))
     assert (python.fmt, jvm.fmt) == ("cdckit_kafka", "kafka")
-    assert python.options["subscribePattern"] == r"^cdc\.[^.]+\.[^.]+$"
+    assert python.options["subscribePattern"] == parse_config(with_("spark", {})).topic_pattern
     assert python.options["kafka.bootstrap.servers"] == "127.0.0.1:9092"
     assert python.options["maxOffsetsPerTrigger"] == "1000"
-    assert {k: v for k, v in jvm.options.items() if k != "failOnDataLoss"} == python.options
-    assert jvm.options["failOnDataLoss"] == "true"
+    assert {k: v for k, v in jvm.options.items() if k != "failOnDataLoss"} == {
+        k: v for k, v in python.options.items() if k != "ranges"}
+    assert jvm.options["failOnDataLoss"] == "true" and python.options["ranges"] == "true"
 
 
 def test_progress_lag_from_spark_progress():
