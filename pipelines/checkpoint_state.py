@@ -39,6 +39,15 @@ def write_status(checkpoint_dir: Path, batch_id: int, stats: Any, seconds: float
     write_json(status_path(checkpoint_dir), body)
 
 
+def claim_status(checkpoint_dir: Path) -> None:
+    """A starting pipeline makes the status file name it (pid, host) before its first batch: on an
+    idle database that batch may be long in coming, and `status` would judge the process that
+    applied the last one (gone)."""
+    body = read_status(checkpoint_dir)
+    if body is not None:
+        write_json(status_path(checkpoint_dir), {**body, "pid": os.getpid(), "host": socket.gethostname()})
+
+
 def read_status(checkpoint_dir: Path) -> dict[str, Any] | None:
     return read_json(status_path(checkpoint_dir))
 

@@ -17,7 +17,7 @@ import orjson
 from pipelines.apply_batch import BatchStats, stores_from_config
 from derived import store_markers
 from derived.errors import StoreUnavailable
-from pipelines.checkpoint_state import committed_offsets, write_status
+from pipelines.checkpoint_state import claim_status, committed_offsets, write_status
 from pipelines.config import load_config
 from pipelines.errors import CdckitError
 from pipelines.config import Config
@@ -194,6 +194,7 @@ def run(config: Config, config_path: Path | None = None, on_batch=None, once: Ca
     restarted from its checkpoint after a pause (the batch is re-run: versioned writes make that safe)."""
     from pipelines.metrics import PipelineMetrics
 
+    claim_status(config.spark.checkpoint_dir)
     spark = spark_session(config)
     metrics = PipelineMetrics(config.metrics_port, config.metrics_host) if config.metrics_port else None
     stopping = threading.Event()
