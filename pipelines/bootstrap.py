@@ -153,13 +153,27 @@ def start_over(config: Config) -> Path:
     write_json(ckpt / RESNAPSHOT, {"old_checkpoint": str(aside), "at": time.time()})
     client = client_for(config)
     try:
-        client.stop(config.connector_name)
+        _patiently(client.stop, config.connector_name)
     except ConnectNotFound:
         return aside  # Connect lost it too (its topics lived on the same broker): `apply` creates it
     _wait_stopped(client, config.connector_name)
-    client.reset_offsets(config.connector_name)
-    client.resume(config.connector_name)
+    _patiently(client.reset_offsets, config.connector_name)
+    _patiently(client.resume, config.connector_name)
     return aside
+
+
+def _patiently(call, name: str, attempts: int = 4) -> None:
+    """A Connect worker that has just lost its internal topics rebalances for a while, and holds
+    requests without answering meanwhile: ask again (stop, reset and resume are idempotent)."""
+    from connectors.connect_client import ConnectUnreachable
+
+    for attempt in range(attempts):
+        try:
+            return call(name)
+        except ConnectUnreachable:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(2)
 
 
 def _wait_stopped(client, name: str, timeout_s: float = 60) -> None:

@@ -267,11 +267,10 @@ class Config(_Strict):
 
     @property
     def topic_pattern(self) -> str:
-        """Every table topic of this prefix (a table added later joins without a restart), but not
-        the heartbeat and signal tables': their records are never applied, and a heartbeat in every
-        micro-batch costs a Spark task of its own (more tasks than cores, so a second wave)."""
-        support = "|".join(re.escape(t) for t in (self.postgres.heartbeat_table, self.postgres.signal_table))
-        return rf"^{re.escape(self.topic_prefix)}\.(?!(?:{support})$)[^.]+\.[^.]+$"
+        """Every table topic of this prefix (a table added later joins without a restart). The
+        heartbeat and signal tables' topics are read too though nothing of them is applied: Debezium
+        snapshots those tables as well, and the snapshot's final record may land in either."""
+        return rf"^{re.escape(self.topic_prefix)}\.[^.]+\.[^.]+$"
 
     def topic_for(self, table: TableConfig) -> str:
         return f"{self.topic_prefix}.{table.name}"
