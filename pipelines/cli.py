@@ -26,16 +26,16 @@ def _load(path: Path):
     return load_config(path)
 
 
-def mask_text(text: str) -> str:
-    from pipelines.secrets import mask
-
-    return mask(text)
-
-
 def say(text: str) -> None:
-    from pipelines.secrets import mask
+    from pipelines.secrets import print_masked
 
-    out.print(mask(text), highlight=False, markup=False)
+    print_masked(out, text)
+
+
+def say_error(text: str) -> None:
+    from pipelines.secrets import print_masked
+
+    print_masked(err, f"error: {text}")
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -338,7 +338,7 @@ def verify_command(config_path: Path, table: str | None, sample: int | None, tim
     try:
         report = verify.verify(cfg, table=table, sample=sample, timeout_s=timeout_s)
     except verify.NotCaughtUp as exc:
-        err.print(f"error: {mask_text(str(exc))}", highlight=False, markup=False)
+        say_error(str(exc))
         sys.exit(3)
     if as_json:
         say(json.dumps(report.as_json(), indent=2, default=str))
@@ -468,7 +468,7 @@ def _known_errors() -> tuple[type[BaseException], ...]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pipelines.secrets import install_log_masking, mask
+    from pipelines.secrets import install_log_masking
 
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     install_log_masking()
@@ -484,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
     except click.exceptions.Abort:
         return 130
     except _known_errors() as exc:
-        err.print(f"error: {mask(str(exc))}", highlight=False, markup=False)
+        say_error(str(exc))
         return getattr(exc, "exit_code", 1)
     return 0
 

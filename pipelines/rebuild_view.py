@@ -4,17 +4,13 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
-
-def _say(out: Console, text: str) -> None:
-    from pipelines.secrets import mask
-
-    out.print(mask(text), highlight=False, markup=False)
+from pipelines.secrets import print_masked
 
 
 def show_plan(out: Console, plan, notes: list[str]) -> None:
     action = f"resuming rebuild {plan.rebuild_id} at phase '{plan.resumed_phase}'" if plan.resumed_phase \
         else f"rebuild {plan.rebuild_id}"
-    _say(out, f"{action}: {', '.join(plan.stores)}; {plan.records:,} records from {len(plan.topics)} topic(s), "
+    print_masked(out, f"{action}: {', '.join(plan.stores)}; {plan.records:,} records from {len(plan.topics)} topic(s), "
               f"estimated {plan.estimate_s:,.0f} s")
     table = Table("topic", "partition", "from offset", "to offset")
     for topic, parts in plan.end.items():
@@ -22,11 +18,11 @@ def show_plan(out: Console, plan, notes: list[str]) -> None:
             table.add_row(topic, p, str(plan.begin.get(topic, {}).get(p, 0)), str(end))
     out.print(table)
     for name, s in plan.search.items():
-        _say(out, f"search {name}: alias {s['alias']} {s['current'] or '(none)'} -> {s['target']}")
+        print_masked(out, f"search {name}: alias {s['alias']} {s['current'] or '(none)'} -> {s['target']}")
     if plan.cache:
-        _say(out, f"cache: fill database {plan.cache['spare_db']}, then SWAPDB with {plan.cache['live_db']}")
+        print_masked(out, f"cache: fill database {plan.cache['spare_db']}, then SWAPDB with {plan.cache['live_db']}")
     for note in notes:
-        _say(out, f"note: {note}")
+        print_masked(out, f"note: {note}")
 
 
 class RebuildProgress:

@@ -65,6 +65,11 @@ def mask(text: str) -> str:
     return text
 
 
+def print_masked(console, text: str) -> None:
+    """What the CLI prints for people goes through here: secret values masked, no rich markup."""
+    console.print(mask(text), highlight=False, markup=False)
+
+
 class MaskingFilter(logging.Filter):
     """Masks secret values in every log record that passes through the handler."""
 
