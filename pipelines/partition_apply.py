@@ -49,8 +49,12 @@ def _resources(config_json: bytes, targets: Targets | None = None):
 def apply_partition(batches: Iterable[pa.RecordBatch], stores, dlq, fences: dict[str, int], rebuild=None
                     ) -> Iterator[dict[str, Any]]:
     """Apply records given as Arrow batches of the kafka source's columns."""
-    yield from apply_rows((rows_from_arrow(pa.Table.from_batches([rb])) for rb in batches), stores, dlq, fences,
-                          rebuild)
+    yield from apply_rows(_arrow_rows(batches), stores, dlq, fences, rebuild)
+
+
+def _arrow_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[list[dict[str, Any]]]:
+    for rb in batches:
+        yield rows_from_arrow(pa.Table.from_batches([rb]))
 
 
 def apply_rows(chunks: Iterable[list[dict[str, Any]]], stores, dlq, fences: dict[str, int], rebuild=None
@@ -100,11 +104,7 @@ def executor_fn(config_json: bytes, fences: dict[str, int], rebuild: Targets | N
     a running rebuild's targets (written too, see apply_records)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        stores, dlq = _resources(config_json)
-        extra = _resources(config_json, rebuild) if rebuild else None
-        rows = list(apply_partition(batches, stores, dlq, dict(fences), extra))
-        if rows:
-            yield pa.RecordBatch.from_pylist(rows, schema=STATS_SCHEMA)
+        return _apply_task(config_json, fences, rebuild, _arrow_rows(batches))
 
     return run
 
@@ -115,29 +115,36 @@ def range_executor_fn(config_json: bytes, fences: dict[str, int], rebuild: Targe
     its own partition's range from Kafka, so records never travel through the JVM."""
 
     def run(ranges: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pipelines.kafka_source import KafkaRange, read_messages
-
-        stores, dlq = _resources(config_json)
-        extra = _resources(config_json, rebuild) if rebuild else None
-        conf = _kafka_conf(config_json)
-
-        def chunks():
-            for rb in ranges:
-                for r in rb.to_pylist():
-                    topic, partition = r["topic"], r["partition"]
-                    for msgs in read_messages(conf, KafkaRange(topic, partition, r["start"], r["end"])):
-                        yield [dict(key=m.key(), value=m.value(), topic=topic, partition=partition, offset=m.offset())
-                               for m in msgs]
-
-        rows = list(apply_rows(chunks(), stores, dlq, dict(fences), extra))
-        if rows:
-            yield pa.RecordBatch.from_pylist(rows, schema=STATS_SCHEMA)
+        return _apply_task(config_json, fences, rebuild, _range_rows(ranges, _client_config(config_json)))
 
     return run
 
 
+def _apply_task(config_json: bytes, fences: dict[str, int], rebuild: Targets | None,
+                chunks: Iterable[list[dict[str, Any]]]) -> Iterator[pa.RecordBatch]:
+    """One task's records applied with this worker's stores; its stats rows as one Arrow batch."""
+    stores, dlq = _resources(config_json)
+    extra = _resources(config_json, rebuild) if rebuild else None
+    rows = list(apply_rows(chunks, stores, dlq, dict(fences), extra))
+    if rows:
+        yield pa.RecordBatch.from_pylist(rows, schema=STATS_SCHEMA)
+
+
+def _range_rows(ranges: Iterable[pa.RecordBatch], conf: dict[str, Any]) -> Iterator[list[dict[str, Any]]]:
+    """The records of each offset range, read from Kafka, as row dicts a fetch at a time."""
+    from pipelines.kafka_source import KafkaRange, read_messages
+
+    for rb in ranges:
+        for r in rb.to_pylist():
+            topic, partition = r["topic"], r["partition"]
+            for msgs in read_messages(conf, KafkaRange(topic, partition, r["start"], r["end"])):
+                yield [dict(key=m.key(), value=m.value(), topic=topic, partition=partition, offset=m.offset())
+                       for m in msgs]
+
+
 @lru_cache(maxsize=4)
-def _kafka_conf(config_json: bytes) -> dict[str, Any]:
+def _client_config(config_json: bytes) -> dict[str, Any]:
+    """The Kafka client settings of a config (secrets resolved), once per worker."""
     from pipelines.config import parse_config
 
     return parse_config(orjson.loads(config_json)).kafka.client_config()
