@@ -89,7 +89,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _partitions(self) -> list[tuple[str, int]]:
         md = self._meta_consumer().list_topics(timeout=10)
-        names = [t for t in md.topics if self._subscribed(t)] if self.topics is None else self.topics
+        names = self.topics if self.topics is not None else [t for t in md.topics if self.pattern.fullmatch(t)]
         out = []
         for t in names:
             tm = md.topics.get(t)
@@ -97,9 +97,6 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 continue  # not created yet: it joins when it appears
             out.extend((t, p) for p in tm.partitions)
         return sorted(out)
-
-    def _subscribed(self, topic: str) -> bool:
-        return topic in self.topics if self.topics is not None else bool(self.pattern.fullmatch(topic))
 
     def _high_watermarks(self, tps: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
         """High watermarks from Fetch responses (fetch near the end, wait for partition EOF)."""
@@ -159,8 +156,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         else:
             tps = self._partitions()
             high = self._high_watermarks(tps)
-        # A checkpoint may hold topics the subscription no longer takes (an older pattern): not lost.
-        start = {t: parts for t, parts in (start or {}).items() if self._subscribed(t)}
+        start = start or {}
         begin = {tp: int(start.get(tp[0], {}).get(str(tp[1]), 0)) for tp in tps}
         _check_not_lost(start, begin, high)
         end = {tp: max(high[tp], begin[tp]) for tp in tps}
