@@ -61,7 +61,8 @@ def change_stream(spark, config: Config):
     if fmt == "kafka":
         reader = reader.option("failOnDataLoss", "true")
     else:
-        reader = reader.option("ranges", "true")  # the apply tasks read the records themselves
+        # The apply tasks read the records themselves, at most one task per core and batch.
+        reader = reader.option("ranges", "true").option("tasks", str(spark.sparkContext.defaultParallelism))
     return reader.load()
 
 

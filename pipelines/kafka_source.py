@@ -45,6 +45,27 @@ class KafkaRange(InputPartition):
         self.topic, self.partition, self.start, self.end = topic, partition, start, end
 
 
+class KafkaRangeSet(InputPartition):
+    """Several ranges read by one Spark task (ranges mode): see pack_ranges."""
+
+    def __init__(self, ranges: list[KafkaRange]):
+        self.ranges = ranges
+
+
+def pack_ranges(ranges: list[KafkaRange], tasks: int) -> list[KafkaRangeSet]:
+    """At most `tasks` sets of ranges with record counts as even as greedy packing makes them.
+    Why: a micro-batch with more tasks than cores runs a second wave of tasks; a heartbeat topic's
+    one record must not cost a batch that wave (the largest ranges are placed first, each in the
+    lightest set, so the small ones fill in beside them)."""
+    sets: list[list[KafkaRange]] = [[] for _ in range(max(1, min(tasks, len(ranges))))]
+    loads = [0] * len(sets)
+    for r in sorted(ranges, key=lambda r: r.end - r.start, reverse=True):
+        i = loads.index(min(loads))
+        sets[i].append(r)
+        loads[i] += r.end - r.start
+    return [KafkaRangeSet(s) for s in sets if s]
+
+
 def _kafka_conf(options: dict[str, str]) -> dict[str, Any]:
     conf = {k[len("kafka."):]: v for k, v in options.items() if k.startswith("kafka.")}
     if "bootstrap.servers" not in conf:
@@ -65,6 +86,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.max_per_trigger = int(options["maxoffsetspertrigger"]) if options.get("maxoffsetspertrigger") else None
         self.poll_timeout_s = float(options.get("polltimeoutms", "120000")) / 1000
         self.ranges_only = options.get("ranges", "false") == "true"
+        self.tasks = int(options.get("tasks", "0")) or None  # ranges mode: tasks per micro-batch
         if "subscribe" in options:
             self.topics: list[str] | None = [t.strip() for t in options["subscribe"].split(",") if t.strip()]
             self.pattern = None
@@ -179,13 +201,15 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         return ReadMaxRows(self.max_per_trigger) if self.max_per_trigger else ReadAllAvailable()
 
-    def partitions(self, start: Offsets, end: Offsets) -> list[KafkaRange]:
+    def partitions(self, start: Offsets, end: Offsets) -> list[KafkaRange] | list[KafkaRangeSet]:
         ranges = []
         for topic, parts in end.items():
             for p, e in parts.items():
                 s = int(start.get(topic, {}).get(p, 0))
                 if int(e) > s:
                     ranges.append(KafkaRange(topic, int(p), s, int(e)))
+        if self.ranges_only and self.tasks:
+            return pack_ranges(ranges, self.tasks)
         return ranges
 
     def commit(self, end: Offsets) -> None:
@@ -197,11 +221,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._consumer = None
 
     # -- executor side ------------------------------------------------------------------------
-    def read(self, partition: KafkaRange) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: KafkaRange | KafkaRangeSet) -> Iterator[pa.RecordBatch]:
         if self.ranges_only:
-            yield pa.RecordBatch.from_pylist([{"topic": partition.topic, "partition": partition.partition,
-                                               "start": partition.start, "end": partition.end}],
-                                             schema=RANGE_ARROW_SCHEMA)
+            ranges = partition.ranges if isinstance(partition, KafkaRangeSet) else [partition]
+            yield pa.RecordBatch.from_pylist([{"topic": r.topic, "partition": r.partition, "start": r.start,
+                                               "end": r.end} for r in ranges], schema=RANGE_ARROW_SCHEMA)
             return
         yield from read_range(self.conf, partition, self.poll_timeout_s)
 
@@ -243,6 +267,9 @@ def read_range(conf: dict[str, Any], r: KafkaRange, poll_timeout_s: float = 120,
         yield _batch(r, cols)
 
 
+STALE_WATERMARK_S = 2.0
+
+
 def read_messages(conf: dict[str, Any], r: KafkaRange, poll_timeout_s: float = 120) -> Iterator[list]:
     """The consumer's messages of [start, end) of one partition, a list per fetch (no error
     messages, nothing at or past `end`). Offsets may have gaps (compaction, transaction markers):
@@ -266,8 +293,11 @@ def read_messages(conf: dict[str, Any], r: KafkaRange, poll_timeout_s: float = 1
                 position = c.position([TopicPartition(r.topic, r.partition)])[0].offset
                 if position >= r.end:
                     break
+                # The cached watermark may predate this assignment (the consumer is reused): it
+                # counts only once the range made no progress for longer than a fetch takes.
                 _, high = c.get_watermark_offsets(TopicPartition(r.topic, r.partition), cached=True)
-                if 0 <= high < r.end and max(position, next_offset) >= high:
+                if (0 <= high < r.end and max(position, next_offset) >= high
+                        and time.monotonic() - last_progress > STALE_WATERMARK_S):
                     raise RuntimeError(f"{where}: the log ends at {high}, before the range end {r.end} "
                                        f"(the topic was recreated or the broker lost its data: recover with `cdckit bootstrap`)")
                 if time.monotonic() - last_progress > poll_timeout_s:
@@ -310,9 +340,11 @@ def _reader(conf: dict[str, Any]):
     key = json.dumps(conf, sort_keys=True, default=str)
     c = _readers.pop(key, None)
     if c is None:
+        # fetch.wait.max.ms: a fetch left in flight at a range's log end would otherwise be held by
+        # the broker up to 500 ms, and the next range's fetch (next batch, or the same task) waits behind it.
         c = Consumer({**conf, "group.id": "cdckit-source-reader", "enable.auto.commit": False,
                       "auto.offset.reset": "error", "enable.partition.eof": True, "fetch.max.bytes": 52428800,
-                      "log_level": 3})
+                      "fetch.wait.max.ms": 10, "log_level": 3})
     return c
 
 
