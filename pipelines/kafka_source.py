@@ -30,7 +30,8 @@ ARROW_SCHEMA = pa.schema([
 ])
 # With the option `ranges` = "true" a micro-batch is one row per Kafka partition: the offset range
 # itself. The job's apply task then reads its range (one Python process touches each record,
-# instead of the reader's, the JVM's and the apply's).
+# instead of the reader's, the JVM's and the apply's). With `tasks` = N the ranges are packed into at
+# most N Spark partitions (pack_ranges), one per core.
 RANGE_SCHEMA = StructType([
     StructField("topic", StringType()), StructField("partition", IntegerType()),
     StructField("start", LongType()), StructField("end", LongType()),
