@@ -41,7 +41,7 @@ def plain_consumer(config, topic: str, partitions: int) -> float:
     job's own per-partition function; events/s."""
     from pipelines.apply_batch import stores_from_config
     from pipelines.dead_letters import DeadLetterWriter
-    from pipelines.kafka_source import KafkaRange, end_offsets, read_range
+    from pipelines.kafka_source import KafkaRange, close_readers, end_offsets, read_range
     from pipelines.partition_apply import apply_partition
 
     stores = stores_from_config(config)
@@ -54,7 +54,9 @@ def plain_consumer(config, topic: str, partitions: int) -> float:
     for p in range(partitions):
         batches = read_range(config.kafka.client_config(), KafkaRange(topic, p, 0, end[str(p)]))
         total += sum(row["records"] for row in apply_partition(batches, stores, dlq, fences))
-    return total / (time.perf_counter() - started)
+    rate = total / (time.perf_counter() - started)
+    close_readers()
+    return rate
 
 
 def spark_job(spark, config) -> tuple[float, int]:

@@ -358,6 +358,13 @@ def _release(conf: dict[str, Any], c, healthy: bool) -> None:
         c.close()
 
 
+def close_readers() -> None:
+    """Close this process's kept range readers (a process that outlives its broker, e.g. a
+    benchmark, would otherwise log their reconnect attempts)."""
+    while _readers:
+        _readers.popitem()[1].close()
+
+
 def _batch(r: KafkaRange, cols: dict[str, list]) -> pa.RecordBatch:
     n = len(cols["offset"])
     cols["topic"], cols["partition"] = [r.topic] * n, [r.partition] * n
