@@ -1,4 +1,6 @@
 """The job's wiring that needs no Spark: the JVM kafka source switch takes the same options."""
+from types import SimpleNamespace
+
 from pipelines.config import parse_config
 from pipelines.job import change_stream
 from tests.pipelines.test_config import with_
@@ -23,6 +25,7 @@ class FakeReader:
 class FakeSpark:
     def __init__(self):
         self.readStream = FakeReader()
+        self.sparkContext = SimpleNamespace(defaultParallelism=2)
 
 
 def test_python_and_jvm_sources_get_the_same_options():
@@ -34,8 +37,9 @@ def test_python_and_jvm_sources_get_the_same_options():
     assert python.options["kafka.bootstrap.servers"] == "127.0.0.1:9092"
     assert python.options["maxOffsetsPerTrigger"] == "1000"
     assert {k: v for k, v in jvm.options.items() if k != "failOnDataLoss"} == {
-        k: v for k, v in python.options.items() if k != "ranges"}
+        k: v for k, v in python.options.items() if k not in ("ranges", "tasks")}
     assert jvm.options["failOnDataLoss"] == "true" and python.options["ranges"] == "true"
+    assert python.options["tasks"] == "2"  # one apply task per core and micro-batch
 
 
 def test_progress_lag_from_spark_progress():
