@@ -209,8 +209,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 s = int(start.get(topic, {}).get(p, 0))
                 if int(e) > s:
                     ranges.append(KafkaRange(topic, int(p), s, int(e)))
-        if self.ranges_only and self.tasks:
-            return pack_ranges(ranges, self.tasks)
+        if self.ranges_only:  # without `tasks`, a set per range
+            return pack_ranges(ranges, self.tasks or len(ranges))
         return ranges
 
     def commit(self, end: Offsets) -> None:
@@ -223,10 +223,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- executor side ------------------------------------------------------------------------
     def read(self, partition: KafkaRange | KafkaRangeSet) -> Iterator[pa.RecordBatch]:
-        if self.ranges_only:
-            ranges = partition.ranges if isinstance(partition, KafkaRangeSet) else [partition]
+        if self.ranges_only:  # partitions() gave sets of ranges
             yield pa.RecordBatch.from_pylist([{"topic": r.topic, "partition": r.partition, "start": r.start,
-                                               "end": r.end} for r in ranges], schema=RANGE_ARROW_SCHEMA)
+                                               "end": r.end} for r in partition.ranges], schema=RANGE_ARROW_SCHEMA)
             return
         yield from read_range(self.conf, partition, self.poll_timeout_s)
 
