@@ -29,10 +29,39 @@ def _slot_being_created(stack, slot: str) -> bool:
                             (f"%CREATE_REPLICATION_SLOT%{slot}%",)).fetchone()[0] > 0
 
 
-def _open_tx(stack, sql: str, *args) -> psycopg.Connection:
+def _wal_reserved(stack, slot: str) -> bool:
+    # The builder's first xl_running_xacts is logged right after the slot's restart_lsn is set.
+    with pg(stack) as conn:
+        row = conn.execute("SELECT restart_lsn FROM pg_replication_slots WHERE slot_name = %s", (slot,)).fetchone()
+        return row is not None and row[0] is not None
+
+
+def _xids_older_than(stack, xid: int) -> list[tuple]:
+    """Backends still holding an xid assigned before `xid` (test clusters never wrap around)."""
+    with pg(stack) as conn:
+        return conn.execute("SELECT pid, backend_xid::text, application_name, left(query, 80) FROM pg_stat_activity"
+                            " WHERE backend_xid IS NOT NULL AND backend_xid::text::bigint < %s", (xid,)).fetchall()
+
+
+def _checkpoint_until_consistent(stack, slot: str, timeout_s: float) -> None:
+    # Each CHECKPOINT logs xl_running_xacts, so the builder sees a transaction's end without waiting
+    # for the bgwriter's 15 s snapshot.
+    deadline = time.monotonic() + timeout_s
+    while _slot_being_created(stack, slot):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"slot {slot} not consistent within {timeout_s} s; backends holding xids: "
+                               f"{_xids_older_than(stack, 2**62)}")
+        with pg(stack) as conn:
+            conn.execute("CHECKPOINT")
+        time.sleep(0.5)
+
+
+def _open_tx(stack, sql: str, *args) -> tuple[psycopg.Connection, int]:
+    """A transaction left open after `sql`, and its 32-bit xid."""
     conn = psycopg.connect(host=stack.pg_host, port=stack.pg_port, dbname=stack.pg_database, user=stack.pg_user)
     conn.execute(sql, args)
-    return conn
+    xid = conn.execute("SELECT pg_current_xact_id()::text::bigint % 4294967296").fetchone()[0]
+    return conn, xid
 
 
 def test_transaction_straddling_the_consistent_point_wins(stack, spark, tmp_path):
@@ -49,27 +78,32 @@ def test_transaction_straddling_the_consistent_point_wins(stack, spark, tmp_path
     opened: list[psycopg.Connection] = []
     try:
         prepare_database(cfg)
+        # The builder moves START -> BUILDING -> FULL -> CONSISTENT, each step on an xl_running_xacts
+        # record showing every transaction of the previous record ended. The steps below wait for the
+        # conditions of each step rather than for fixed times, so a slow machine or a stray transaction
+        # (another test's heartbeat, autovacuum) cannot put tc among the transactions the builder
+        # waits for: tc waits for the slot, so the slot would then never become consistent.
         # 1. A transaction with an xid is running: the slot's snapshot builder must wait for it.
-        ta = _open_tx(stack, f"INSERT INTO {other} DEFAULT VALUES")
+        ta, _ = _open_tx(stack, f"INSERT INTO {other} DEFAULT VALUES")
         opened.append(ta)
         ConnectClient(cfg.connect.url).put_config(cfg.connector_name, connector_config(cfg))
-        wait_for(lambda: _slot_being_created(stack, slot), 60, 0.2, "slot creation to start")
-        # 2. tb starts while the builder waits; once ta ends (and a checkpoint logs running xacts)
-        #    the builder is at FULL_SNAPSHOT and must still wait for tb.
-        tb = _open_tx(stack, f"INSERT INTO {other} DEFAULT VALUES")
+        wait_for(lambda: _wal_reserved(stack, slot), 60, 0.1, "slot to reserve WAL")
+        time.sleep(0.5)  # the first running-xacts record follows restart_lsn in the same call
+        # 2. tb starts after that record, so only what was running before it holds the builder in
+        #    BUILDING. Once ta and any such stray transaction ended, a CHECKPOINT's record (or the
+        #    builder's own) moves it to FULL, and it must then still wait for tb.
+        tb, tb_xid = _open_tx(stack, f"INSERT INTO {other} DEFAULT VALUES")
         opened.append(tb)
         ta.commit()
+        wait_for(lambda: not _xids_older_than(stack, tb_xid), 60, 0.1, "transactions older than tb to end")
         with pg(stack) as conn:
             conn.execute("CHECKPOINT")
-        time.sleep(1)
         # 3. tc starts after FULL_SNAPSHOT and writes the row: decodable, so it will be streamed.
-        tc = _open_tx(stack, f"UPDATE {table} SET v = 'raced' WHERE id = 1")
+        tc, _ = _open_tx(stack, f"UPDATE {table} SET v = 'raced' WHERE id = 1")
         opened.append(tc)
         # 4. tb ends: the slot becomes consistent while tc is still open; the snapshot misses tc.
         tb.commit()
-        with pg(stack) as conn:
-            conn.execute("CHECKPOINT")
-        wait_for(lambda: not _slot_being_created(stack, slot), 60, 0.2, "slot to become consistent")
+        _checkpoint_until_consistent(stack, slot, 60)
         time.sleep(1)
         tc.commit()
 
