@@ -11,7 +11,7 @@ def show_plan(out: Console, plan, notes: list[str]) -> None:
     action = f"resuming rebuild {plan.rebuild_id} at phase '{plan.resumed_phase}'" if plan.resumed_phase \
         else f"rebuild {plan.rebuild_id}"
     print_masked(out, f"{action}: {', '.join(plan.stores)}; {plan.records:,} records from {len(plan.topics)} topic(s), "
-              f"estimated {plan.estimate_s:,.0f} s")
+                      f"estimated {plan.estimate_s:,.0f} s")
     table = Table("topic", "partition", "from offset", "to offset")
     for topic, parts in plan.end.items():
         for p, end in parts.items():
