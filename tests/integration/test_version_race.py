@@ -43,17 +43,12 @@ def _xids_older_than(stack, xid: int) -> list[tuple]:
                             " WHERE backend_xid IS NOT NULL AND backend_xid::text::bigint < %s", (xid,)).fetchall()
 
 
-def _checkpoint_until_consistent(stack, slot: str, timeout_s: float) -> None:
+def _consistent_after_checkpoint(stack, slot: str) -> bool:
     # Each CHECKPOINT logs xl_running_xacts, so the builder sees a transaction's end without waiting
     # for the bgwriter's 15 s snapshot.
-    deadline = time.monotonic() + timeout_s
-    while _slot_being_created(stack, slot):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"slot {slot} not consistent within {timeout_s} s; backends holding xids: "
-                               f"{_xids_older_than(stack, 2**62)}")
-        with pg(stack) as conn:
-            conn.execute("CHECKPOINT")
-        time.sleep(0.5)
+    with pg(stack) as conn:
+        conn.execute("CHECKPOINT")
+    return not _slot_being_created(stack, slot)
 
 
 def _open_tx(stack, sql: str, *args) -> tuple[psycopg.Connection, int]:
@@ -103,7 +98,10 @@ def test_transaction_straddling_the_consistent_point_wins(stack, spark, tmp_path
         opened.append(tc)
         # 4. tb ends: the slot becomes consistent while tc is still open; the snapshot misses tc.
         tb.commit()
-        _checkpoint_until_consistent(stack, slot, 60)
+        try:
+            wait_for(lambda: _consistent_after_checkpoint(stack, slot), 60, 0.5, "slot to become consistent")
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}; backends holding xids: {_xids_older_than(stack, 2**62)}") from exc
         time.sleep(1)
         tc.commit()
 
