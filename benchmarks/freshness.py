@@ -2,10 +2,14 @@
 outside (a writer records commit times, a poller reads Redis and the index) and from the inside
 (the pipeline's `cdckit_change_visible_seconds` histogram: applied time minus Debezium's source
 timestamp). Also: Debezium's own production rate in the same run, lag over time, and the same
-events replayed by a plain confluent-kafka consumer vs the Spark job. JSON + PNGs.
+events replayed by the Spark job and by a plain confluent-kafka consumer. JSON + PNGs.
+
+Each Kafka source of `--sources` (python: the project's `cdckit_kafka`; jvm: Spark's built-in `kafka`
+source) gets a fresh job with fresh stores, one after another on the same table and topic, and the
+same warm-up and rates; the replay is measured with each source and with the plain consumer.
 
     .venv/bin/python benchmarks/freshness.py [--rates 500,2000,5000] [--duration 30] [--trigger "500 ms"]
-                                             [--warmup 10] [--topology single|split]
+                                             [--warmup 10] [--topology single|split] [--sources python,jvm]
 
 Targets (issue #7): at 2,000 commits/s Redis p50 <= 1.0 s, p99 <= 2.5 s; search p99 <= 3 s;
 the pipeline keeps up with >= 0.9x Debezium's production rate.
@@ -147,14 +151,18 @@ def main() -> None:
                     help="split: one `cdckit run` per store (sinks [cache] / [search], each its own checkpoint), so "
                          "the slower index never holds the cache back (on 2 cores the second Spark driver costs more "
                          "than that gains); single: one job writes both stores")
+    ap.add_argument("--sources", default="python,jvm",
+                    help="Spark's Kafka source, one fresh job (and fresh stores) per source, one after another on the "
+                         "same table and topic: python (cdckit_kafka), jvm (the built-in kafka source; needs the "
+                         "spark-sql-kafka jar from scripts/setup). The throughput section replays the topic with each "
+                         "and with a plain consumer")
     args = ap.parse_args()
     import psycopg
-    import redis
     import requests
-    import yaml
 
-    from pipelines.kafka_source import end_offsets
+    from benchmarks.sync_throughput import parse_sources
 
+    sources = parse_sources(args.sources)
     rates = [int(r) for r in args.rates.split(",")]
     tmp = Path(tempfile.mkdtemp(prefix="cdckit-fresh-"))
     with bench_stack() as s:
@@ -180,118 +188,174 @@ def main() -> None:
             "redis": {"url": s.redis_url},
             "spark": {"checkpoint_dir": str(tmp / "ckpt"), "trigger": args.trigger},
         }
-        layout = {"cache": ["cache"], "search": ["search"]} if args.topology == "split" else {"both": ["search", "cache"]}
-        paths, ckpts, metrics_urls = {}, [], []
-        for n, (name, sinks) in enumerate(layout.items()):
-            ckpts.append(tmp / f"ckpt-{name}")
-            metrics_urls.append(f"http://127.0.0.1:{METRICS_PORT + n}/metrics")
-            paths[name] = tmp / f"cdckit-{name}.yaml"
-            paths[name].write_text(yaml.safe_dump({**config, "sinks": sinks, "metrics_port": METRICS_PORT + n,
-                                                   "spark": {**config["spark"], "checkpoint_dir": str(ckpts[-1])}}))
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
-        cdckit = [sys.executable, "-m", "pipelines.cli"]
+        topic = f"{prefix}.{table}"
+        by_source = {}
+        try:
+            for n, source in enumerate(sources):
+                by_source[source] = _measure_source(s, source, config, args, rates, dsn, table, topic, tmp,
+                                                    apply_connector=n == 0)
+        finally:
+            requests.delete(f"{s.connect_url}/connectors/{prefix}-postgres", timeout=30)
+        throughput = _throughput(s, topic, tmp, sources)
+    result = {"topology": args.topology, "warmup_s": args.warmup, "trigger": args.trigger, "partitions": args.partitions,
+              "rows": ROWS, "rates": rates, "duration_s": args.duration, "sources": sources, "by_source": by_source,
+              "throughput": throughput}
+    name = "freshness" + (f"_{args.label}" if args.label else "")
+    write_result(name, result)
+    print_tables(result)
+    plot(result, name)
+
+
+def _measure_source(s, source: str, base: dict, args, rates: list[int], dsn: dict, table: str, topic: str,
+                    tmp: Path, apply_connector: bool) -> dict:
+    """A fresh job (fresh checkpoint, index and Redis keys) with one Kafka source: it replays the
+    topic from its start (the snapshot; for a later source also the earlier sources' load), then
+    warm-up and the phases. The job is stopped at the end."""
+    import redis
+    import requests
+    import yaml
+
+    from pipelines.kafka_source import end_offsets
+
+    prefix = base["topic_prefix"]
+    name = f"{prefix}_{source}"  # index and Redis key prefix of this source's stores
+    config = {**base, "tables": [{"name": table, "index": name, "redis_key": f"{name}:{{id}}"}],
+              "spark": {**base["spark"], "kafka_source": source}}
+    layout = {"cache": ["cache"], "search": ["search"]} if args.topology == "split" else {"both": ["search", "cache"]}
+    paths, ckpts, metrics_urls = {}, [], []
+    for n, (part, sinks) in enumerate(layout.items()):
+        ckpts.append(tmp / f"ckpt-{source}-{part}")
+        metrics_urls.append(f"http://127.0.0.1:{METRICS_PORT + n}/metrics")
+        paths[part] = tmp / f"cdckit-{source}-{part}.yaml"
+        paths[part].write_text(yaml.safe_dump({**config, "sinks": sinks, "metrics_port": METRICS_PORT + n,
+                                               "spark": {**config["spark"], "checkpoint_dir": str(ckpts[-1])}}))
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    cdckit = [sys.executable, "-m", "pipelines.cli"]
+    if apply_connector:
         subprocess.run([*cdckit, "connector", "apply", "-c", str(next(iter(paths.values())))], cwd=ROOT, env=env,
                        check=True)
-        jobs = [subprocess.Popen([*cdckit, "run", "-c", str(path)], cwd=ROOT, env=env, start_new_session=True,
-                                 stdout=open(tmp / f"job-{name}.log", "wb"), stderr=subprocess.STDOUT)
-                for name, path in paths.items()]
-        r = redis.Redis.from_url(s.redis_url)
-        topic = f"{prefix}.{table}"
-        try:
-            t0 = time.perf_counter()
-            while int(r.get(f"cdckit:count:{prefix}:{{id}}") or 0) < ROWS:
-                if any(j.poll() is not None for j in jobs) or time.perf_counter() - t0 > 300:
-                    raise SystemExit("the pipeline did not apply the snapshot:\n" + "".join(
-                        p.read_text()[-3000:] for p in tmp.glob("job-*.log")))
-                time.sleep(1)
-            print(f"snapshot of {ROWS:,} rows applied in {time.perf_counter() - t0:.1f} s", flush=True)
+    logs = {part: tmp / f"job-{source}-{part}.log" for part in paths}
+    jobs = [subprocess.Popen([*cdckit, "run", "-c", str(path)], cwd=ROOT, env=env, start_new_session=True,
+                             stdout=open(logs[part], "wb"), stderr=subprocess.STDOUT)
+            for part, path in paths.items()]
+    r = redis.Redis.from_url(s.redis_url)
+    tag = f"[{source} source]"
+    try:
+        t0 = time.perf_counter()
+        while int(r.get(f"cdckit:count:{name}:{{id}}") or 0) < ROWS:
+            if any(j.poll() is not None for j in jobs) or time.perf_counter() - t0 > 300:
+                raise SystemExit(f"{tag} the pipeline did not apply the snapshot:\n" + "".join(
+                    p.read_text()[-3000:] for p in logs.values()))
+            time.sleep(1)
+        for ckpt in ckpts:
+            _wait_caught_up(s.bootstrap_servers, ckpt, topic)  # the snapshot batch committed too
+        catch_up_s = time.perf_counter() - t0
+        print(f"{tag} {ROWS:,} rows applied and the topic caught up in {catch_up_s:.1f} s", flush=True)
+        watched = random.Random(1).sample(range(1, HOT + 1), WATCHED)
+
+        def read_cache(keys):
+            vals = r.mget([f"{name}:{k}" for k in keys])
+            return {k: (json.loads(v)["seq"] if v else None) for k, v in zip(keys, vals)}
+
+        def read_search(keys):
+            resp = requests.post(f"{s.search_url}/{name}/_mget", json={"ids": [str(k) for k in keys]}, timeout=10)
+            return {int(d["_id"]): d["_source"]["seq"] for d in resp.json()["docs"] if d.get("found")}
+
+        if args.warmup:
+            # A running job, as in production: the first seconds after the snapshot start Python
+            # workers and meet Debezium's switch to streaming (--warmup 0 measures that too).
+            Load(dsn, table, rates[0]).run(args.warmup)
             for ckpt in ckpts:
-                _wait_caught_up(s.bootstrap_servers, ckpt, topic)  # the snapshot batch committed too
-            watched = random.Random(1).sample(range(1, HOT + 1), WATCHED)
-
-            def read_cache(keys):
-                vals = r.mget([f"{prefix}:{k}" for k in keys])
-                return {k: (json.loads(v)["seq"] if v else None) for k, v in zip(keys, vals)}
-
-            def read_search(keys):
-                resp = requests.post(f"{s.search_url}/{prefix}/_mget", json={"ids": [str(k) for k in keys]}, timeout=10)
-                return {int(d["_id"]): d["_source"]["seq"] for d in resp.json()["docs"] if d.get("found")}
-
-            if args.warmup:
-                # A running job, as in production: the first seconds after the snapshot start Python
-                # workers and meet Debezium's switch to streaming (--warmup 0 measures that too).
-                Load(dsn, table, rates[0]).run(args.warmup)
-                for ckpt in ckpts:
-                    _wait_caught_up(s.bootstrap_servers, ckpt, topic)
-            phases, lag_trace = [], []
-            run_start = time.time()
-            for rate in rates:
-                load = Load(dsn, table, rate)
-                pollers = {"cache": Poller(read_cache, watched, 0.02, load.committed),
-                           "search": Poller(read_search, watched, 0.05, load.committed)}
-                threads = [threading.Thread(target=p.run, daemon=True) for p in pollers.values()]
-                for t in threads:
-                    t.start()
-                hist_before = [histogram(url) for url in metrics_urls]
-                end_before = sum(int(o) for o in end_offsets({"bootstrap.servers": s.bootstrap_servers}, [topic])
-                                 .get(topic, {}).values())
-                applied_before = [_applied(url) for url in metrics_urls]
-                tracing = threading.Event()
-                tracer = threading.Thread(target=_trace_lag, args=(s.bootstrap_servers, ckpts, topic, rate,
-                                                                   run_start, lag_trace, tracing), daemon=True)
-                tracer.start()
-                started = time.perf_counter()
-                achieved = load.run(args.duration)
-                load_s = time.perf_counter() - started
-                produced = sum(int(o) for o in end_offsets({"bootstrap.servers": s.bootstrap_servers}, [topic])
-                               .get(topic, {}).values()) - end_before
-                # The slowest job counts (split: the search job).
-                applied_in_load = min(_applied(url) - before for url, before in zip(metrics_urls, applied_before))
-                time.sleep(8)  # let the tail arrive before the pollers stop
-                tracing.set()
-                for p in pollers.values():
-                    p.stop.set()
-                for t in threads:
-                    t.join()
-                phase_trace = [t for t in lag_trace if t["rate"] == rate]
-                final_lag = phase_trace[-1]["lag"] if phase_trace else None
-                phase = {
-                    "rate": rate, "achieved_commits_per_s": round(achieved), "duration_s": round(load_s, 1),
-                    "outside": {k: percentiles(p.latencies) for k, p in pollers.items()},
-                    "inside": {name: histogram_percentiles(before, histogram(url))
-                               for name, before, url in zip(layout, hist_before, metrics_urls)},
-                    "debezium_records_per_s": round(produced / load_s),
-                    "pipeline_records_per_s": round(applied_in_load / load_s),
-                    "pipeline_vs_debezium": round(applied_in_load / produced, 3) if produced else None,
-                    "lag_after_tail": final_lag,
-                }
-                phase["keeps_up"] = bool(final_lag is not None and final_lag <= max(rate, 100))
-                phases.append(phase)
-                print(json.dumps(phase), flush=True)
-        finally:
-            for job in jobs:
-                job.send_signal(signal.SIGTERM)
-            for job in jobs:
-                try:
-                    job.wait(60)
-                except subprocess.TimeoutExpired:
-                    os.killpg(job.pid, signal.SIGKILL)
-            requests.delete(f"{s.connect_url}/connectors/{prefix}-postgres", timeout=30)
-        throughput = _throughput(s, topic, tmp)
-    sustained = max([p["rate"] for p in phases if p["keeps_up"]], default=None)
-    result = {"topology": args.topology, "warmup_s": args.warmup, "trigger": args.trigger, "partitions": args.partitions, "rows": ROWS, "phases": phases,
-              "sustained_commits_per_s": sustained, "lag_trace": lag_trace, "throughput": throughput}
+                _wait_caught_up(s.bootstrap_servers, ckpt, topic)
+        phases, lag_trace = [], []
+        run_start = time.time()
+        for rate in rates:
+            load = Load(dsn, table, rate)
+            pollers = {"cache": Poller(read_cache, watched, 0.02, load.committed),
+                       "search": Poller(read_search, watched, 0.05, load.committed)}
+            threads = [threading.Thread(target=p.run, daemon=True) for p in pollers.values()]
+            for t in threads:
+                t.start()
+            hist_before = [histogram(url) for url in metrics_urls]
+            end_before = sum(int(o) for o in end_offsets({"bootstrap.servers": s.bootstrap_servers}, [topic])
+                             .get(topic, {}).values())
+            applied_before = [_applied(url) for url in metrics_urls]
+            tracing = threading.Event()
+            tracer = threading.Thread(target=_trace_lag, args=(s.bootstrap_servers, ckpts, topic, rate,
+                                                               run_start, lag_trace, tracing), daemon=True)
+            tracer.start()
+            started = time.perf_counter()
+            achieved = load.run(args.duration)
+            load_s = time.perf_counter() - started
+            produced = sum(int(o) for o in end_offsets({"bootstrap.servers": s.bootstrap_servers}, [topic])
+                           .get(topic, {}).values()) - end_before
+            # The slowest job counts (split: the search job).
+            applied_in_load = min(_applied(url) - before for url, before in zip(metrics_urls, applied_before))
+            time.sleep(8)  # let the tail arrive before the pollers stop
+            tracing.set()
+            for p in pollers.values():
+                p.stop.set()
+            for t in threads:
+                t.join()
+            phase_trace = [t for t in lag_trace if t["rate"] == rate]
+            final_lag = phase_trace[-1]["lag"] if phase_trace else None
+            phase = {
+                "source": source,
+                "rate": rate, "achieved_commits_per_s": round(achieved), "duration_s": round(load_s, 1),
+                "outside": {k: percentiles(p.latencies) for k, p in pollers.items()},
+                "inside": {part: histogram_percentiles(before, histogram(url))
+                           for part, before, url in zip(layout, hist_before, metrics_urls)},
+                "debezium_records_per_s": round(produced / load_s),
+                "pipeline_records_per_s": round(applied_in_load / load_s),
+                "pipeline_vs_debezium": round(applied_in_load / produced, 3) if produced else None,
+                "lag_after_tail": final_lag,
+            }
+            phase["keeps_up"] = bool(final_lag is not None and final_lag <= max(rate, 100))
+            phases.append(phase)
+            print(json.dumps(phase), flush=True)
+    finally:
+        for job in jobs:
+            job.send_signal(signal.SIGTERM)
+        for job in jobs:
+            try:
+                job.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(job.pid, signal.SIGKILL)
+    out = {"catch_up_s": round(catch_up_s, 1), "phases": phases, "lag_trace": lag_trace,
+           "sustained_commits_per_s": max([p["rate"] for p in phases if p["keeps_up"]], default=None)}
     at_2000 = next((p for p in phases if p["rate"] == 2000), None)
     if at_2000:
         c, se = at_2000["outside"]["cache"], at_2000["outside"]["search"]
-        result["targets_at_2000"] = {
+        out["targets_at_2000"] = {
             "cache_p50_le_1s": c["p50"] is not None and c["p50"] <= 1.0,
             "cache_p99_le_2_5s": c["p99"] is not None and c["p99"] <= 2.5,
             "search_p99_le_3s": se["p99"] is not None and se["p99"] <= 3.0,
             "pipeline_ge_0_9_debezium": (at_2000["pipeline_vs_debezium"] or 0) >= 0.9}
-    name = "freshness" + (f"_{args.label}" if args.label else "")
-    write_result(name, result)
-    plot(result, name)
+    return out
+
+
+def print_tables(result: dict) -> None:
+    """Latency per commit rate, a column per source; then the replay rates: sources vs plain consumer."""
+    sources = result["sources"]
+    fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
+    cells = {}
+    for source in sources:
+        for p in result["by_source"][source]["phases"]:
+            c, se = p["outside"]["cache"], p["outside"]["search"]
+            cells[(p["rate"], source)] = (f"{fmt(c['p50'])}/{fmt(c['p99'])}  {fmt(se['p99'])}  "
+                                          f"{p['pipeline_vs_debezium'] or 0:.3f}x {'ok' if p['keeps_up'] else 'LAG'}")
+    width = max([len(v) for v in cells.values()] + [32])
+    print()
+    print("commit to visible, outside (s): Redis p50/p99  index p99  pipeline/Debezium  lag back to 0")
+    print(f"{'commits/s':>10}  " + "  ".join(f"{s + ' source':<{width}}" for s in sources))
+    for rate in result["rates"]:
+        print(f"{rate:>10,}  " + "  ".join(f"{cells.get((rate, s), '-'):<{width}}" for s in sources))
+    t = result["throughput"]["redis"]
+    print()
+    print(f"replay of the run's topic into Redis ({t['records']:,} records), events/s:")
+    print("".join(f"{s + ' source':>16}" for s in sources) + f"{'plain consumer':>16}")
+    print("".join(f"{t[f'{s}_events_per_s']:>16,}" for s in sources) + f"{t['plain_events_per_s']:>16,}")
+    print("".join(f"{t[f'{s}_vs_plain']:>15.2f}x" for s in sources) + f"{'1.00x':>16}", flush=True)
 
 
 def _drop_earlier_slots(conn) -> None:
@@ -344,22 +408,27 @@ def _trace_lag(bootstrap: str, ckpts: list[Path], topic: str, rate: int, run_sta
         trace.append({"t": round(time.time() - run_start, 2), "rate": rate, "lag": lag})
 
 
-def _throughput(s, topic: str, tmp: Path) -> dict:
-    """The whole topic of the run replayed twice into fresh stores: a plain consumer, then Spark."""
+def _throughput(s, topic: str, tmp: Path, sources: list[str]) -> dict:
+    """The whole topic of the run replayed into fresh stores: a plain consumer, then the Spark job
+    with each Kafka source (each after an unmeasured replay of its own: JIT, Python workers, as a
+    running job is)."""
     from benchmarks.sync_throughput import config_for, plain_consumer, spark_job
     from pipelines import job
+    from pipelines.kafka_source import end_offsets
 
     out = {}
     for only in ("redis",):
-        partitions = len(__import__("pipelines.kafka_source", fromlist=["end_offsets"]).end_offsets(
-            {"bootstrap.servers": s.bootstrap_servers}, [topic]).get(topic, {}))
+        partitions = len(end_offsets({"bootstrap.servers": s.bootstrap_servers}, [topic]).get(topic, {}))
         plain = plain_consumer(config_for(s, topic, tmp, only), topic, partitions)
-        spark = job.spark_session(config_for(s, topic, tmp, only))
-        spark_job(spark, config_for(s, topic, tmp, only))  # warm-up (JIT, Python workers), as a running job is
-        rate, records = spark_job(spark, config_for(s, topic, tmp, only))
+        row = {"plain_events_per_s": round(plain)}
+        spark = job.spark_session(config_for(s, topic, tmp, only, source=sources[0]))
+        for source in sources:
+            spark_job(spark, config_for(s, topic, tmp, only, source=source))  # warm-up
+            rate, records = spark_job(spark, config_for(s, topic, tmp, only, source=source))
+            row.update({"records": records, f"{source}_events_per_s": round(rate),
+                        f"{source}_vs_plain": round(rate / plain, 3)})
         spark.stop()
-        out[only] = {"records": records, "plain_events_per_s": round(plain), "spark_events_per_s": round(rate),
-                     "ratio": round(rate / plain, 3)}
+        out[only] = row
     return out
 
 
@@ -369,25 +438,31 @@ def plot(result: dict, name: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    phases = result["phases"]
-    rates = [p["rate"] for p in phases]
+    sources = result["sources"]
+    dash = {"python": "-", "jvm": "--"}
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for store, style in (("cache", "-o"), ("search", "-s")):
-        for q, alpha in (("p50", 1.0), ("p95", 0.7), ("p99", 0.45)):
-            ax.plot(rates, [p["outside"][store][q] for p in phases], style, alpha=alpha, label=f"{store} {q}")
+    for source in sources:
+        phases = result["by_source"][source]["phases"]
+        rates = [p["rate"] for p in phases]
+        for store, marker, color in (("cache", "o", "#d62728"), ("search", "s", "#1f77b4")):
+            for q, alpha in (("p50", 1.0), ("p99", 0.45)):
+                ax.plot(rates, [p["outside"][store][q] for p in phases], dash[source] + marker, color=color,
+                        alpha=alpha, mfc=color if source == "python" else "white",
+                        label=f"{source} source: {store} {q}")
     ax.set_xlabel("commits/s")
     ax.set_ylabel("commit to visible (s)")
     ax.set_title(f"Freshness by commit rate (trigger {result['trigger']})")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, ncol=2)
+    ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(RESULTS / f"{name}_latency.png", dpi=110)
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    trace = result["lag_trace"]
-    for rate in rates:
-        pts = [t for t in trace if t["rate"] == rate]
-        ax.plot([t["t"] for t in pts], [t["lag"] for t in pts], label=f"{rate} commits/s")
+    for source in sources:
+        trace = result["by_source"][source]["lag_trace"]
+        for rate in result["rates"]:
+            pts = [t for t in trace if t["rate"] == rate]
+            ax.plot([t["t"] for t in pts], [t["lag"] for t in pts], dash[source], label=f"{source}: {rate} commits/s")
     ax.set_xlabel("seconds since the first phase")
     ax.set_ylabel("records behind the topic end")
     ax.set_title("Pipeline lag over time")
@@ -398,9 +473,12 @@ def plot(result: dict, name: str) -> None:
 
     fig, ax = plt.subplots(figsize=(6, 4))
     t = result["throughput"]["redis"]
-    ax.bar(["plain consumer", "Spark job"], [t["plain_events_per_s"], t["spark_events_per_s"]], color=["#888", "#e25a1c"])
+    labels = [f"Spark, {s} source" for s in sources] + ["plain consumer"]
+    values = [t[f"{s}_events_per_s"] for s in sources] + [t["plain_events_per_s"]]
+    colors = {"python": "#e25a1c", "jvm": "#3c78b4"}
+    ax.bar(labels, values, color=[colors[s] for s in sources] + ["#888"])
     ax.set_ylabel("events/s into Redis")
-    ax.set_title(f"Replay of the run's topic: Spark / plain = {t['ratio']:.2f}x")
+    ax.set_title("Replay of the run's topic: " + ", ".join(f"{s}/plain {t[f'{s}_vs_plain']:.2f}x" for s in sources))
     fig.tight_layout()
     fig.savefig(RESULTS / f"{name}_throughput.png", dpi=110)
     print(f"wrote {RESULTS}/{name}_*.png")

@@ -1,9 +1,12 @@
-"""Events/s of a large replay into each store: the Spark job vs a plain confluent-kafka consumer
-applying the same logic (pipelines/apply_batch.py), in the same run.
+"""Events/s of a large replay into each store, three ways over the same topic in the same run: the
+Spark job with the project's Python Kafka source (`spark.kafka_source: python`, `cdckit_kafka`), the
+Spark job with Spark's built-in JVM `kafka` source (`spark.kafka_source: jvm`, spark-sql-kafka-0-10),
+and a plain confluent-kafka consumer applying the same logic (pipelines/partition_apply.py).
 
-    .venv/bin/python benchmarks/sync_throughput.py [--events 300000] [--search-events 60000]
+    .venv/bin/python benchmarks/sync_throughput.py [--events 300000] [--keys 100000] [--search-events 60000]
+                                                   [--partitions 3] [--sources python,jvm]
 
-Target (issue #3): Spark reaches at least 0.9x the plain consumer into Redis.
+Target (issue #3): Spark (Python source) reaches at least 0.9x the plain consumer into Redis.
 """
 from __future__ import annotations
 
@@ -19,7 +22,20 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import bench_stack, synthetic_topic, write_result  # noqa: E402
 
 
-def config_for(settings, topic: str, tmp: Path, only: str, trigger: str = "available_now"):
+SOURCES = ("python", "jvm")
+
+
+def parse_sources(text: str) -> list[str]:
+    """`--sources python,jvm` -> ['python', 'jvm'] (Spark's Kafka source per run; order kept)."""
+    sources = [s.strip() for s in text.split(",") if s.strip()]
+    unknown = [s for s in sources if s not in SOURCES]
+    if unknown or not sources or len(set(sources)) != len(sources):
+        raise SystemExit(f"--sources: a comma-separated subset of {','.join(SOURCES)}, got {text!r}")
+    return sources
+
+
+def config_for(settings, topic: str, tmp: Path, only: str, trigger: str = "available_now", source: str = "python"):
+    """A config over one topic with a fresh index, Redis key prefix and checkpoint dir on every call."""
     from pipelines.config import parse_config
 
     prefix, table = topic.split(".", 1)
@@ -31,7 +47,7 @@ def config_for(settings, topic: str, tmp: Path, only: str, trigger: str = "avail
         "tables": [{"name": table, "index": f"b{uuid.uuid4().hex[:8]}", "redis_key": f"b{uuid.uuid4().hex[:6]}:{{id}}"}],
         "search": {"kind": "opensearch", "url": settings.search_url, "bulk_chunk": 2000},
         "redis": {"url": settings.redis_url},
-        "spark": {"checkpoint_dir": str(tmp / uuid.uuid4().hex), "trigger": trigger},
+        "spark": {"checkpoint_dir": str(tmp / uuid.uuid4().hex), "trigger": trigger, "kafka_source": source},
         "sinks": ["cache" if only == "redis" else "search"],
     })
 
@@ -75,7 +91,11 @@ def main() -> None:
     ap.add_argument("--keys", type=int, default=100_000)
     ap.add_argument("--search-events", type=int, default=60_000)
     ap.add_argument("--partitions", type=int, default=3)
+    ap.add_argument("--sources", default="python,jvm",
+                    help="Spark's Kafka source(s) to measure beside the plain consumer: python (cdckit_kafka), "
+                         "jvm (the built-in kafka source; needs the spark-sql-kafka jar from scripts/setup)")
     args = ap.parse_args()
+    sources = parse_sources(args.sources)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     import tempfile
 
@@ -92,20 +112,36 @@ def main() -> None:
             plain = plain_consumer(config_for(settings, topic, tmp, only), topic, args.partitions)
             print(f"[{only}] plain consumer: {plain:,.0f} events/s", flush=True)
             t0 = time.perf_counter()
-            spark = job.spark_session(config_for(settings, topic, tmp, only))
+            # One session for both sources: it registers cdckit_kafka and has the built-in source's
+            # jars on its class path (job.spark_session adds them whenever they are fetched).
+            spark = job.spark_session(config_for(settings, topic, tmp, only, source=sources[0]))
             session_s = time.perf_counter() - t0
-            # Warm up the session (JIT, Python workers) on a small topic, as a long-running job is.
+            # Warm up the session (JIT, Python workers) on a small topic, as a long-running job is;
+            # each source gets its own warm-up replay (its own classes, consumers, code paths).
             warm = synthetic_topic(settings.bootstrap_servers, 5_000, 1_000, args.partitions)
-            spark_job(spark, config_for(settings, warm, tmp, only))
-            spark_rate, records = spark_job(spark, config_for(settings, topic, tmp, only))
-            print(f"[{only}] spark job: {spark_rate:,.0f} events/s (session start {session_s:.1f} s, not counted)",
-                  flush=True)
-            results[only] = {"events": events, "records_with_tombstones": records, "keys": keys, "plain_events_per_s": round(plain),
-                             "spark_events_per_s": round(spark_rate), "ratio": round(spark_rate / plain, 3),
-                             "spark_session_start_s": round(session_s, 1)}
-        print(f"spark/plain into redis: {results['redis']['ratio']:.2f}x (target >= 0.9x); "
-              f"into search: {results['search']['ratio']:.2f}x")
-        write_result("sync_throughput", {"partitions": args.partitions, "results": results})
+            row = {"events": events, "keys": keys, "plain_events_per_s": round(plain),
+                   "spark_session_start_s": round(session_s, 1)}
+            for source in sources:
+                spark_job(spark, config_for(settings, warm, tmp, only, source=source))
+                rate, records = spark_job(spark, config_for(settings, topic, tmp, only, source=source))
+                print(f"[{only}] spark job, {source} source: {rate:,.0f} events/s ({rate / plain:.2f}x plain)",
+                      flush=True)
+                row[f"{source}_events_per_s"] = round(rate)
+                row[f"{source}_vs_plain"] = round(rate / plain, 3)
+                row[f"{source}_records_with_tombstones"] = records
+            if {"python", "jvm"} <= set(sources):
+                row["jvm_vs_python"] = round(row["jvm_events_per_s"] / row["python_events_per_s"], 3)
+            print(f"[{only}] session start {session_s:.1f} s, not counted", flush=True)
+            results[only] = row
+        print()
+        print(f"{'store':<8}{'events':>9}" + "".join(f"{s + ' source':>15}" for s in sources)
+              + f"{'plain':>10}" + "".join(f"{s + '/plain':>14}" for s in sources))
+        for only, row in results.items():
+            print(f"{only:<8}{row['events']:>9,}" + "".join(f"{row[f'{s}_events_per_s']:>15,}" for s in sources)
+                  + f"{row['plain_events_per_s']:>10,}" + "".join(f"{row[f'{s}_vs_plain']:>13.2f}x" for s in sources))
+        print("(events/s; target: python source >= 0.9x plain into redis)", flush=True)
+        write_result("sync_throughput", {"partitions": args.partitions, "sources": sources, "results": results})
+        spark.stop()  # before the stack goes down (at exit, Spark's worker daemon SIGHUPs its process group)
 
 
 if __name__ == "__main__":

@@ -39,18 +39,22 @@ def connector_config(config: "Config") -> dict[str, str]:
         "publication.autocreate.mode": "filtered",
         # The signal table must be captured, or incremental snapshots cannot be signalled; so must
         # the heartbeat table: its writes are what lets an idle slot confirm WAL and move on.
-        "table.include.list": ",".join([t.name for t in config.tables] + [pg.signal_table, pg.heartbeat_table]),
+        # The truncate marker table carries the tables' truncates (see connectors/postgres.py).
+        "table.include.list": ",".join([t.name for t in config.tables]
+                                       + [pg.signal_table, pg.heartbeat_table, pg.truncate_table]),
         "signal.data.collection": pg.signal_table,
         "signal.enabled.channels": "source",
         "snapshot.mode": "initial",
         # Deletes must reach the stores and compaction must be able to drop the key afterwards.
         "tombstones.on.delete": "true",
-        # The default skips truncates; the stores must see them.
-        "skipped.operations": "none",
+        # Debezium's own truncate event has no key: a compacted topic refuses it and the task fails.
+        # Truncates reach the stores as keyed marker rows instead.
+        "skipped.operations": "t",
         "topic.creation.enable": "true",
         "topic.creation.default.replication.factor": str(config.kafka.replication_factor),
         "topic.creation.default.partitions": str(config.kafka.partitions),
         "topic.creation.default.cleanup.policy": "compact",
+        **{f"topic.creation.default.{k}": str(v) for k, v in config.kafka.topic_config.items()},
         "heartbeat.interval.ms": str(config.connect.heartbeat_interval_ms),
         "heartbeat.action.query": heartbeat_query(pg.heartbeat_table),
         "key.converter": _JSON,
@@ -61,6 +65,16 @@ def connector_config(config: "Config") -> dict[str, str]:
         "decimal.handling.mode": "string",
         "interval.handling.mode": "string",
         "hstore.handling.mode": "json",
+        # An unchanged TOAST column is not in the WAL: Debezium sends a placeholder. Re-read it from
+        # the table (by the event's key) so events carry the value: after a primary-key change the new
+        # key has nothing stored to merge from, and a rebuild needs no older record of the key. The
+        # value read is the row's current one, never older than the event's, so a later event of the
+        # row still ends last. A row deleted since keeps its placeholder (the stores keep what they
+        # hold). NULLs are data: never re-read.
+        "post.processors": "reselector",
+        "reselector.type": "io.debezium.processors.reselect.ReselectColumnsPostProcessor",
+        "reselector.reselect.unavailable.values": "true",
+        "reselector.reselect.null.values": "false",
         # Throughput: measured to double the event rate into Kafka on a 2-core machine.
         "max.batch.size": "8192",
         "max.queue.size": "65536",

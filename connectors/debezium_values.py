@@ -8,6 +8,7 @@ import datetime as dt
 import json
 import uuid
 from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 _EPOCH = dt.date(1970, 1, 1)
@@ -58,13 +59,32 @@ def _iso_interval(td: dt.timedelta) -> str:
 
 
 def same(stored: Any, expected: Any, pg_type: str) -> bool:
-    """Equality with the few representation freedoms a store legitimately takes."""
-    if stored == expected:
+    """Exact equality, with only the representation freedoms a store legitimately takes: numbers by
+    value (an integer and a double are equal only if the double is exactly that integer; a double
+    by its exact binary value, i.e. its shortest round-trip text), numerics by decimal value, JSON by
+    the values it holds, timestamps as instants. No tolerance."""
+    if _number(stored) and _number(expected):
+        try:
+            return Fraction(stored) == Fraction(expected)
+        except (ValueError, OverflowError):  # NaN and infinities
+            return repr(float(stored)) == repr(float(expected))
+    if type(stored) is not type(expected) and not (isinstance(stored, str) and isinstance(expected, str)):
+        return False
+    if stored == expected and not isinstance(stored, (list, dict)):
         return True
+    if isinstance(stored, list) and isinstance(expected, list):
+        return len(stored) == len(expected) and all(same(s, e, _element(pg_type)) for s, e in zip(stored, expected))
+    if isinstance(stored, dict) and isinstance(expected, dict):
+        return stored.keys() == expected.keys() and all(same(stored[k], expected[k], "") for k in stored)
     if pg_type in ("json", "jsonb") and isinstance(stored, str) and isinstance(expected, str):
         try:
-            return json.loads(stored) == json.loads(expected)
+            return same(json.loads(stored, parse_float=Decimal), json.loads(expected, parse_float=Decimal), "")
         except ValueError:
+            return False
+    if pg_type.startswith("numeric") and isinstance(stored, str) and isinstance(expected, str):
+        try:
+            return Decimal(stored) == Decimal(expected)
+        except ArithmeticError:
             return False
     if isinstance(expected, str) and expected.endswith("Z") and isinstance(stored, str):
         try:  # timestamps: compare instants, not spellings
@@ -72,9 +92,12 @@ def same(stored: Any, expected: Any, pg_type: str) -> bool:
             return parse(stored) == parse(expected)
         except ValueError:
             return False
-    if isinstance(expected, float) or isinstance(stored, float):
-        try:
-            return abs(float(stored) - float(expected)) <= 1e-9 * max(1.0, abs(float(expected)))
-        except (TypeError, ValueError):
-            return False
     return False
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float, Decimal)) and not isinstance(value, bool)
+
+
+def _element(pg_type: str) -> str:
+    return pg_type[:-2] if pg_type.endswith("[]") else pg_type

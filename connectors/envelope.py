@@ -1,6 +1,9 @@
 """Debezium JSON envelopes (with or without schemas) to `Change`s. Pure: no I/O, no Spark."""
 from __future__ import annotations
 
+import base64
+import hashlib
+import uuid
 from typing import Any
 from urllib.parse import quote
 
@@ -10,7 +13,40 @@ from connectors.version import VersionError, is_snapshot, version_of
 from derived.change import Change, Position
 
 UNAVAILABLE = "__debezium_unavailable_value"
-_UNAVAILABLE_BYTES = UNAVAILABLE.encode()
+# Debezium renders its placeholder for an unchanged TOAST column in the column's own type: the text
+# for text-like types (and one-element text[]), its bytes base64-encoded for bytea, the list of its
+# byte values for numeric arrays, {placeholder: ...} for hstore, and a name-based UUID for uuid[].
+_UNAVAILABLE_B64 = base64.b64encode(UNAVAILABLE.encode()).decode()
+_UNAVAILABLE_INTS = list(UNAVAILABLE.encode())
+_UNAVAILABLE_UUID = str(uuid.UUID(bytes=hashlib.md5(UNAVAILABLE.encode()).digest(), version=3))
+# What the raw record holds when any column is the placeholder (a cheap test before decoding).
+# (byte lists as compact JSON, as Kafka Connect's converter writes it, or with spaces.)
+PLACEHOLDER_MARKERS = (UNAVAILABLE.encode(), _UNAVAILABLE_B64.rstrip("=").encode(), _UNAVAILABLE_UUID.encode(),
+                       *(sep.join(map(str, _UNAVAILABLE_INTS[:12])).encode() for sep in (",", ", ")))
+
+
+def may_hold_placeholder(raw: bytes) -> bool:
+    return any(marker in raw for marker in PLACEHOLDER_MARKERS)
+
+
+def is_unavailable(value: Any) -> bool:
+    """Whether a column value is Debezium's placeholder, in any type's rendering."""
+    if isinstance(value, str):
+        return value in (UNAVAILABLE, _UNAVAILABLE_B64) or (value.startswith('{"' + UNAVAILABLE) and
+                                                            _json_dict_has_placeholder(value))
+    if isinstance(value, list):
+        return value == _UNAVAILABLE_INTS or UNAVAILABLE in value or _UNAVAILABLE_UUID in value
+    if isinstance(value, dict):
+        return UNAVAILABLE in value
+    return False
+
+
+def _json_dict_has_placeholder(text: str) -> bool:
+    """hstore in `json` handling mode arrives as a JSON text."""
+    try:
+        return UNAVAILABLE in orjson.loads(text)
+    except (orjson.JSONDecodeError, TypeError):
+        return False
 _OPS = {"c": "upsert", "u": "upsert", "r": "upsert", "d": "delete", "t": "truncate"}
 
 
@@ -52,8 +88,27 @@ def document_id(key: dict[str, Any], columns: list[str] | None = None) -> str:
     return "|".join(quote(str(v), safe="") for v in values)
 
 
+def _truncate_marker(env: dict[str, Any], snapshot: bool, common: dict[str, Any]) -> Change | None:
+    """A row of the truncate marker table, written by a statement-level TRUNCATE trigger inside the
+    truncating transaction (connectors/postgres.py): the truncate of the table it names, at the
+    row's own version. Everything written before the TRUNCATE, in earlier transactions or earlier in
+    the same one, has a lower version; everything after it a higher one. Unlike Debezium's keyless
+    truncate event it has a key (the table's name), so a compacted topic accepts it and keeps the
+    latest one per table: what a rebuild needs. Snapshot reads and deletes of marker rows are no
+    new truncate (a snapshot already reflects every earlier one)."""
+    after = env.get("after")
+    if snapshot or env.get("op") not in ("c", "u") or not isinstance(after, dict):
+        return None
+    target = after.get("table_name")
+    if not isinstance(target, str) or "." not in target:
+        raise RecordError("truncate marker without a schema.table in 'table_name'")
+    return Change(target, "truncate", {}, "", None, **common)
+
+
 def decode(key: bytes | None, value: bytes | None, position: Position, fence: int = 0,
-           key_columns: list[str] | None = None) -> Change | Tombstone:
+           key_columns: list[str] | None = None, truncate_table: str | None = None) -> Change | Tombstone | None:
+    """The record as a `Change` (or a `Tombstone`); None for a truncate marker row that marks
+    nothing new (see `_truncate_marker`)."""
     key_data = None if key is None else _json(key, "key")
     if key_data is not None and not isinstance(key_data, dict):
         raise RecordError("key is not a JSON object")
@@ -76,7 +131,9 @@ def decode(key: bytes | None, value: bytes | None, position: Position, fence: in
         raise RecordError(str(exc)) from None
     common = dict(version=version, position=position, source_ts_ms=source.get("ts_ms"),
                   snapshot=snapshot, snapshot_last=snapshot and source.get("snapshot") == "last")
-    if _OPS[op] == "truncate":
+    if table == truncate_table:
+        return _truncate_marker(env, snapshot, common)
+    if _OPS[op] == "truncate":  # Debezium's own keyless event (a compacted topic refuses it)
         return Change(table, "truncate", {}, "", None, **common)
     if key_data is None:
         raise RecordError(f"op {op!r} without a record key (table without primary key?)")
@@ -89,9 +146,8 @@ def decode(key: bytes | None, value: bytes | None, position: Position, fence: in
     after = env.get("after")
     if not isinstance(after, dict):
         raise RecordError(f"op {op!r} without an 'after' row")
-    if _UNAVAILABLE_BYTES not in value:  # the common case: no unchanged TOAST column to look for
+    if not may_hold_placeholder(value):  # the common case: no unchanged TOAST column to look for
         return Change(table, "upsert", key_data, doc_id, after, **common)
-    unavailable = tuple(c for c, v in after.items() if v == UNAVAILABLE
-                        or (isinstance(v, list) and UNAVAILABLE in v))
+    unavailable = tuple(c for c, v in after.items() if is_unavailable(v))
     row = {c: v for c, v in after.items() if c not in unavailable}
     return Change(table, "upsert", key_data, doc_id, row, unavailable=unavailable, **common)

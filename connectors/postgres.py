@@ -30,11 +30,48 @@ def connect(dsn: dict[str, Any], autocommit: bool = True) -> Iterator[psycopg.Co
         conn.close()
 
 
-def ensure_support_tables(conn: psycopg.Connection, heartbeat_table: str, signal_table: str) -> None:
-    """The heartbeat table (target of Debezium's heartbeat action query) and the signal table."""
+def ensure_support_tables(conn: psycopg.Connection, heartbeat_table: str, signal_table: str,
+                          truncate_table: str, tables: list[str]) -> None:
+    """The heartbeat table (target of Debezium's heartbeat action query), the signal table, and
+    the truncate marker table with a TRUNCATE trigger on each synced table that fills it."""
     conn.execute(f"CREATE TABLE IF NOT EXISTS {heartbeat_table} (id int PRIMARY KEY, ts timestamptz NOT NULL)")
     conn.execute(f"CREATE TABLE IF NOT EXISTS {signal_table} "
                  f"(id varchar(64) PRIMARY KEY, type varchar(32) NOT NULL, data varchar(2048))")
+    ensure_truncate_markers(conn, truncate_table, tables)
+
+
+# Debezium's truncate event has no key, and Kafka refuses a keyless record on a compacted topic (the
+# connector task fails). Instead a statement-level trigger writes a keyed row (the table's name)
+# into a captured marker table in the truncating transaction; connectors/envelope.py decodes it.
+_MARKER_FUNCTION = """
+CREATE OR REPLACE FUNCTION public.cdckit_record_truncate() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  EXECUTE format('INSERT INTO %s (table_name, truncated_at) VALUES ($1, clock_timestamp()) '
+                 'ON CONFLICT (table_name) DO UPDATE SET truncated_at = EXCLUDED.truncated_at', TG_ARGV[0])
+    USING TG_TABLE_SCHEMA || '.' || TG_TABLE_NAME;
+  RETURN NULL;
+END $$"""
+
+
+def marker_trigger_name(truncate_table: str) -> str:
+    # One trigger per marker table: two pipelines syncing one table each get their marker.
+    import hashlib
+
+    return "cdckit_truncate_" + hashlib.sha1(truncate_table.encode()).hexdigest()[:10]
+
+
+def ensure_truncate_markers(conn: psycopg.Connection, truncate_table: str, tables: list[str]) -> None:
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {truncate_table} "
+                 f"(table_name text PRIMARY KEY, truncated_at timestamptz NOT NULL)")
+    if not conn.execute("SELECT 1 FROM pg_proc WHERE proname = 'cdckit_record_truncate' "
+                        "AND pronamespace = 'public'::regnamespace").fetchone():
+        conn.execute(_MARKER_FUNCTION)
+    trigger = marker_trigger_name(truncate_table)
+    for table in tables:
+        if conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()[0] is None:
+            continue  # not created yet: the publication step names it
+        conn.execute(f"CREATE OR REPLACE TRIGGER {trigger} AFTER TRUNCATE ON {table} "
+                     f"FOR EACH STATEMENT EXECUTE FUNCTION public.cdckit_record_truncate('{truncate_table}')")
 
 
 def current_wal_lsn(conn: psycopg.Connection) -> int:

@@ -64,6 +64,7 @@ class RedisCache:
         scripts = resources.files("derived")
         self._upsert = self.r.register_script(scripts.joinpath("cache_upsert.lua").read_text())
         self._delete = self.r.register_script(scripts.joinpath("cache_delete.lua").read_text())
+        self._forget = self.r.register_script(scripts.joinpath("cache_forget.lua").read_text())
 
     COUNT_PREFIX = "cdckit:count:"
 
@@ -82,11 +83,15 @@ class RedisCache:
 
     def apply(self, changes: Iterable[Change], tables: dict[str, CacheTable]) -> ApplyStats:
         """Apply reduced changes (at most one per key). Retries connection errors, then raises."""
-        changes = list(changes)
+        return self._retried(self._apply_once, list(changes), tables)
+
+    def _retried(self, call, *args):
+        """Connection errors retried with backoff, then StoreUnavailable (the job pauses and re-runs
+        the batch: every write here is versioned, so repeating it is harmless)."""
         delay = 0.2
         for attempt in range(self.retries + 1):
             try:
-                return self._apply_once(changes, tables)
+                return call(*args)
             except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError) as exc:
                 if attempt == self.retries:
                     raise StoreUnavailable(f"redis: {exc}") from exc
@@ -94,31 +99,77 @@ class RedisCache:
                 delay = min(delay * 2, 5.0)
         raise AssertionError("unreachable")
 
+    MERGE_ATTEMPTS = 5
+
     def _apply_once(self, changes: list[Change], tables: dict[str, CacheTable]) -> ApplyStats:
         stats = ApplyStats()
+        pending = changes
+        for _ in range(self.MERGE_ATTEMPTS):
+            pending = self._write(pending, tables, stats)
+            if not pending:
+                return stats
+        raise StoreUnavailable(f"redis: {len(pending)} keys kept changing while their TOAST fields were merged")
+
+    def _write(self, changes: list[Change], tables: dict[str, CacheTable], stats: ApplyStats) -> list[Change]:
+        """One pipelined round; returns the changes to write again (their key moved meanwhile)."""
+        stored = self._stored_json(changes, tables)
         pipe = self.r.pipeline(transaction=False)
         for ch in changes:
             t = tables[ch.table]
             keys = self._keys(t.key(ch), t)
-            if ch.op == "delete":
+            if ch.tombstone:
+                self._forget(keys=keys, args=[self.deleted_ttl], client=pipe)
+            elif ch.op == "delete":
                 self._delete(keys=keys, args=[ch.version.redis(), self.deleted_ttl], client=pipe)
             else:
                 doc = shape(ch.row, t)
                 merge = [f for f in (shaped_field(c, t) for c in ch.unavailable) if f is not None]
+                guard = ""
+                if merge and t.format == "json":
+                    held, old = stored.get(keys[0], (None, None))
+                    guard = held or ""
+                    doc = {**{f: old[f] for f in merge if old and f in old}, **doc}
                 args = [ch.version.redis(), t.format, orjson.dumps(doc, default=_default), t.ttl_s or 0,
-                        orjson.dumps(merge)]
+                        orjson.dumps(merge), guard]
                 if t.format == "hash":
                     args += [x for f, v in doc.items() for x in (f, _hash_value(v))]
                 self._upsert(keys=keys, args=args, client=pipe)
-        for result in pipe.execute():
+        again = []
+        for ch, result in zip(changes, pipe.execute()):
             if result == 1:
                 stats.applied += 1
+            elif result == 2:
+                again.append(ch)
             else:
                 stats.stale += 1
-        return stats
+        return again
+
+    def _stored_json(self, changes: list[Change], tables: dict[str, CacheTable]
+                     ) -> dict[str, tuple[str | None, dict[str, Any] | None]]:
+        """Held version and stored document of each JSON key whose change has unchanged TOAST
+        fields: they are merged here, exactly (orjson keeps every integer and the shortest
+        round-trip of every double), and written only if the held version is still the one read."""
+        keys = [tables[ch.table].key(ch) for ch in changes
+                if ch.op == "upsert" and ch.unavailable and not ch.tombstone and tables[ch.table].format == "json"]
+        if not keys:
+            return {}
+        pipe = self.r.pipeline(transaction=False)
+        for key in keys:
+            pipe.get(self.VERSION_PREFIX + key)
+            pipe.get(key)
+        found = pipe.execute()
+        out = {}
+        for i, key in enumerate(keys):
+            held, raw = found[2 * i], found[2 * i + 1]
+            out[key] = (held.decode() if held is not None else None, orjson.loads(raw) if raw is not None else None)
+        return out
 
     def truncate(self, change: Change, table: CacheTable) -> int:
-        """Delete, at the truncate's version, every key of the table not written after it."""
+        """Delete, at the truncate's version, every key of the table not written after it
+        (idempotent: retried as a whole on connection errors)."""
+        return self._retried(self._truncate_once, change, table)
+
+    def _truncate_once(self, change: Change, table: CacheTable) -> int:
         deleted = 0
         args = [change.version.redis(), self.deleted_ttl]
         pipe = self.r.pipeline(transaction=False)

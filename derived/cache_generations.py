@@ -33,10 +33,26 @@ def begin(spare: redis.Redis, label: str) -> None:
     spare.set(MARK, label)
 
 
-def switch(live: redis.Redis, live_db: int, spare_db: int) -> None:
-    """Atomically exchange the databases; the marker travels with the new data and is removed."""
+def switch(live: redis.Redis, spare: redis.Redis, live_db: int, spare_db: int, label: str) -> None:
+    """Atomically exchange the databases. Idempotent: the marker travels with the new data, so a
+    rerun after a crash right after SWAPDB finds this rebuild live already and does not swap back
+    (which would serve the old generation and then flush the new one). `finish` removes it."""
+    if _holds(live, label):
+        return
+    if not _holds(spare, label):
+        raise GenerationError(f"redis: neither database {live_db} nor {spare_db} holds rebuild {label}")
     live.execute_command("SWAPDB", live_db, spare_db)
-    live.delete(MARK)
+
+
+def finish(live: redis.Redis, label: str) -> None:
+    """The switch is recorded: the marker of this rebuild leaves the live database."""
+    if _holds(live, label):
+        live.delete(MARK)
+
+
+def _holds(client: redis.Redis, label: str) -> bool:
+    held = client.get(MARK)
+    return held is not None and held.decode() == label
 
 
 def drop_old(spare: redis.Redis) -> None:

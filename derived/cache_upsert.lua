@@ -1,29 +1,26 @@
 -- Versioned upsert. KEYS[1] data key, KEYS[2] version key, KEYS[3] the table's key counter.
 -- ARGV: version, format ("json"|"hash"), payload (JSON object, stored as sent), ttl seconds (0 = none),
---       merge fields (JSON array), then for "hash" the field/value pairs.
+--       merge fields (JSON array; "hash" only), guard (the held version a "json" payload's unchanged
+--       TOAST fields were read at, "" = none), then for "hash" the field/value pairs.
 -- A version not above the stored one is stale: a replay never overwrites newer data.
+-- Returns 1 applied, 0 stale, 2 the held version moved since the guard was read (merge again).
 local held = redis.call('GET', KEYS[2])
 if held and held >= ARGV[1] then return 0 end
-local merge = cjson.decode(ARGV[5])
+if ARGV[6] ~= '' and held ~= ARGV[6] then return 2 end
 if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('INCR', KEYS[3]) end
 if ARGV[2] == 'json' then
-  local payload = ARGV[3]
-  local old = (#merge > 0) and redis.call('GET', KEYS[1])
-  if old then
-    -- Unchanged TOAST columns arrive without a value: keep what is stored (re-encoded only here).
-    local doc, prev = cjson.decode(payload), cjson.decode(old)
-    for _, f in ipairs(merge) do if prev[f] ~= nil then doc[f] = prev[f] end end
-    payload = cjson.encode(doc)
-  end
-  redis.call('SET', KEYS[1], payload)
+  -- Stored as sent: the caller merged unchanged TOAST fields from the stored text, so no number is
+  -- ever re-encoded here (Lua's cjson keeps 14 significant digits).
+  redis.call('SET', KEYS[1], ARGV[3])
 else
+  local merge = cjson.decode(ARGV[5])
   local kept = {}
   for _, f in ipairs(merge) do
     local v = redis.call('HGET', KEYS[1], f)
     if v then kept[#kept + 1] = f; kept[#kept + 1] = v end
   end
   redis.call('DEL', KEYS[1])
-  if #ARGV > 5 then redis.call('HSET', KEYS[1], unpack(ARGV, 6)) end
+  if #ARGV > 6 then redis.call('HSET', KEYS[1], unpack(ARGV, 7)) end
   if #kept > 0 then redis.call('HSET', KEYS[1], unpack(kept)) end
 end
 redis.call('SET', KEYS[2], ARGV[1])

@@ -47,6 +47,11 @@ class Change:
     source_ts_ms: int | None = None
     snapshot: bool = False
     snapshot_last: bool = False         # Debezium's marker on the initial snapshot's final record
+    tombstone: bool = False             # a delete known only from its tombstone (see derived/reduce.py)
+
+
+# The version of a tombstone-only delete: unknown (the stores delete whatever they hold).
+UNKNOWN = Version(0, 0, 0)
 
 
 @dataclass(slots=True)

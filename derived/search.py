@@ -7,12 +7,12 @@ engine remembers (for `index.gc_deletes`) that an older upsert must not bring th
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Iterator, Protocol
 
 import orjson
 
-from derived.change import Change, DeadLetter
+from derived.change import Change, DeadLetter, Version
 from derived.errors import StoreUnavailable
 from derived.shape import shape, shaped_field
 
@@ -24,10 +24,11 @@ class Engine(Protocol):
 
     def bulk(self, operations: list[dict[str, Any]]) -> dict[str, Any]: ...
     def alias_exists(self, alias: str) -> bool: ...
-    def create_index(self, index: str, mappings: dict[str, Any] | None) -> None: ...
+    def create_index(self, index: str, mappings: dict[str, Any] | None, gc_deletes_s: int | None = None) -> None: ...
     def point_alias(self, alias: str, index: str, remove_from: list[str]) -> None: ...
     def alias_targets(self, alias: str) -> list[str]: ...
     def mget(self, index: str, ids: list[str]) -> dict[str, dict[str, Any]]: ...
+    def versions(self, index: str, ids: list[str]) -> dict[str, int]: ...
     def search(self, index: str, body: dict[str, Any]) -> dict[str, Any]: ...
     def count(self, index: str) -> int: ...
     def delete_index(self, index: str) -> None: ...
@@ -55,6 +56,11 @@ class _Common:
     def mget(self, index: str, ids: list[str]) -> dict[str, dict[str, Any]]:
         body = self._mget(index, ids)
         return {d["_id"]: d["_source"] for d in body["docs"] if d.get("found")}
+
+    def versions(self, index: str, ids: list[str]) -> dict[str, int]:
+        """The stored version of each of these documents that exists."""
+        body = self._mget(index, ids)
+        return {d["_id"]: int(d["_version"]) for d in body["docs"] if d.get("found")}
 
     def count(self, index: str) -> int:
         return int(self.client.count(index=index)["count"])
@@ -98,8 +104,8 @@ class OpenSearchEngine(_Common):
     def bulk(self, operations):
         return self.client.bulk(body=_ndjson(operations))
 
-    def create_index(self, index, mappings):
-        body: dict[str, Any] = {"settings": {"number_of_replicas": 0}}
+    def create_index(self, index, mappings, gc_deletes_s=None):
+        body: dict[str, Any] = {"settings": _index_settings(gc_deletes_s)}
         if mappings:
             body["mappings"] = {"properties": mappings}
         self.client.indices.create(index=index, body=body)
@@ -133,8 +139,8 @@ class ElasticsearchEngine(_Common):
     def bulk(self, operations):
         return self.client.bulk(operations=_ndjson(operations)).body
 
-    def create_index(self, index, mappings):
-        self.client.indices.create(index=index, settings={"number_of_replicas": 0},
+    def create_index(self, index, mappings, gc_deletes_s=None):
+        self.client.indices.create(index=index, settings=_index_settings(gc_deletes_s),
                                    mappings={"properties": mappings} if mappings else None)
 
     def _aliases(self, actions):
@@ -154,6 +160,13 @@ class ElasticsearchEngine(_Common):
         return self.client.scroll(scroll_id=scroll_id, scroll="2m").body
 
 
+def _index_settings(gc_deletes_s: int | None) -> dict[str, Any]:
+    settings: dict[str, Any] = {"number_of_replicas": 0}
+    if gc_deletes_s:
+        settings["index.gc_deletes"] = f"{gc_deletes_s}s"
+    return settings
+
+
 def _ndjson(operations: list[dict[str, Any]]) -> bytes:
     """The bulk body serialised with orjson: the client libraries' stdlib json costs more CPU
     than the engine spends indexing a small document."""
@@ -163,7 +176,8 @@ def _ndjson(operations: list[dict[str, Any]]) -> bytes:
 def _plain_json_node():
     """A transport node that sends plain JSON media types. elasticsearch-py always rewrites them to
     `application/vnd.elasticsearch+json; compatible-with=N`, which OpenSearch-API servers refuse;
-    Elasticsearch 8/9 accept plain JSON too, so one client works against both."""
+    Elasticsearch 8/9 accept plain JSON too, so one client works against both (the product check
+    is answered for servers that do not send Elasticsearch's product header)."""
     import re
 
     from elastic_transport import Urllib3HttpNode
@@ -177,8 +191,12 @@ def _plain_json_node():
                 for name in ("accept", "content-type"):
                     if name in headers:
                         headers[name] = compat.sub(r"application/\1", headers[name])
-            return super().perform_request(method, target, body=body, headers=headers,
-                                           request_timeout=request_timeout)
+            response = super().perform_request(method, target, body=body, headers=headers,
+                                               request_timeout=request_timeout)
+            # The client refuses a server that does not say it is Elasticsearch (OpenSearch does not).
+            if "x-elastic-product" not in response.meta.headers:
+                response.meta.headers["X-Elastic-Product"] = "Elasticsearch"
+            return response
 
     return PlainJsonNode
 
@@ -200,8 +218,9 @@ class SearchStats:
 
 class SearchSink:
     def __init__(self, engine: Engine, chunk: int = 2000, retries: int = 5, max_document_bytes: int | None = None,
-                 require_alias: bool = True):
+                 require_alias: bool = True, gc_deletes_s: int | None = None):
         self.engine, self.chunk, self.retries = engine, chunk, retries
+        self.gc_deletes_s = gc_deletes_s
         self.max_document_bytes = max_document_bytes
         # Live writes go through the alias and must never auto-create an index in its place (after
         # the engine lost its data, that index would block the rebuild's alias).
@@ -216,7 +235,7 @@ class SearchSink:
             return
         index = f"{table.alias}_v1"
         try:
-            self.engine.create_index(index, table.mappings)
+            self.engine.create_index(index, table.mappings, self.gc_deletes_s)
         except Exception as exc:  # noqa: BLE001 - exists already (e.g. a crash between the two calls)
             if "already_exists" not in str(exc) and "already exists" not in str(exc):
                 raise
@@ -234,10 +253,51 @@ class SearchSink:
     def apply(self, changes: Iterable[Change], tables: dict[str, SearchTable]) -> SearchStats:
         stats = SearchStats()
         changes = [ch for ch in changes if self._fits(ch, tables[ch.table], stats)]
+        if any(ch.tombstone for ch in changes):
+            changes = self._tombstone_deletes(changes, tables, stats)
         kept = self._stored_unavailable(changes, tables)
         for start in range(0, len(changes), self.chunk):
             self._apply_chunk(changes[start:start + self.chunk], tables, stats, kept)
         return stats
+
+    def _read(self, call, *args):
+        """A read the writes depend on, retried like them: an engine that is restarting is an
+        outage (StoreUnavailable: the job pauses and re-runs the batch), not a failed batch."""
+        delay = 0.2
+        for attempt in range(self.retries + 1):
+            try:
+                return call(*args)
+            except Exception as exc:  # noqa: BLE001 - connection errors, timeouts, 5xx of either client
+                if attempt == self.retries:
+                    raise StoreUnavailable(f"search: {type(exc).__name__}: {exc}") from exc
+                time.sleep(delay)
+                delay = min(delay * 2, 8.0)
+        raise AssertionError("unreachable")
+
+    def _tombstone_deletes(self, changes: list[Change], tables: dict[str, SearchTable], stats: SearchStats
+                           ) -> list[Change]:
+        """A tombstone-only delete (derived/reduce.py: settle_tombstones) becomes a versioned delete
+        at the stored document's version: external_gte accepts it, and a redelivered copy of that
+        very change again (an equal version) while anything older stays refused."""
+        by_table: dict[str, list[Change]] = {}
+        for ch in changes:
+            if ch.tombstone:
+                by_table.setdefault(ch.table, []).append(ch)
+        held: dict[tuple[str, str], int] = {}
+        for name, group in by_table.items():
+            found = self._read(self.engine.versions, self.target(tables[name]), [ch.doc_id for ch in group])
+            held.update({(name, doc_id): v for doc_id, v in found.items()})
+        out = []
+        for ch in changes:
+            if not ch.tombstone:
+                out.append(ch)
+                continue
+            stored = held.get((ch.table, ch.doc_id))
+            if stored is None:
+                stats.stale += 1
+                continue
+            out.append(replace(ch, version=Version(stored >> 1, stored & 1, 0)))
+        return out
 
     def _check_squatters(self, pending: list[Change], items: list[dict[str, Any]],
                          tables: dict[str, SearchTable]) -> None:
@@ -314,7 +374,7 @@ class SearchSink:
         kept: dict[tuple[str, str], dict[str, Any]] = {}
         for name, group in by_table.items():
             t = tables[name]
-            stored = self.engine.mget(self.target(t), [ch.doc_id for ch in group])
+            stored = self._read(self.engine.mget, self.target(t), [ch.doc_id for ch in group])
             for ch in group:
                 old = stored.get(ch.doc_id, {})
                 fields = [f for f in (shaped_field(c, t) for c in ch.unavailable) if f is not None]
@@ -323,12 +383,19 @@ class SearchSink:
 
     def truncate(self, change: Change, table: SearchTable) -> int:
         """Versioned deletes of every document not written after the truncate (a full scroll: the
-        newer documents may be anywhere)."""
+        newer documents may be anywhere). The deletes carry the version just below the cut's: a
+        document written at the cut's own external version after the scroll (later in the truncating
+        transaction, or a row a re-snapshot read again) refuses them, while everything older accepts.
+        Idempotent, so retried as a whole like a read."""
+        return self._read(self._truncate_once, change, table)
+
+    def _truncate_once(self, change: Change, table: SearchTable) -> int:
         cut = change.version.external()
+        self.engine.refresh(self.target(table))  # the scroll must see documents indexed just before
         older = [doc_id for doc_id, version in self.engine.scan_versions(self.target(table)) if version < cut]
         for start in range(0, len(older), self.chunk):
-            ops = [{"delete": {"_index": self.target(table), "_id": i, "version": cut, "version_type": "external_gte"}}
-                   for i in older[start:start + self.chunk]]
+            ops = [{"delete": {"_index": self.target(table), "_id": i, "version": cut - 1,
+                               "version_type": "external_gte"}} for i in older[start:start + self.chunk]]
             self.engine.bulk(ops)
         if older:
             self.engine.refresh(self.target(table))

@@ -44,7 +44,8 @@ def plan_generation(engine: Engine, alias: str) -> SearchGeneration:
     return SearchGeneration(alias, cur, f"{alias}_v{n}")
 
 
-def create_generation(engine: Engine, gen: SearchGeneration, mappings: dict | None, resume: bool) -> None:
+def create_generation(engine: Engine, gen: SearchGeneration, mappings: dict | None, resume: bool,
+                      gc_deletes_s: int | None = None) -> None:
     """Create the fresh index. An existing one is only reused when resuming this same rebuild:
     writing a replay into an index anyone reads would put older versions into a live index."""
     if gen.target in engine.alias_targets(gen.alias):
@@ -53,7 +54,9 @@ def create_generation(engine: Engine, gen: SearchGeneration, mappings: dict | No
         if resume:
             return
         raise GenerationError(f"index {gen.target} exists already; refusing to replay into it")
-    engine.create_index(gen.target, mappings)
+    # The live pipeline writes this generation too while the catch-up replays older changes into
+    # it: a delete's version must outlive the rebuild, or the catch-up's older write resurrects the row.
+    engine.create_index(gen.target, mappings, gc_deletes_s)
 
 
 def switch_generation(engine: Engine, gen: SearchGeneration) -> None:

@@ -10,10 +10,10 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
-from connectors.envelope import RecordError, Tombstone, decode
+from connectors.envelope import RecordError, Tombstone, decode, document_id
 from derived.cache import CacheTable, RedisCache
-from derived.change import Change, DeadLetter, Position
-from derived.reduce import last_per_key
+from derived.change import UNKNOWN, Change, DeadLetter, Position, Version
+from derived.reduce import last_per_key, settle_tombstones
 from derived.search import SearchSink, SearchTable
 from pipelines.config import Config
 
@@ -30,6 +30,7 @@ class BatchStats:
     cache_applied: int = 0
     cache_stale: int = 0
     truncates: int = 0
+    truncate_cuts: dict[str, Version] = field(default_factory=dict)  # deferred truncates: table -> cut
     snapshot_reads: int = 0
     snapshot_last_lsn: int = 0          # set when the batch held the snapshot's final record
     newest_source_ts_ms: int | None = None
@@ -43,6 +44,7 @@ class Stores:
     search_tables: dict[str, SearchTable]
     cache_tables: dict[str, CacheTable]
     key_columns: dict[str, list[str] | None] = field(default_factory=dict)
+    truncate_table: str | None = None
 
     @property
     def tables(self) -> set[str]:
@@ -94,7 +96,7 @@ def search_engine(config: Config):
 def _search_sink(config: Config, live: bool) -> SearchSink:
     s = config.search
     return SearchSink(search_engine(config), chunk=s.bulk_chunk, max_document_bytes=s.max_document_bytes,
-                      require_alias=live)
+                      require_alias=live, gc_deletes_s=s.deleted_version_ttl_s)
 
 
 def stores_from_config(config: Config, targets: Targets | None = None) -> Stores:
@@ -117,16 +119,31 @@ def stores_from_config(config: Config, targets: Targets | None = None) -> Stores
         search = _search_sink(config, live=False) if indexes else NullStore()
         cache = (RedisCache(redis_client(config, targets.cache_db), rc.deleted_version_ttl_s)
                  if targets.cache_db is not None else NullStore())
-    return Stores(search, cache, search_tables, cache_tables, {t.name: t.key for t in config.tables})
+    return Stores(search, cache, search_tables, cache_tables, {t.name: t.key for t in config.tables},
+                  config.postgres.truncate_table)
+
+
+def table_of_topic(topic: str) -> str:
+    """`<prefix>.<schema>.<table>` -> schema.table (table names have no dots: see config)."""
+    return ".".join(topic.rsplit(".", 2)[-2:])
+
+
+def _tombstone_delete(t: Tombstone, table: str, key_columns: list[str] | None) -> Change | None:
+    try:
+        doc_id = document_id(t.key, key_columns)
+    except RecordError:
+        return None  # custom key columns the record key lacks: only the op=d record can tell
+    return Change(table, "delete", t.key, doc_id, None, UNKNOWN, t.position, tombstone=True)
 
 
 def decode_records(rows: Iterable[dict[str, Any]], fences: dict[str, int],
                    key_columns: dict[str, list[str] | None], known_tables: set[str],
-                   tombstones_out: list[Tombstone] | None = None
+                   tombstones_out: list[Change] | None = None, truncate_table: str | None = None
                    ) -> tuple[list[Change], list[DeadLetter], int, int]:
     """Decode in offset order per partition, advancing each partition's snapshot fence as it goes.
     Also returns the snapshot's final-record marker (its lsn), wherever it is: the final record is
-    often one of a table this pipeline does not sync (heartbeat, signal)."""
+    often one of a table this pipeline does not sync (heartbeat, signal). Tombstones of synced
+    tables go to `tombstones_out` as deletes of their key (see derived/reduce.settle_tombstones)."""
     changes: list[Change] = []
     dead: list[DeadLetter] = []
     tombstones = 0
@@ -136,11 +153,16 @@ def decode_records(rows: Iterable[dict[str, Any]], fences: dict[str, int],
         fence_key = f"{pos.topic}:{pos.partition}"
         try:
             table_hint = None
-            out = decode(r["key"], r["value"], pos, fences.get(fence_key, 0))
+            out = decode(r["key"], r["value"], pos, fences.get(fence_key, 0), truncate_table=truncate_table)
+            if out is None:
+                continue  # a truncate marker row that marks nothing new
             if isinstance(out, Tombstone):
                 tombstones += 1
-                if tombstones_out is not None:
-                    tombstones_out.append(out)
+                table = table_of_topic(pos.topic)
+                if tombstones_out is not None and out.key and table in known_tables:
+                    deleted = _tombstone_delete(out, table, key_columns.get(table))
+                    if deleted is not None:
+                        tombstones_out.append(deleted)
                 continue
             table_hint = out.table
             if out.snapshot_last:
@@ -159,15 +181,42 @@ def decode_records(rows: Iterable[dict[str, Any]], fences: dict[str, int],
     return changes, dead, tombstones, snapshot_last_lsn
 
 
+@dataclass(frozen=True)
+class ApplyOptions:
+    """defer_truncates: the batch's truncates are not applied but returned in
+    `stats.truncate_cuts`. Partitions are applied in parallel Spark tasks, and a row older than a
+    truncate may be written by another task after this one's truncate: the driver applies the
+    cuts once every task of the batch is done (`apply_truncates`)."""
+
+    defer_truncates: bool = False
+    # Truncates applied in earlier batches: a change older than its table's cut is already removed
+    # (another partition can deliver it after the truncate's marker was applied).
+    known_cuts: dict[str, Version] = field(default_factory=dict)
+
+
+SPARK_TASK = ApplyOptions(defer_truncates=True)
+
+
 def apply_records(rows: list[dict[str, Any]], stores: Stores, fences: dict[str, int], dlq,
-                  rebuild: Stores | None = None) -> BatchStats:
+                  rebuild: Stores | None = None, how: "ApplyOptions | None" = None) -> BatchStats:
     """Decode, reduce, apply. During a rebuild the same changes also go to its fresh generation,
     first: a change then reaches the new generation whether the switch happens before or after
-    its live write (its rejections are the live write's, already dead-lettered)."""
+    its live write (its rejections are the live write's, already dead-lettered).
+
+    See ApplyOptions for what Spark tasks and the rebuild's catch-up do differently."""
+    how = how or ApplyOptions()
     stats = BatchStats(records=len(rows))
+    tombstones: list[Change] = []
     changes, dead, stats.tombstones, stats.snapshot_last_lsn = decode_records(
-        rows, fences, stores.key_columns, stores.tables)
+        rows, fences, stores.key_columns, stores.tables, tombstones, stores.truncate_table)
     truncates, latest = last_per_key(changes)
+    if how.known_cuts:
+        latest = [c for c in latest if not (c.table in how.known_cuts and c.version < how.known_cuts[c.table])]
+    deletes_at = {(c.position.topic, c.position.partition, c.position.offset) for c in changes if c.op == "delete"}
+    latest = settle_tombstones(latest, tombstones, deletes_at)
+    if how.defer_truncates:
+        stats.truncate_cuts, truncates = newest_cuts(truncates), []
+        stats.truncates = len(stats.truncate_cuts)
     if rebuild is not None:
         apply_changes(rebuild, truncates, latest, BatchStats(), [], rows)
     apply_changes(stores, truncates, latest, stats, dead, rows)
@@ -188,13 +237,9 @@ VISIBLE_SAMPLES = 200
 def apply_changes(stores: Stores, truncates: list[Change], latest: list[Change], stats: BatchStats,
                   dead: list[DeadLetter], rows: list[dict[str, Any]]) -> None:
     """Reduced changes into both stores, each getting only the tables it holds; the search
-    engine's per-document rejections join `dead` with their raw record."""
-    for t in sorted(truncates, key=lambda c: c.version):
-        if t.table in stores.search_tables:
-            stores.search.truncate(t, stores.search_tables[t.table])
-        if t.table in stores.cache_tables:
-            stores.cache.truncate(t, stores.cache_tables[t.table])
-        stats.truncates += 1
+    engine's per-document rejections join `dead` with their raw record. Truncates come last:
+    a truncate removes what is older than it, so a change of the same batch that it cuts must be
+    written first (a newer one survives it by version)."""
     # The two stores are independent: write them at the same time (each waits on its server).
     to_search = [c for c in latest if c.table in stores.search_tables]
     to_cache = [c for c in latest if c.table in stores.cache_tables]
@@ -210,6 +255,27 @@ def apply_changes(stores: Stores, truncates: list[Change], latest: list[Change],
     stats.search_stale += search.stale
     stats.cache_applied += cache.applied
     stats.cache_stale += cache.stale
+    stats.truncates += apply_truncates(stores, newest_cuts(truncates))
+
+
+def newest_cuts(truncates: Iterable[Change]) -> dict[str, Version]:
+    """The newest truncate per table: it removes everything an older one would."""
+    cuts: dict[str, Version] = {}
+    for t in truncates:
+        if t.table not in cuts or t.version > cuts[t.table]:
+            cuts[t.table] = t.version
+    return cuts
+
+
+def apply_truncates(stores: Stores, cuts: dict[str, Version]) -> int:
+    """Remove, at each cut's version, every entry of its table not written after it."""
+    for table, version in cuts.items():
+        marker = Change(table, "truncate", {}, "", None, version, Position("", 0, 0))
+        if table in stores.search_tables:
+            stores.search.truncate(marker, stores.search_tables[table])
+        if table in stores.cache_tables:
+            stores.cache.truncate(marker, stores.cache_tables[table])
+    return len(cuts)
 
 
 def rows_from_arrow(table: pa.Table) -> list[dict[str, Any]]:

@@ -40,11 +40,12 @@ def batch_offsets(config: Config, batch_id: int) -> dict[str, dict[str, int]]:
 
 def prepare(config: Config) -> dict[str, int]:
     """Support tables and publication; returns each table's row count (progress totals)."""
-    with postgres.connect(config.postgres.dsn_kwargs()) as conn:
-        postgres.ensure_support_tables(conn, config.postgres.heartbeat_table, config.postgres.signal_table)
-        postgres.ensure_publication(conn, config.postgres.publication,
-                                    [t.name for t in config.tables]
-                                    + [config.postgres.signal_table, config.postgres.heartbeat_table])
+    pg = config.postgres
+    with postgres.connect(pg.dsn_kwargs()) as conn:
+        postgres.ensure_support_tables(conn, pg.heartbeat_table, pg.signal_table, pg.truncate_table,
+                                       [t.name for t in config.tables])
+        postgres.ensure_publication(conn, pg.publication, [t.name for t in config.tables]
+                                    + [pg.signal_table, pg.heartbeat_table, pg.truncate_table])
         return {t.name: conn.execute(f"SELECT count(*) FROM {t.name}").fetchone()[0] for t in config.tables}
 
 
@@ -62,13 +63,18 @@ class Watch:
 
     def on_batch(self, batch_id: int, stats, rows: list[dict[str, Any]]) -> None:
         for row in rows:
+            if row["snapshot_reads"]:
+                self.snapshot_lsn = max(self.snapshot_lsn or 0, row["fence"])
             table = self.config.table_for_topic(row["topic"])
             if table is not None and row["snapshot_reads"]:
                 self.reads[table.name] = self.reads.get(table.name, 0) + row["snapshot_reads"]
                 self.on_progress(table.name, self.reads[table.name])
         if stats.snapshot_last_lsn and self.done is None:
-            swept = sweep_below_snapshot(self.config, stats.snapshot_last_lsn) if self.sweep else None
-            self.finish(batch_offsets(self.config, batch_id), stats.snapshot_last_lsn, "final snapshot record", swept)
+            self.complete(batch_offsets(self.config, batch_id), stats.snapshot_last_lsn, "final snapshot record")
+
+    def complete(self, offsets: dict[str, Any], lsn: int | None, how: str) -> None:
+        swept = sweep_below_snapshot(self.config, lsn) if self.sweep and lsn else None
+        self.finish(offsets, lsn, how, swept)
 
     def finish(self, offsets: dict[str, Any], lsn: int | None, how: str, swept: dict[str, int] | None = None) -> None:
         self.done = {"completed_at": time.time(), "seconds": round(time.monotonic() - self.started, 1),
@@ -79,36 +85,54 @@ class Watch:
         _write_state(self.config, self.done)
 
     last_check: float = 0.0
+    snapshot_lsn: int | None = None            # the snapshot reads' position (their partitions' fence)
+    snapshot_end: dict[str, dict[str, int]] | None = None
 
     def check_idle(self) -> bool:
-        """Other ways to be done: every table empty (Debezium sends no record at all), or the
-        snapshot finished before this state file existed and the pipeline has caught up."""
+        """The other way to be done: Debezium's final snapshot record can be gone by the time the
+        pipeline reads it (a compacted topic keeps only the newest record of its key: the heartbeat
+        row is updated every few seconds), and with empty tables there is none at all. Connect
+        commits a source offset only once its records are in Kafka, so a committed offset without
+        Debezium's snapshot flag means every snapshot record is in the topics: the snapshot is
+        applied once the pipeline has read up to the topics' ends seen after that."""
         if self.done is not None:
             return True
         if time.monotonic() - self.last_check < 5:
             return False
         self.last_check = time.monotonic()
-        if not _streaming(self.config):
-            return False
+        if self.snapshot_end is None:
+            if not _snapshot_committed(self.config):
+                return False
+            self.snapshot_end = _topic_ends(self.config)
         committed = committed_offsets(self.config.spark.checkpoint_dir) or {}
-        if sum(self.totals.values()) == 0:
-            self.finish(committed, None, "empty tables")
-        elif _caught_up(self.config, committed) and not self.reads and time.monotonic() - self.started > 15:
-            self.finish(committed, None, "snapshot completed earlier; pipeline caught up")
+        if all(int(committed.get(t, {}).get(p, 0)) >= int(o) for t, parts in self.snapshot_end.items()
+               for p, o in parts.items()):
+            how = "empty tables" if sum(self.totals.values()) == 0 else "connector offsets past the snapshot"
+            self.complete(committed, self.snapshot_lsn, how)
         return self.done is not None
 
 
-def _streaming(config: Config) -> bool:
-    with postgres.connect(config.postgres.dsn_kwargs()) as conn:
-        info = postgres.slot_info(conn, config.postgres.slot)
-    return info is not None and info.active
+def _snapshot_committed(config: Config) -> bool:
+    from pipelines.connector_ops import client_for
+
+    try:
+        offsets = client_for(config).offsets(config.connector_name).get("offsets") or []
+    except Exception:  # noqa: BLE001 - Connect busy or restarting: ask again at the next check
+        return False
+    return bool(offsets) and all("snapshot" not in o.get("offset", {}) for o in offsets)
 
 
-def _caught_up(config: Config, committed: dict[str, dict[str, int]]) -> bool:
+def _topic_ends(config: Config) -> dict[str, dict[str, int]]:
+    import re
+
+    from confluent_kafka.admin import AdminClient
+
     from pipelines.kafka_source import end_offsets
 
-    end = end_offsets(config.kafka.client_config(), [config.topic_for(t) for t in config.tables])
-    return all(int(committed.get(t, {}).get(p, 0)) >= int(o) for t, parts in end.items() for p, o in parts.items())
+    pattern = re.compile(config.topic_pattern)
+    topics = [t for t in AdminClient(config.kafka.client_config()).list_topics(timeout=10).topics
+              if pattern.fullmatch(t)]
+    return end_offsets(config.kafka.client_config(), topics) if topics else {}
 
 
 RESNAPSHOT = "cdckit-resnapshot.json"

@@ -353,10 +353,22 @@ def verify_command(config_path: Path, table: str | None, sample: int | None, tim
                 for doc_id in d.extra:
                     say(f"  extra     {doc_id}")
                 for item in d.different:
-                    say(f"  different {item['id']} field {item['field']}: postgres {item['postgres']!r}, "
-                        f"store {item['store']!r}")
+                    say(f"  different {item['id']} field {item['field']}: postgres {_cut(item['postgres'])}, "
+                        f"store {_cut(item['store'])}")
         say("exact" if report.exact else "DIFFERENCES FOUND")
     sys.exit(0 if report.exact else 1)
+
+
+def _cut(value, limit: int = 120) -> str:
+    """A value for one line of human output: long ones cut, with their length and a hash to tell
+    two apart (`--json` keeps them whole)."""
+    import hashlib
+
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    return f"{text[:limit]}... ({len(text):,} chars, sha256 {digest})"
 
 
 # -- status ---------------------------------------------------------------------------------------
@@ -449,9 +461,9 @@ def devstack_status() -> None:
 
 
 def _show_stack(states) -> None:
-    table = Table("server", "endpoint", "pid", "state", "log")
+    table = Table("server", "runs", "endpoint", "pid", "state", "log")
     for s in states:
-        table.add_row(s.name, s.endpoint, str(s.pid or "-"),
+        table.add_row(s.name, s.version, s.endpoint, str(s.pid or "-"),
                       "healthy" if s.healthy else ("not answering" if s.pid else "stopped"), s.log)
     out.print(table)
 

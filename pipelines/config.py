@@ -1,6 +1,7 @@
 """The one YAML config, validated up front: a mistake names its field and nothing starts."""
 from __future__ import annotations
 
+import json
 import re
 import string
 from pathlib import Path
@@ -33,6 +34,8 @@ class PostgresConfig(_Strict):
     publication: str = Field("cdckit", pattern=r"^[A-Za-z0-9_]{1,63}$")
     heartbeat_table: str = Field("public.cdckit_heartbeat", pattern=_TABLE.pattern)
     signal_table: str = Field("public.cdckit_signal", pattern=_TABLE.pattern)
+    truncate_table: str = Field("public.cdckit_truncates", pattern=_TABLE.pattern,
+                                description="marker rows written by a TRUNCATE trigger on each synced table")
     connector_host: str | None = Field(None, description="host Kafka Connect uses, when it differs from 'host'")
     connector_port: int | None = Field(None, ge=1, le=65535)
 
@@ -50,11 +53,25 @@ class KafkaConfig(_Strict):
     bootstrap_servers: str
     partitions: int = Field(1, ge=1, description="partitions of each change topic Debezium creates")
     replication_factor: int = Field(1, ge=1)
+    topic_config: dict[str, str | int | float] = Field(
+        default_factory=dict, description="extra settings of the change topics Debezium creates "
+        "(e.g. segment.ms, min.cleanable.dirty.ratio, delete.retention.ms); cleanup.policy stays compact")
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
     sasl_username: str | None = None
     sasl_password: SecretRef | None = None
     ssl_ca_location: Path | None = None
+
+    @field_validator("topic_config")
+    @classmethod
+    def _compacted(cls, v: dict[str, Any]) -> dict[str, Any]:
+        if "cleanup.policy" in v:
+            raise ValueError("cleanup.policy cannot be set: change topics must be compacted (the rebuild "
+                             "replays them and needs the last record of every key)")
+        bad = [k for k in v if not re.fullmatch(r"[a-z0-9]+(\.[a-z0-9]+)*", k)]
+        if bad:
+            raise ValueError(f"not a topic setting name: {', '.join(bad)}")
+        return v
 
     @model_validator(mode="after")
     def _sasl_complete(self) -> "KafkaConfig":
@@ -73,6 +90,20 @@ class KafkaConfig(_Strict):
                          "sasl.password": self.sasl_password.get()})
         if self.ssl_ca_location:
             conf["ssl.ca.location"] = str(self.ssl_ca_location)
+        return conf
+
+    def java_client_config(self) -> dict[str, Any]:
+        """The same for Java clients (Spark's built-in kafka source): JAAS and a PEM trust store."""
+        conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers,
+                                "security.protocol": self.security_protocol}
+        if self.sasl_mechanism:
+            module = ("org.apache.kafka.common.security.plain.PlainLoginModule" if self.sasl_mechanism == "PLAIN"
+                      else "org.apache.kafka.common.security.scram.ScramLoginModule")
+            user, password = (json.dumps(v) for v in (self.sasl_username, self.sasl_password.get()))
+            conf.update({"sasl.mechanism": self.sasl_mechanism,
+                         "sasl.jaas.config": f"{module} required username={user} password={password};"})
+        if self.ssl_ca_location:
+            conf.update({"ssl.truststore.type": "PEM", "ssl.truststore.location": str(self.ssl_ca_location)})
         return conf
 
 
@@ -156,6 +187,10 @@ class SearchConfig(_Strict):
     bulk_chunk: int = Field(2000, ge=1)
     max_document_bytes: int = Field(10 * 1024 * 1024, ge=1024,
                                     description="larger documents go to the dead-letter topic")
+    deleted_version_ttl_s: int = Field(
+        86_400, ge=60, description="index.gc_deletes of the indices cdckit creates: how long the engine "
+        "remembers a deleted document's version, so an older replay (dlq replay, a rebuild's catch-up "
+        "beside the live writes) cannot bring it back (the engine's default is 60 s)")
 
     @field_validator("url")
     @classmethod
@@ -275,6 +310,11 @@ class Config(_Strict):
     def topic_for(self, table: TableConfig) -> str:
         return f"{self.topic_prefix}.{table.name}"
 
+    @property
+    def truncate_topic(self) -> str:
+        """The topic of the truncate marker table (see connectors/postgres.py)."""
+        return f"{self.topic_prefix}.{self.postgres.truncate_table}"
+
     def table_for_topic(self, topic: str) -> TableConfig | None:
         return next((t for t in self.tables if self.topic_for(t) == topic), None)
 
@@ -308,12 +348,32 @@ def parse_config(data: Any, source: str = "config") -> Config:
         field = ".".join(str(p) for p in err["loc"]) or "(top level)"
         more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
         raise ConfigError(field, err["msg"] + more) from None
+    _check_disjoint_keys(config)
     for field, ref in _secret_refs(config):
         try:
             ref.resolve()
         except ValueError as exc:
             raise ConfigError(field, str(exc)) from None
     return config
+
+
+def _check_disjoint_keys(config: Config) -> None:
+    """Two tables' Redis keys must never match each other's pattern: a truncate, a verify or a
+    count of one table scans its pattern and would take the other's keys for its own."""
+    def matcher(template: str) -> re.Pattern:
+        parts = string.Formatter().parse(template)
+        return re.compile("".join(re.escape(lit) + (".*" if fld is not None else "") for lit, fld, _, _ in parts),
+                          re.DOTALL)
+
+    def sample(template: str) -> str:
+        return "".join(lit + ("0" if fld is not None else "") for lit, fld, _, _ in string.Formatter().parse(template))
+
+    templates = [t.redis_key_template for t in config.tables]
+    for i, a in enumerate(templates):
+        for j, b in enumerate(templates):
+            if i != j and matcher(a).fullmatch(sample(b)):
+                raise ConfigError(f"tables.{j}.redis_key", f"keys of {config.tables[j].name} ({b!r}) match the key "
+                                  f"pattern of {config.tables[i].name} ({a!r}): give each table a distinct prefix")
 
 
 def load_config(path: str | Path) -> Config:

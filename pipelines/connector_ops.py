@@ -21,9 +21,12 @@ def client_for(config: Config) -> ConnectClient:
 
 
 def prepare_database(config: Config) -> None:
-    """Tables the connector config refers to (heartbeat target, signal table) must exist first."""
-    with postgres.connect(config.postgres.dsn_kwargs()) as conn:
-        postgres.ensure_support_tables(conn, config.postgres.heartbeat_table, config.postgres.signal_table)
+    """Tables the connector config refers to (heartbeat target, signal and truncate marker
+    tables) must exist first."""
+    pg = config.postgres
+    with postgres.connect(pg.dsn_kwargs()) as conn:
+        postgres.ensure_support_tables(conn, pg.heartbeat_table, pg.signal_table, pg.truncate_table,
+                                       [t.name for t in config.tables])
 
 
 def apply(config: Config, client: ConnectClient | None = None) -> ApplyResult:

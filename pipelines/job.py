@@ -14,16 +14,18 @@ from typing import Callable
 
 import orjson
 
-from pipelines.apply_batch import BatchStats, stores_from_config
+from pipelines.apply_batch import ApplyOptions, BatchStats, apply_truncates, stores_from_config
 from derived import store_markers
+from derived.change import Version
 from derived.errors import StoreUnavailable
 from pipelines.checkpoint_state import claim_status, committed_offsets, write_status
 from pipelines.config import load_config
-from pipelines.errors import CdckitError
+from pipelines.errors import CdckitError, ConfigError
 from pipelines.config import Config
 from pipelines.dead_letters import ensure_topic
 from pipelines.fences import FenceStore
-from pipelines.partition_apply import STATS_DDL, STATS_SCHEMA, add_stats, executor_fn, range_executor_fn
+from pipelines.json_files import read_json, write_json
+from pipelines.partition_apply import STATS_DDL, add_stats, executor_fn, range_executor_fn, stats_of
 from pipelines.rebuild_state import live_targets
 
 log = logging.getLogger("cdckit.job")
@@ -35,7 +37,16 @@ def spark_session(config: Config):
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    spark = (SparkSession.builder.master(config.spark.master).appName("cdckit")
+    from pipelines.devstack.jars import spark_kafka_jars
+
+    jars = spark_kafka_jars()
+    if config.spark.kafka_source == "jvm" and not jars:
+        raise ConfigError("spark.kafka_source", "'jvm' needs the spark-sql-kafka-0-10 jar, which is not "
+                          "fetched (run scripts/setup, or set CDCKIT_JARS_DIR)")
+    builder = SparkSession.builder
+    if jars:  # Spark's built-in kafka source, for `spark.kafka_source: jvm`
+        builder = builder.config("spark.jars", ",".join(str(j) for j in jars))
+    spark = (builder.master(config.spark.master).appName("cdckit")
              .config("spark.sql.shuffle.partitions", str(config.spark.shuffle_partitions))
              .config("spark.ui.enabled", "false")
              .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
@@ -54,7 +65,8 @@ def change_stream(spark, config: Config):
     fmt = "cdckit_kafka" if config.spark.kafka_source == "python" else "kafka"
     reader = (spark.readStream.format(fmt).option("subscribePattern", config.topic_pattern)
               .option("startingOffsets", "earliest"))
-    for key, value in config.kafka.client_config().items():
+    client = config.kafka.client_config() if fmt == "cdckit_kafka" else config.kafka.java_client_config()
+    for key, value in client.items():
         reader = reader.option(f"kafka.{key}", value)
     if config.spark.max_offsets_per_trigger:
         reader = reader.option("maxOffsetsPerTrigger", str(config.spark.max_offsets_per_trigger))
@@ -135,6 +147,7 @@ def batch_writer(config: Config, on_batch: Callable | None = None, config_path: 
     fences = FenceStore(config.spark.checkpoint_dir)
 
     fresh = committed_offsets(config.spark.checkpoint_dir) is None
+    cuts = TruncateCuts(config.spark.checkpoint_dir)
 
     def write(df, batch_id: int) -> None:
         nonlocal fresh
@@ -146,12 +159,18 @@ def batch_writer(config: Config, on_batch: Callable | None = None, config_path: 
         state = fences.before(batch_id)
         rebuild = live_targets(config.spark.checkpoint_dir)
         apply_fn = range_executor_fn if "start" in df.columns else executor_fn  # ranges, or records (JVM source)
-        out = df.mapInArrow(apply_fn(config_json, state, rebuild), STATS_DDL).toArrow().to_pylist()
+        how = ApplyOptions(defer_truncates=True, known_cuts=cuts.known)
+        out = df.mapInArrow(apply_fn(config_json, state, rebuild, how), STATS_DDL).toArrow().to_pylist()
         stats = BatchStats()
         for row in out:
             state[f"{row['topic']}:{row['partition']}"] = max(state.get(f"{row['topic']}:{row['partition']}", 0),
                                                                row["fence"])
-            add_stats(stats, BatchStats(**{k: row[k] for k in STATS_SCHEMA.names[3:]}))
+            add_stats(stats, stats_of(row))
+        if stats.truncate_cuts:  # after every task's writes: see apply_records
+            if rebuild:
+                apply_truncates(stores_from_config(live.config, rebuild), stats.truncate_cuts)
+            apply_truncates(live.stores, stats.truncate_cuts)
+            cuts.learn(stats.truncate_cuts)
         fences.save(batch_id, state)
         seconds = time.monotonic() - started
         write_status(config.spark.checkpoint_dir, batch_id, stats, seconds)
@@ -164,6 +183,21 @@ def batch_writer(config: Config, on_batch: Callable | None = None, config_path: 
             on_batch(batch_id, stats, out)
 
     return write
+
+
+class TruncateCuts:
+    """The newest truncate per table the pipeline has applied, kept beside the checkpoint: every
+    later batch drops changes older than their table's cut (see ApplyOptions.known_cuts)."""
+
+    def __init__(self, directory: Path):
+        self.path = Path(directory) / "cdckit-truncates.json"
+        self.known = {t: Version(*v) for t, v in read_json(self.path, {}).items()}
+
+    def learn(self, cuts: dict) -> None:
+        newer = {t: v for t, v in cuts.items() if t not in self.known or v > self.known[t]}
+        if newer:
+            self.known = {**self.known, **newer}
+            write_json(self.path, {t: list(v) for t, v in self.known.items()})
 
 
 def start(spark, config: Config, on_batch=None, config_path: Path | None = None, metrics=None):
@@ -191,8 +225,9 @@ def progress_lag(progress: dict | None) -> dict[str, int]:
 def run(config: Config, config_path: Path | None = None, on_batch=None, once: Callable[[], bool] | None = None
         ) -> int:
     """Run until SIGTERM/SIGINT (after the current batch), or until `once()` says the work is done.
-    A store that stays unreachable beyond the sinks' retries fails the batch; the query is then
-    restarted from its checkpoint after a pause (the batch is re-run: versioned writes make that safe)."""
+    A store that stays unreachable beyond the sinks' retries, or a broker that does not answer,
+    fails the batch; the query is then restarted from its checkpoint after a pause (the batch is
+    re-run: versioned writes make that safe). Lost topics and bad config end it: a restart cannot help."""
     from pipelines.metrics import PipelineMetrics
 
     claim_status(config.spark.checkpoint_dir)
@@ -213,11 +248,10 @@ def run(config: Config, config_path: Path | None = None, on_batch=None, once: Ca
         failure = query.exception()
         if failure is None:
             break
-        if not _store_unavailable(failure) or stopping.is_set():
+        if not _restartable(failure) or stopping.is_set():
             log.error("query failed: %s", failure)
             return 1
-        log.warning("a store is unreachable (%s); restarting from the checkpoint in %.0f s",
-                    _first_line(failure), pause)
+        log.warning("%s; restarting from the checkpoint in %.0f s", _first_line(failure), pause)
         if stopping.wait(pause):
             break
         pause = min(pause * 2, 60.0)
@@ -249,8 +283,11 @@ def _follow(query, metrics, stopping: threading.Event, once: Callable[[], bool] 
             break
 
 
-def _store_unavailable(failure) -> bool:
-    return "StoreUnavailable" in str(failure)
+_RESTARTABLE = ("StoreUnavailable", "KafkaUnavailable", "NoFetchResponse")
+
+
+def _restartable(failure) -> bool:
+    return any(name in str(failure) for name in _RESTARTABLE)
 
 
 def _first_line(failure) -> str:
@@ -258,5 +295,5 @@ def _first_line(failure) -> str:
     import re
 
     text = str(failure)
-    found = re.findall(r"StoreUnavailable: (.+)", text)
+    found = re.findall(rf"(?:{'|'.join(_RESTARTABLE)}): (.+)", text)
     return (found[-1] if found else text.splitlines()[0])[:300]

@@ -111,7 +111,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._consumer
 
     def _partitions(self) -> list[tuple[str, int]]:
-        md = self._meta_consumer().list_topics(timeout=10)
+        from confluent_kafka import KafkaException
+
+        try:
+            md = self._meta_consumer().list_topics(timeout=10)
+        except KafkaException as exc:
+            raise KafkaUnavailable(f"kafka at {self.conf.get('bootstrap.servers')} did not answer: {exc}") from None
         names = self.topics if self.topics is not None else [t for t in md.topics if self.pattern.fullmatch(t)]
         out = []
         for t in names:
@@ -270,6 +275,38 @@ def read_range(conf: dict[str, Any], r: KafkaRange, poll_timeout_s: float = 120,
 STALE_WATERMARK_S = 2.0
 
 
+def _transient_codes() -> frozenset[int]:
+    from confluent_kafka import KafkaError
+
+    return frozenset({KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT,
+                      KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE})
+
+
+_TRANSIENT = _transient_codes()
+
+
+def _log_end(c, r: KafkaRange) -> int | None:
+    """The partition's high watermark from the broker now, or None when it does not answer."""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    try:
+        return c.get_watermark_offsets(TopicPartition(r.topic, r.partition), timeout=5, cached=False)[1]
+    except KafkaException:
+        return None
+
+
+def _partition_exists(c, r: KafkaRange) -> bool:
+    """Whether the broker still has the range's partition (True when it does not answer: that is
+    an outage, not a loss)."""
+    from confluent_kafka import KafkaException
+
+    try:
+        meta = c.list_topics(r.topic, timeout=5).topics.get(r.topic)
+    except KafkaException:
+        return True
+    return meta is not None and meta.error is None and r.partition in meta.partitions
+
+
 def read_messages(conf: dict[str, Any], r: KafkaRange, poll_timeout_s: float = 120) -> Iterator[list]:
     """The consumer's messages of [start, end) of one partition, a list per fetch (no error
     messages, nothing at or past `end`). Offsets may have gaps (compaction, transaction markers):
@@ -293,18 +330,24 @@ def read_messages(conf: dict[str, Any], r: KafkaRange, poll_timeout_s: float = 1
                 position = c.position([TopicPartition(r.topic, r.partition)])[0].offset
                 if position >= r.end:
                     break
-                # The cached watermark may predate this assignment (the consumer is reused): it
-                # counts only once the range made no progress for longer than a fetch takes.
-                _, high = c.get_watermark_offsets(TopicPartition(r.topic, r.partition), cached=True)
-                if (0 <= high < r.end and max(position, next_offset) >= high
-                        and time.monotonic() - last_progress > STALE_WATERMARK_S):
+                stalled = time.monotonic() - last_progress
+                # No progress for longer than a fetch takes: ask the broker where the log ends (the
+                # cached watermark may predate this assignment, or the broker's restart). A broker
+                # that does not answer is an outage, not a shorter log.
+                high = _log_end(c, r) if stalled > STALE_WATERMARK_S else None
+                if high is not None and 0 <= high < r.end and max(position, next_offset) >= high:
                     raise RuntimeError(f"{where}: the log ends at {high}, before the range end {r.end} "
                                        f"(the topic was recreated or the broker lost its data: recover with `cdckit bootstrap`)")
-                if time.monotonic() - last_progress > poll_timeout_s:
-                    raise RuntimeError(f"{where}: no record between offsets {next_offset} and {r.end} "
-                                       f"within {poll_timeout_s:g} s")
+                if stalled > STALE_WATERMARK_S and not _partition_exists(c, r):
+                    raise RuntimeError(f"{where}: the topic or partition no longer exists (it was deleted or the "
+                                       f"broker lost its data: recover with `cdckit bootstrap`)")
+                if stalled > poll_timeout_s:
+                    raise KafkaUnavailable(f"{where}: no record between offsets {next_offset} and {r.end} "
+                                           f"within {poll_timeout_s:g} s")
                 continue
             last_progress = time.monotonic()
+            # Errors librdkafka recovers from by itself (a broker restarting) are reports, not data.
+            msgs = [m for m in msgs if m.error() is None or m.error().code() not in _TRANSIENT]
             good = msgs
             for i, m in enumerate(msgs):
                 err = m.error()
@@ -372,7 +415,11 @@ def _batch(r: KafkaRange, cols: dict[str, list]) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
 
 
-class NoFetchResponse(RuntimeError):
+class KafkaUnavailable(RuntimeError):
+    """The broker does not answer (restarting, unreachable): `cdckit run` retries after a pause."""
+
+
+class NoFetchResponse(KafkaUnavailable):
     def __init__(self, tps: list[tuple[str, int]]):
         self.tps = tps
         super().__init__(f"no fetch response for {tps} within 30 s: the broker is unreachable, or it lost these "

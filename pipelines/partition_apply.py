@@ -13,14 +13,15 @@ from typing import Any, Callable, Iterable, Iterator
 import orjson
 import pyarrow as pa
 
-from pipelines.apply_batch import BatchStats, Targets, apply_records, rows_from_arrow
+from derived.change import Version
+from pipelines.apply_batch import SPARK_TASK, ApplyOptions, BatchStats, Targets, apply_records, rows_from_arrow
 
 STATS_SCHEMA = pa.schema([
     ("topic", pa.string()), ("partition", pa.int32()), ("fence", pa.int64()), ("records", pa.int64()),
     ("tombstones", pa.int64()), ("dead_letters", pa.int64()), ("search_applied", pa.int64()),
     ("search_stale", pa.int64()), ("cache_applied", pa.int64()), ("cache_stale", pa.int64()),
     ("truncates", pa.int64()), ("snapshot_reads", pa.int64()), ("snapshot_last_lsn", pa.int64()),
-    ("newest_source_ts_ms", pa.int64()), ("visible_ms", pa.list_(pa.int64())),
+    ("newest_source_ts_ms", pa.int64()), ("visible_ms", pa.list_(pa.int64())), ("truncate_cuts", pa.string()),
 ])
 # The same schema as Spark DDL, for mapInArrow's declared output.
 _SPARK_TYPES = {pa.string(): "string", pa.int32(): "int", pa.int64(): "bigint", pa.list_(pa.int64()): "array<bigint>"}
@@ -46,10 +47,10 @@ def _resources(config_json: bytes, targets: Targets | None = None):
     return _workers[key]
 
 
-def apply_partition(batches: Iterable[pa.RecordBatch], stores, dlq, fences: dict[str, int], rebuild=None
-                    ) -> Iterator[dict[str, Any]]:
+def apply_partition(batches: Iterable[pa.RecordBatch], stores, dlq, fences: dict[str, int], rebuild=None,
+                    how: ApplyOptions | None = None) -> Iterator[dict[str, Any]]:
     """Apply records given as Arrow batches of the kafka source's columns."""
-    yield from apply_rows(_arrow_rows(batches), stores, dlq, fences, rebuild)
+    yield from apply_rows(_arrow_rows(batches), stores, dlq, fences, rebuild, how)
 
 
 def _arrow_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[list[dict[str, Any]]]:
@@ -57,8 +58,8 @@ def _arrow_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[list[dict[str, An
         yield rows_from_arrow(pa.Table.from_batches([rb]))
 
 
-def apply_rows(chunks: Iterable[list[dict[str, Any]]], stores, dlq, fences: dict[str, int], rebuild=None
-               ) -> Iterator[dict[str, Any]]:
+def apply_rows(chunks: Iterable[list[dict[str, Any]]], stores, dlq, fences: dict[str, int], rebuild=None,
+               how: ApplyOptions | None = None) -> Iterator[dict[str, Any]]:
     """Apply in chunks (versions make chunking safe); one stats row per topic-partition seen."""
     totals: dict[tuple[str, int], BatchStats] = {}
     pending: list[dict[str, Any]] = []
@@ -68,7 +69,7 @@ def apply_rows(chunks: Iterable[list[dict[str, Any]]], stores, dlq, fences: dict
         for r in pending:
             by_tp.setdefault((r["topic"], r["partition"]), []).append(r)
         for tp, rows in by_tp.items():
-            stats = apply_records(rows, stores, fences, dlq, rebuild)
+            stats = apply_records(rows, stores, fences, dlq, rebuild, how)
             add_stats(totals.setdefault(tp, BatchStats()), stats)
         pending.clear()
 
@@ -79,8 +80,18 @@ def apply_rows(chunks: Iterable[list[dict[str, Any]]], stores, dlq, fences: dict
     if pending:
         flush()
     for (topic, partition), s in totals.items():
-        yield {"topic": topic, "partition": partition, "fence": fences.get(f"{topic}:{partition}", 0),
+        row = {"topic": topic, "partition": partition, "fence": fences.get(f"{topic}:{partition}", 0),
                **{k: getattr(s, k) for k in STATS_SCHEMA.names[3:]}}
+        row["truncate_cuts"] = (orjson.dumps({t: list(v) for t, v in s.truncate_cuts.items()}).decode()
+                                if s.truncate_cuts else None)
+        yield row
+
+
+def stats_of(row: dict[str, Any]) -> BatchStats:
+    """A stats row (as the driver collects it) back into BatchStats."""
+    fields = {k: row[k] for k in STATS_SCHEMA.names[3:]}
+    fields["truncate_cuts"] = {t: Version(*v) for t, v in orjson.loads(row["truncate_cuts"] or "{}").items()}
+    return BatchStats(**fields)
 
 
 def add_stats(total: BatchStats, s: BatchStats) -> None:
@@ -94,38 +105,41 @@ def add_stats(total: BatchStats, s: BatchStats) -> None:
             setattr(total, name, max(x for x in (a, b) if x is not None) if (a or b) else None)
         elif name == "snapshot_last_lsn":
             setattr(total, name, max(a, b))
+        elif name == "truncate_cuts":
+            setattr(total, name, {t: max(v for v in (a.get(t), b.get(t)) if v is not None) for t in {*a, *b}})
         else:
             setattr(total, name, a + b)
 
 
-def executor_fn(config_json: bytes, fences: dict[str, int], rebuild: Targets | None = None
-                ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def executor_fn(config_json: bytes, fences: dict[str, int], rebuild: Targets | None = None,
+                how: ApplyOptions = SPARK_TASK) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The mapInArrow function: closes over the config (secret refs, not values), the fences and
     a running rebuild's targets (written too, see apply_records)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return _apply_task(config_json, fences, rebuild, _arrow_rows(batches))
+        return _apply_task(config_json, fences, rebuild, _arrow_rows(batches), how)
 
     return run
 
 
-def range_executor_fn(config_json: bytes, fences: dict[str, int], rebuild: Targets | None = None
-                      ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+def range_executor_fn(config_json: bytes, fences: dict[str, int], rebuild: Targets | None = None,
+                      how: ApplyOptions = SPARK_TASK) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The same over a micro-batch of offset ranges (the source's `ranges` mode): each task reads
     its own partition's range from Kafka, so records never travel through the JVM."""
 
     def run(ranges: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return _apply_task(config_json, fences, rebuild, _range_rows(ranges, _client_config(config_json)))
+        return _apply_task(config_json, fences, rebuild, _range_rows(ranges, _client_config(config_json)), how)
 
     return run
 
 
 def _apply_task(config_json: bytes, fences: dict[str, int], rebuild: Targets | None,
-                chunks: Iterable[list[dict[str, Any]]]) -> Iterator[pa.RecordBatch]:
-    """One task's records applied with this worker's stores; its stats rows as one Arrow batch."""
+                chunks: Iterable[list[dict[str, Any]]], how: ApplyOptions) -> Iterator[pa.RecordBatch]:
+    """One task's records applied with this worker's stores; its stats rows as one Arrow batch.
+    Truncates are left to the driver (see apply_records)."""
     stores, dlq = _resources(config_json)
     extra = _resources(config_json, rebuild) if rebuild else None
-    rows = list(apply_rows(chunks, stores, dlq, dict(fences), extra))
+    rows = list(apply_rows(chunks, stores, dlq, dict(fences), extra, how))
     if rows:
         yield pa.RecordBatch.from_pylist(rows, schema=STATS_SCHEMA)
 

@@ -30,6 +30,7 @@ from derived import store_markers
 from derived.search_generations import (GenerationError, SearchGeneration, create_generation, drop_generation,
                                         plan_generation, switch_generation)
 from pipelines import rebuild_state
+from derived.change import Version
 from pipelines.apply_batch import Targets, redis_client, search_engine
 from pipelines.config import Config
 from pipelines.errors import CdckitError
@@ -93,7 +94,8 @@ def make_plan(config: Config, which: str, table: str | None) -> Plan:
     search_tables = [t for t in config.tables if table in (None, t.name)] if "search" in stores else []
     # A Redis generation is a whole database: the cache is always rebuilt for every table.
     replayed = config.tables if "cache" in stores else search_tables
-    topics = _existing_topics(config, [config.topic_for(t) for t in replayed])
+    # The truncate markers too: the catch-up applies those it meets (the bulk reads them first).
+    topics = _existing_topics(config, [config.topic_for(t) for t in replayed] + [config.truncate_topic])
     from pipelines.kafka_source import begin_offsets, end_offsets
 
     conf = config.kafka.client_config()
@@ -166,6 +168,8 @@ def run(spark, config: Config, plan: Plan, keep_old: bool = False, cb: Callbacks
         state["switched_at"] = time.time()
         _advance(ckpt, state, "switched")
     if state["phase"] == "switched":
+        if plan.cache:
+            cachegen.finish(redis_client(config), plan.rebuild_id)
         dropped = False
         if not keep_old:
             cb.phase("dropping the old generation")
@@ -188,7 +192,7 @@ def _create_generations(config: Config, plan: Plan, resuming: bool) -> None:
         mappings = {t.name: t.mappings for t in config.tables}
         for name, s in plan.search.items():
             create_generation(engine, SearchGeneration(s["alias"], s["current"], s["target"]), mappings.get(name),
-                              resume=resuming)
+                              resume=resuming, gc_deletes_s=config.search.deleted_version_ttl_s)
     if plan.cache:
         live, spare = redis_client(config), redis_client(config, plan.cache["spare_db"])
         cachegen.check_spare(live, spare, plan.cache["live_db"], plan.cache["spare_db"], resuming)
@@ -213,7 +217,8 @@ def _bulk(spark, config: Config, plan: Plan, work: Path, cb: Callbacks) -> dict[
         watcher = threading.Thread(target=_watch_progress, args=(work, cb, stop), daemon=True)
         watcher.start()
         try:
-            rows = (frame.mapInArrow(bulk_fn(_config_json(config), plan.targets, str(work)), BULK_DDL)
+            cuts = truncate_cuts(config, plan)
+            rows = (frame.mapInArrow(bulk_fn(_config_json(config), plan.targets, str(work), cuts), BULK_DDL)
                     .toArrow().to_pylist())
         finally:
             stop.set()
@@ -232,6 +237,31 @@ def _bulk(spark, config: Config, plan: Plan, work: Path, cb: Callbacks) -> dict[
     return totals
 
 
+def truncate_cuts(config: Config, plan: Plan) -> dict[str, Version]:
+    """The newest truncate per table within the plan's ranges, read from the marker topic before
+    the bulk: a truncate's marker sits in one partition of its own topic, while the rows it removes
+    are in every partition of the table's; each partition's fold starts from these cuts."""
+    from connectors.envelope import RecordError, decode
+    from derived.change import Position
+    from pipelines.apply_batch import newest_cuts
+    from pipelines.kafka_source import KafkaRange, read_messages
+
+    topic = config.truncate_topic
+    truncates = []
+    for p, end in plan.end.get(topic, {}).items():
+        begin = int(plan.begin.get(topic, {}).get(p, 0))
+        for msgs in read_messages(config.kafka.client_config(), KafkaRange(topic, int(p), begin, int(end))):
+            for m in msgs:
+                try:
+                    out = decode(m.key(), m.value(), Position(topic, int(p), m.offset()),
+                                 truncate_table=config.postgres.truncate_table)
+                except RecordError:
+                    continue  # not a marker the bulk can use; the live pipeline dead-lettered it
+                if out is not None and getattr(out, "op", None) == "truncate":
+                    truncates.append(out)
+    return newest_cuts(truncates)
+
+
 def _watch_progress(work: Path, cb: Callbacks, stop: threading.Event) -> None:
     from pipelines.rebuild_spark import read_progress
 
@@ -243,7 +273,8 @@ def _catchup(spark, config: Config, plan: Plan, work: Path, bulk_fences: dict[st
     """Structured Streaming from the bulk's end to the log's end now (availableNow), into the fresh
     generations only, with the fences the bulk ended with."""
     from pipelines.fences import FenceStore
-    from pipelines.partition_apply import STATS_DDL
+    from pipelines.apply_batch import BatchStats, apply_truncates, stores_from_config
+    from pipelines.partition_apply import STATS_DDL, add_stats, stats_of
     from pipelines.rebuild_spark import catchup_fn
 
     totals = {"records": 0, "search_applied": 0, "search_stale": 0, "cache_applied": 0, "cache_stale": 0}
@@ -253,15 +284,20 @@ def _catchup(spark, config: Config, plan: Plan, work: Path, bulk_fences: dict[st
     if not fences.path.exists():
         fences.save(-1, bulk_fences)
     config_json = _config_json(config)
+    cuts = truncate_cuts(config, plan)  # what the bulk started from: older changes stay out
 
     def write(df, batch_id: int) -> None:
         state = fences.before(batch_id)
-        out = df.mapInArrow(catchup_fn(config_json, plan.targets, state), STATS_DDL).toArrow().to_pylist()
+        out = df.mapInArrow(catchup_fn(config_json, plan.targets, state, cuts), STATS_DDL).toArrow().to_pylist()
+        batch = BatchStats()
         for row in out:
             key = f"{row['topic']}:{row['partition']}"
             state[key] = max(state.get(key, 0), row["fence"])
             for k in totals:
                 totals[k] += row[k]
+            add_stats(batch, stats_of(row))
+        if batch.truncate_cuts:  # after every task's writes: see apply_records
+            apply_truncates(stores_from_config(config, plan.targets), batch.truncate_cuts)
         fences.save(batch_id, state)
 
     reader = (spark.readStream.format("cdckit_kafka").option("subscribe", ",".join(plan.topics))
@@ -287,7 +323,8 @@ def _switch(config: Config, plan: Plan) -> None:
     if plan.cache:
         store_markers.mark_cache(redis_client(config, plan.cache["spare_db"]), config.topic_prefix,
                                  f"rebuild {plan.rebuild_id}")
-        cachegen.switch(redis_client(config), plan.cache["live_db"], plan.cache["spare_db"])
+        cachegen.switch(redis_client(config), redis_client(config, plan.cache["spare_db"]), plan.cache["live_db"],
+                        plan.cache["spare_db"], plan.rebuild_id)
 
 
 def _live_batch(config: Config) -> int | None:

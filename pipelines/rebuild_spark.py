@@ -10,6 +10,7 @@ from typing import Any, Callable, Iterator
 import orjson
 import pyarrow as pa
 
+from derived.change import Version
 from pipelines.apply_batch import BatchStats, Targets, apply_changes
 from pipelines.json_files import read_json, write_json
 
@@ -42,29 +43,30 @@ def read_progress(work: Path) -> dict[str, dict[str, Any]]:
 RANGES_DDL = "topic string, partition int, start long, end long"
 
 
-def bulk_fn(config_json: bytes, targets: Targets, work: str
+def bulk_fn(config_json: bytes, targets: Targets, work: str, cuts: dict[str, Version] | None = None
             ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The mapInArrow function over a DataFrame of offset ranges, one Kafka partition per Spark
     partition: each task reads its range itself (no second trip of every record through the JVM),
-    folds it and writes the survivors."""
+    folds it (from the truncate cuts read before, see rebuild.truncate_cuts) and writes the survivors."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for rb in batches:
             for r in rb.to_pylist():
-                yield _bulk_range(config_json, targets, work, r["topic"], r["partition"], r["start"], r["end"])
+                yield _bulk_range(config_json, targets, work, r["topic"], r["partition"], r["start"], r["end"],
+                                  cuts or {})
 
     return run
 
 
 def _bulk_range(config_json: bytes, targets: Targets, work: str, topic: str, partition: int, start: int,
-                end: int) -> pa.RecordBatch:
+                end: int, cuts: dict[str, Version]) -> pa.RecordBatch:
     from pipelines.config import parse_config
     from pipelines.dead_letters import DeadLetterWriter
     from pipelines.partition_apply import _resources
 
     config = parse_config(orjson.loads(config_json))
     progress = progress_file(Path(work), topic, partition)
-    fold, read_s, fold_s = _fold_range(config, topic, partition, start, end, progress)
+    fold, read_s, fold_s = _fold_range(config, topic, partition, start, end, progress, cuts)
     t = time.perf_counter()
     survivors = fold.survivors()
     stats, dead = BatchStats(records=fold.records, tombstones=fold.tombstones), list(fold.dead)
@@ -86,12 +88,14 @@ def _bulk_range(config_json: bytes, targets: Targets, work: str, topic: str, par
         "fold_seconds": round(fold_s, 2), "apply_seconds": round(apply_s, 2)}], schema=BULK_SCHEMA)
 
 
-def _fold_range(config, topic: str, partition: int, start: int, end: int, progress: Path):
+def _fold_range(config, topic: str, partition: int, start: int, end: int, progress: Path,
+                cuts: dict[str, Version]):
     """(fold, seconds reading, seconds folding) of [start, end) of one partition."""
     from pipelines.kafka_source import KafkaRange, read_messages
     from pipelines.replay import PartitionFold
 
-    fold = PartitionFold({t.name: t.key for t in config.tables}, {config.topic_for(t): t.name for t in config.tables})
+    fold = PartitionFold({t.name: t.key for t in config.tables}, {config.topic_for(t): t.name for t in config.tables},
+                         truncated=dict(cuts), truncate_table=config.postgres.truncate_table)
     started, fold_s, reported = time.perf_counter(), 0.0, 0
     for msgs in read_messages(config.kafka.client_config(), KafkaRange(topic, partition, start, end)):
         t = time.perf_counter()
@@ -110,12 +114,18 @@ class _Discard:
         return 0
 
 
-def catchup_fn(config_json: bytes, targets: Targets, fences: dict[str, int]
+def catchup_fn(config_json: bytes, targets: Targets, fences: dict[str, int], cuts: dict[str, Version]
                ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pipelines.apply_batch import ApplyOptions
         from pipelines.partition_apply import STATS_SCHEMA, _resources, apply_partition
 
-        rows = list(apply_partition(batches, _resources(config_json, targets), _Discard(), dict(fences)))
+        # Tombstones too: the cleaner may have removed op=d records of the catch-up's stretch, and the
+        # live pipeline applied those deletes before it began writing the fresh generation. (Left:
+        # a key deleted that way and created again after the catch-up's end, which the live job
+        # wrote into the fresh generation before the catch-up reached the tombstone.)
+        how = ApplyOptions(defer_truncates=True, known_cuts=cuts)
+        rows = list(apply_partition(batches, _resources(config_json, targets), _Discard(), dict(fences), how=how))
         if rows:
             yield pa.RecordBatch.from_pylist(rows, schema=STATS_SCHEMA)
 

@@ -8,7 +8,9 @@ What survives is the newest upsert per key, by version. Three things take keys a
 - a tombstone: compaction may have removed the op=d record and left only the tombstone, so a
   tombstone removes its key's state from records at lower offsets (it is always produced right
   after the delete, so everything below it in the partition is older);
-- a truncate: every key of the table whose version is below the truncate's.
+- a truncate: every key of the table whose version is below the truncate's. Its marker is in
+  another topic's partition (connectors/envelope.py): the rebuild reads the cuts first and starts
+  every partition's fold from them (`truncated`).
 
 Speed: most records are superseded, so the common record is only parsed far enough for its
 version and kept as raw bytes per raw key (`_Raw`); only survivors are decoded into `Change`s.
@@ -22,13 +24,12 @@ from typing import Any, Iterable, NamedTuple
 
 import orjson
 
-from connectors.envelope import RecordError, Tombstone, decode, document_id
+from connectors.envelope import RecordError, Tombstone, decode, document_id, may_hold_placeholder
 from connectors.version import VersionError, is_snapshot, version_of
 from derived.change import Change, DeadLetter, Position, Version
 from derived.reduce import fold_into
 from pipelines.apply_batch import decode_records
 
-_UNAVAILABLE = b"__debezium_unavailable_value"
 _FAST_OPS = {"c": False, "u": False, "r": False, "d": True}   # op -> is a delete
 
 
@@ -46,6 +47,7 @@ class PartitionFold:
     key_columns: dict[str, list[str] | None]      # every synced table -> its key columns (None: PK)
     topic_tables: dict[str, str]                  # topic -> schema.table
     fences: dict[str, int] = field(default_factory=dict)
+    truncate_table: str | None = None              # marker rows there are truncates of other tables
     latest: dict[tuple[str, str], Change] = field(default_factory=dict)   # the general path's keys
     raw: dict[bytes, _Raw] = field(default_factory=dict)                  # the fast path's keys
     slow_keys: set[bytes] = field(default_factory=set)
@@ -74,12 +76,14 @@ class PartitionFold:
             self._general(dict(key=key, value=value, topic=topic, partition=partition, offset=offset))
 
     def _fast(self, key: bytes | None, value: bytes, topic: str, partition: int, offset: int) -> bool:
-        if key is None or key in self.slow_keys or _UNAVAILABLE in value or b"null" in key:
+        if key is None or key in self.slow_keys or may_hold_placeholder(value) or b"null" in key:
             return False
         try:
             env = orjson.loads(value)
             src, delete = env["source"], _FAST_OPS[env["op"]]
             table = f"{src.get('schema', 'public')}.{src['table']}"
+            if table == self.truncate_table:
+                return False
             if table not in self.key_columns:
                 return True  # a captured table this config does not sync
             if self.key_columns[table]:
@@ -97,7 +101,8 @@ class PartitionFold:
         return True
 
     def _general(self, r: dict[str, Any]) -> None:
-        changes, dead, _, _ = decode_records([r], self.fences, self.key_columns, set(self.key_columns))
+        changes, dead, _, _ = decode_records([r], self.fences, self.key_columns, set(self.key_columns),
+                                             truncate_table=self.truncate_table)
         self.dead.extend(dead)
         if r["key"] is not None and changes and changes[0].op != "truncate":
             self._to_slow(r["key"])

@@ -50,9 +50,14 @@ def spark():
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    from pipelines.devstack.jars import spark_kafka_jars
     from pipelines.kafka_source import KafkaDataSource
 
-    session = (SparkSession.builder.master("local[2]").appName("cdckit-tests")
+    builder = SparkSession.builder
+    jars = spark_kafka_jars()  # the built-in kafka source too, as `cdckit run` has it
+    if jars:
+        builder = builder.config("spark.jars", ",".join(str(j) for j in jars))
+    session = (builder.master("local[2]").appName("cdckit-tests")
                .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2").getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     session.dataSource.register(KafkaDataSource)

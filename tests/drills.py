@@ -97,10 +97,10 @@ def table(path: Path = RESULTS) -> str:
         for line in path.read_text().splitlines():
             r = json.loads(line)
             rows[r["drill"]] = r
-    head = f"{'drill':<46} {'written':>8} {'lost':>5} {'stale':>6} {'resurrected':>12} {'verify':>7}"
+    head = f"{'drill':<50} {'written':>8} {'lost':>5} {'stale':>6} {'resurrected':>12} {'verify':>7}"
     lines = [head, "-" * len(head)]
     for r in rows.values():
-        lines.append(f"{r['drill']:<46} {r['written']:>8} {r['lost']:>5} {r['stale']:>6} {r['resurrected']:>12} "
+        lines.append(f"{r['drill']:<50} {r['written']:>8} {r['lost']:>5} {r['stale']:>6} {r['resurrected']:>12} "
                      f"{'exact' if r.get('verify_exact', True) else 'DIFF':>7}")
     if not rows:
         lines.append("(no drill ran)")

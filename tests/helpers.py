@@ -34,23 +34,38 @@ def pg(stack: Endpoints) -> psycopg.Connection:
 
 
 def read_topic(bootstrap: str, topic: str, expect: int, timeout_s: float = 60) -> list[tuple[Any, Any]]:
-    """(key, value) pairs of a single-partition topic from offset 0, decoded; None for tombstones."""
+    """(key, value) pairs of every partition from its first offset, decoded (None for tombstones),
+    in offset order per partition, partition after partition (a key's records keep their order)."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "cdckit-tests", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    records: list[tuple[Any, Any]] = []
     deadline = time.monotonic() + timeout_s
+    partitions: dict = {}
+    while not partitions and time.monotonic() < deadline:  # Debezium creates it with its first record
+        meta = consumer.list_topics(topic, timeout=10).topics[topic]
+        partitions = meta.partitions if meta.error is None else {}
+        if not partitions:
+            time.sleep(0.2)
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+    records: list[tuple[int, int, Any, Any]] = []
     try:
         while len(records) < expect and time.monotonic() < deadline:
             msg = consumer.poll(0.5)
             if msg is None or msg.error():
                 continue
             decode = lambda b: None if b is None else json.loads(b)  # noqa: E731
-            records.append((decode(msg.key()), decode(msg.value())))
+            records.append((msg.partition(), msg.offset(), decode(msg.key()), decode(msg.value())))
     finally:
         consumer.close()
-    return records
+    return [(k, v) for _, _, k, v in sorted(records, key=lambda r: r[:2])]
+
+
+def by_key(records: list[tuple[Any, Any]]) -> dict[str, list[Any]]:
+    """Each key's ops in log order (None for a tombstone), the key JSON-encoded."""
+    out: dict[str, list[Any]] = {}
+    for k, v in records:
+        out.setdefault(json.dumps(k, sort_keys=True), []).append(None if v is None else v["op"])
+    return out
 
 
 def drop_connector(stack: Endpoints, data: dict[str, Any]) -> None:
@@ -115,12 +130,15 @@ def search_docs(stack: Endpoints, index: str, sort_field: str = "id") -> dict[st
     docs: dict[str, Any] = {}
     after = None
     while True:
-        body: dict[str, Any] = {"size": 10000, "query": {"match_all": {}}, "sort": [{sort_field: "asc"}]}
+        # unmapped_type: an index with no document yet has no mapping for the field to sort on.
+        body: dict[str, Any] = {"size": 10000, "query": {"match_all": {}},
+                                "sort": [{sort_field: {"order": "asc", "unmapped_type": "long"}}]}
         if after is not None:
             body["search_after"] = after
         resp = requests.post(f"{stack.search_url}/{index}/_search", timeout=60, json=body)
         if resp.status_code == 404:
             return docs
+        assert resp.ok, resp.text[:500]
         hits = resp.json()["hits"]["hits"]
         docs.update((h["_id"], h["_source"]) for h in hits)
         if len(hits) < 10000:

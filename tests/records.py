@@ -1,5 +1,6 @@
-"""Debezium-shaped records built by hand: for logs in shapes Debezium would not produce on demand
-(compacted ones: Tansu never compacts)."""
+"""Debezium-shaped records built by hand: for log shapes that are hard to produce on demand (a
+given interleaving over partitions, a compaction at a given moment); tests/integration has twins
+on logs the broker compacted itself."""
 from __future__ import annotations
 
 import json
@@ -21,6 +22,21 @@ def value(op: str, id_: int, lsn: int, name: str | None = None, prev_commit: int
     return json.dumps({"op": op, "after": row, "before": before, "ts_ms": 1,
                        "source": {"schema": "public", "table": table, "lsn": lsn, "snapshot": snapshot,
                                   "ts_ms": 1, "sequence": json.dumps(seq)}}).encode()
+
+
+MARKERS = "public.cdckit_truncates"
+
+
+def truncate_marker(lsn: int, prev_commit: int, table: str = "public.items", op: str = "u",
+                    snapshot: str = "false") -> tuple[bytes, bytes]:
+    """(key, value) of a truncate marker row (connectors/postgres.py) for `table` at `lsn`."""
+    seq = [str(prev_commit), str(lsn)]
+    row = {"table_name": table, "truncated_at": "2026-11-23T10:00:00Z"}
+    return (json.dumps({"table_name": table}).encode(),
+            json.dumps({"op": op, "after": None if op == "d" else row, "before": row if op == "d" else None,
+                        "ts_ms": 1, "source": {"schema": "public", "table": MARKERS.split(".")[1], "lsn": lsn,
+                                               "snapshot": snapshot, "ts_ms": 1, "sequence": json.dumps(seq)}}
+                       ).encode())
 
 
 def rec(offset: int, k: bytes | None, v: bytes | None, topic: str = TOPIC, partition: int = 0) -> dict[str, Any]:

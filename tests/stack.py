@@ -18,6 +18,13 @@ TEST_PORTS = {name: port + int(os.environ.get("CDCKIT_TEST_PORT_SHIFT", "0")) fo
               {"postgres": 55532, "kafka": 59192, "connect": 58183, "redis": 56479, "search": 59300}.items()}
 
 
+PARTITIONS = 3
+# A segment rolls 2 s after its first record (when the next record comes) and the cleaner (every
+# second on the local broker) compacts any closed segment: records superseded by a newer one of
+# their key in a closed segment are gone seconds later. Tombstones stay for delete.retention.ms.
+FAST_COMPACTION = {"segment.ms": 2000, "min.cleanable.dirty.ratio": 0.01}
+
+
 @dataclass
 class Endpoints:
     pg_host: str
@@ -41,9 +48,11 @@ class Endpoints:
             "postgres": {"host": self.pg_host, "port": self.pg_port, "database": self.pg_database,
                          "user": self.pg_user, "sslmode": "disable", "slot": prefix.lower(),
                          "publication": prefix, "heartbeat_table": f"public.{prefix}_heartbeat",
-                         "signal_table": f"public.{prefix}_signal",
+                         "signal_table": f"public.{prefix}_signal", "truncate_table": f"public.{prefix}_truncates",
                          "connector_host": self.pg_host_for_connect, "connector_port": 5432 if self.pg_host_for_connect else None},
-            "kafka": {"bootstrap_servers": self.bootstrap_servers},
+            # Production-shaped topics: several partitions, and a log cleaner that compacts within seconds.
+            "kafka": {"bootstrap_servers": self.bootstrap_servers, "partitions": PARTITIONS,
+                      "topic_config": dict(FAST_COMPACTION)},
             # Connect's REST can stall for seconds while the group rebalances after a test's delete.
             "connect": {"url": self.connect_url, "heartbeat_interval_ms": 2000, "timeout_s": 30},
             "tables": tables,

@@ -1,1 +1,1 @@
-"""The local stack: real servers (Postgres, Tansu, Kafka Connect + Debezium, Redis, osmem) on loopback."""
+"""The local stack: real servers (Postgres, Apache Kafka, Kafka Connect + Debezium, Redis, osmem) on loopback."""

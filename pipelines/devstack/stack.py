@@ -5,7 +5,7 @@ import time
 from dataclasses import dataclass
 
 from pipelines.devstack import processes
-from pipelines.devstack.servers import SERVERS, Connect, Server
+from pipelines.devstack.servers import Connect, Server, server_classes
 from pipelines.devstack.settings import StackSettings
 
 
@@ -16,6 +16,7 @@ class DevstackError(Exception):
 @dataclass
 class ServerState:
     name: str
+    version: str
     endpoint: str
     pid: int | None
     healthy: bool
@@ -23,7 +24,7 @@ class ServerState:
 
 
 def servers(settings: StackSettings) -> list[Server]:
-    return [cls(settings) for cls in SERVERS]
+    return [cls(settings) for cls in server_classes(settings)]
 
 
 def _healthy(server: Server) -> bool:
@@ -34,13 +35,15 @@ def _healthy(server: Server) -> bool:
 
 
 def status(settings: StackSettings) -> list[ServerState]:
-    return [ServerState(s.name, s.endpoint(), s.pid(), s.pid() is not None and _healthy(s), str(s.log))
+    return [ServerState(s.name, s.version(), s.endpoint(), s.pid(), s.pid() is not None and _healthy(s), str(s.log))
             for s in servers(settings)]
 
 
 def up(settings: StackSettings, say=print) -> list[ServerState]:
     settings.logs.mkdir(parents=True, exist_ok=True)
     todo = servers(settings)
+    # Each server's own port and the one above it (Kafka's controller, OpenSearch's transport).
+    processes.reserve_ports([p + i for p in settings.ports.values() for i in (0, 1)])
     # Refuse before starting anything: a missing package or a port held by someone else.
     for server in todo:
         server.check_installed()

@@ -29,7 +29,7 @@ def test_services_are_the_production_roles(compose):
     images = {name: svc.get("image", "") for name, svc in compose["services"].items()}
     assert images["postgres"].startswith("postgres:15")
     assert images["kafka"].startswith("apache/kafka:")
-    assert images["connect"].startswith("quay.io/debezium/connect:3.1")
+    assert images["connect"].startswith("quay.io/debezium/connect:")
     assert "elasticsearch" in images["elasticsearch"]
     assert compose["services"]["cdckit"]["build"]["dockerfile"] == "compose/Dockerfile"
     assert (ROOT / compose["services"]["cdckit"]["build"]["dockerfile"]).exists()
@@ -90,3 +90,21 @@ def test_registered_connector_is_the_one_cdckit_generates(compose, env, monkeypa
 def test_dockerfile_installs_the_package():
     text = (COMPOSE / "Dockerfile").read_text()
     assert "pip install" in text and "openjdk-17" in text and 'ENTRYPOINT ["cdckit"]' in text
+
+
+def test_compose_runs_the_versions_the_local_stack_runs(compose):
+    """The local stack's Kafka and Debezium come from the poms in pipelines/devstack/maven."""
+    import xml.etree.ElementTree as ET
+
+    from pipelines.devstack.jars import POMS
+
+    def version(pom: str, artifact: str) -> str:
+        ns = {"m": "http://maven.apache.org/POM/4.0.0"}
+        for dep in ET.parse(POMS / pom).getroot().iterfind(".//m:dependency", ns):
+            if dep.findtext("m:artifactId", namespaces=ns) == artifact:
+                return dep.findtext("m:version", namespaces=ns)
+        raise AssertionError(f"{artifact} not in {pom}")
+
+    images = {name: svc.get("image", "") for name, svc in compose["services"].items()}
+    assert images["kafka"] == f"apache/kafka:{version('kafka.pom.xml', 'kafka_2.13')}"
+    assert images["connect"] == f"quay.io/debezium/connect:{version('debezium.pom.xml', 'debezium-connector-postgres')}"

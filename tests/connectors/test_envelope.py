@@ -37,6 +37,46 @@ def test_delete_tombstone_truncate():
     assert t.op == "truncate" and t.doc_id == ""
 
 
+def test_truncate_marker_row_is_the_named_tables_truncate():
+    from tests.records import MARKERS, truncate_marker
+
+    k, v = truncate_marker(lsn=300, prev_commit=250, table="public.items")
+    t = decode(k, v, POS, truncate_table=MARKERS)
+    assert (t.op, t.table, t.doc_id, t.version) == ("truncate", "public.items", "", Version(250, 1, 300))
+    # Without knowing the marker table it is a plain row of that table.
+    assert decode(k, v, POS).op == "upsert"
+    # Snapshot reads and deletes of marker rows are no new truncate.
+    for op, snapshot in (("r", "true"), ("d", "false")):
+        k, v = truncate_marker(lsn=300, prev_commit=250, op=op, snapshot=snapshot)
+        assert decode(k, v, POS, truncate_table=MARKERS) is None
+
+
+def test_truncate_marker_without_a_table_name_is_a_record_error():
+    from tests.records import MARKERS, truncate_marker
+
+    k, v = truncate_marker(lsn=300, prev_commit=250, table="nodot")
+    with pytest.raises(RecordError, match="truncate marker"):
+        decode(k, v, POS, truncate_table=MARKERS)
+
+
+@pytest.mark.parametrize("column,placeholder", [
+    ("text", "__debezium_unavailable_value"),
+    ("jsonb", "__debezium_unavailable_value"),
+    ("bytea", "X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ=="),
+    ("int_array", list(b"__debezium_unavailable_value")),
+    ("bigint_array", list(b"__debezium_unavailable_value")),
+    ("text_array", ["__debezium_unavailable_value"]),
+    ("uuid_array", ["b68a35a7-17ad-35b3-af2a-ae46edb4545a"]),
+    ("hstore_json", '{"__debezium_unavailable_value":"__debezium_unavailable_value"}'),
+    ("hstore_map", {"__debezium_unavailable_value": "__debezium_unavailable_value"}),
+])
+def test_toast_placeholder_of_every_type_is_not_data(column, placeholder):
+    # Debezium renders the placeholder in the column's own type; none of them is a value to store.
+    after = {"id": 5, column: placeholder, "n": 1, "b": "X19kZWJl", "ints": [95, 95, 100]}
+    ch = decode(KEY, envelope("u", after=after), POS)
+    assert ch.unavailable == (column,) and column not in ch.row and ch.row["ints"] == [95, 95, 100]
+
+
 def test_toast_placeholder_is_not_data():
     ch = decode(KEY, envelope("u", after={"id": 5, "big": "__debezium_unavailable_value", "n": 1}), POS)
     assert ch.unavailable == ("big",) and "big" not in ch.row

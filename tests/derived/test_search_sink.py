@@ -65,4 +65,68 @@ def test_both_client_adapters_write_versioned(stack, engine_cls):
     assert sink.apply([ch(1, version=25)], tables).stale == 1      # no resurrection
     sink.engine.refresh(alias)
     assert sink.engine.count(alias) == 0
+    # A tombstone-only delete: at the stored version (a redelivered copy of that change applies again).
+    from dataclasses import replace
+
+    from derived.change import UNKNOWN
+
+    assert sink.apply([ch(2, version=40)], tables).applied == 1
+    forget = replace(ch(2, "delete"), version=UNKNOWN, tombstone=True)
+    assert sink.apply([forget], tables).applied == 1
+    assert sink.engine.versions(alias, ["2"]) == {}
+    assert sink.apply([ch(2, version=39)], tables).stale == 1      # an older replay stays deleted
+    assert sink.apply([replace(forget, doc_id="9")], tables).stale == 1  # nothing held
+    assert sink.apply([ch(2, version=40)], tables).applied == 1    # the redelivered copy
     sink.engine.delete_index(f"{alias}_v1")
+
+
+@pytest.mark.integration
+def test_indices_remember_deleted_versions_as_configured(stack):
+    import requests
+
+    sink = SearchSink(OpenSearchEngine(stack.search_url), gc_deletes_s=86_400)
+    alias = f"gc{uuid.uuid4().hex[:8]}"
+    sink.ensure_index(SearchTable(alias))
+    settings = requests.get(f"{stack.search_url}/{alias}_v1/_settings", timeout=10).json()
+    assert settings[f"{alias}_v1"]["settings"]["index"]["gc_deletes"] == "86400s"
+    sink.engine.delete_index(f"{alias}_v1")
+
+
+@pytest.mark.integration
+def test_a_truncate_never_deletes_what_was_written_at_its_own_version(stack):
+    sink = SearchSink(OpenSearchEngine(stack.search_url))
+    alias = f"tr{uuid.uuid4().hex[:8]}"
+    table = SearchTable(alias)
+    sink.ensure_index(table)
+    tables = {"public.t": table}
+    cut = Change("public.t", "truncate", {}, "", None, Version(50, 1, 500), Position("x", 0, 0))
+    sink.apply([ch(1, version=40), ch(2, version=40)], tables)
+    # Doc 2 is written at the cut's own external version after the scroll saw its older version
+    # (later in the truncating transaction, or a re-snapshot's read): the delete must not win.
+    real_scan = sink.engine.scan_versions
+
+    def scan_then_write(index, page=5000):
+        seen = list(real_scan(index, page))
+        sink.apply([Change("public.t", "upsert", {"id": 2}, "2", {"id": 2, "after": True}, Version(50, 1, 600),
+                           Position("x", 0, 9))], tables)
+        return iter(seen)
+
+    sink.engine.scan_versions = scan_then_write
+    assert sink.truncate(cut, table) == 2
+    sink.engine.refresh(alias)
+    assert sink.engine.mget(alias, ["1", "2"]) == {"2": {"id": 2, "after": True}}
+    sink.engine.delete_index(f"{alias}_v1")
+
+
+def test_a_read_the_writes_need_is_retried_then_an_outage():
+    from dataclasses import replace
+
+    from derived.change import UNKNOWN
+
+    class Down(ScriptedEngine):
+        def versions(self, index, ids):
+            raise ConnectionError("refused")
+
+    forget = replace(ch(1, "delete"), version=UNKNOWN, tombstone=True)
+    with pytest.raises(StoreUnavailable, match="search: ConnectionError: refused"):
+        SearchSink(Down([]), retries=1).apply([forget], TABLES)

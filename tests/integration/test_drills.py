@@ -38,6 +38,18 @@ def restart(stack, name):
     devstack.up(stack.settings, say=lambda _: None)
 
 
+def lose_data(stack, name):
+    """The server comes back empty (a lost disk, a fresh node)."""
+    import shutil
+
+    from pipelines.devstack import stack as devstack
+
+    s = server(stack, name)
+    s.stop()
+    shutil.rmtree(s.home, ignore_errors=True)
+    devstack.up(stack.settings, say=lambda _: None)
+
+
 @dataclasses.dataclass
 class Drill:
     stack: object           # Endpoints with the drill's own Redis database
@@ -140,7 +152,7 @@ def test_store_lost_its_data_detected_then_rebuilt(stack, tmp_path, store, serve
     with drill_pipeline(stack, tmp_path) as d:
         w = Workload(stack, d.table, ROWS).start()
         time.sleep(3)
-        restart(stack, server_name)  # osmem and this Redis keep nothing across a restart
+        lose_data(stack, server_name)
         time.sleep(3)
         status = cli("status", "--json", "-c", d.path, timeout=120)
         report = json.loads(status.stdout)
@@ -154,18 +166,79 @@ def test_store_lost_its_data_detected_then_rebuilt(stack, tmp_path, store, serve
         assert cli("status", "--json", "-c", d.path, timeout=120).returncode == 0
 
 
-def test_broker_restarted_loses_topics_recovered_by_resnapshot(stack, tmp_path):
-    """Tansu keeps nothing: after its restart the change topics (and Connect's own topics) are gone.
-    The running pipeline stops with a message naming the recovery; `cdckit bootstrap` sets the
-    checkpoint aside, re-snapshots, and removes what the new snapshot did not rewrite."""
+def test_truncate_under_load_then_rebuild_all(stack, tmp_path):
+    """TRUNCATE with three partitions per topic: the truncate's marker lands in one partition of its
+    own topic, the rows it removes are in all of the table's; the live job cuts them once every task
+    of the batch wrote, the rebuild folds every partition from the cut."""
+    with drill_pipeline(stack, tmp_path) as d:
+        w = Workload(stack, d.table, ROWS).start()
+        time.sleep(3)
+        with pg(stack) as conn:
+            with conn.transaction():
+                conn.execute(f"TRUNCATE {d.table}")
+                conn.execute(f"INSERT INTO {d.table} SELECT g, 'again', 0 FROM generate_series(1, 300) g")
+        time.sleep(5)
+        rebuilt = cli("rebuild", "all", "-c", d.path, timeout=600)
+        assert rebuilt.returncode == 0, rebuilt.stdout[-2000:] + rebuilt.stderr[-2000:]
+        time.sleep(3)
+        w.stop()
+        d.converge(w, "TRUNCATE under load (3 partitions), rebuild all")
+
+
+def test_broker_restarted_under_load_loses_nothing(stack, tmp_path):
+    """Apache Kafka keeps its log on disk: the topics survive, Connect's producer and the job's
+    reads wait for the broker (the job restarts its query when a batch fails on it)."""
+    with drill_pipeline(stack, tmp_path) as d:
+        w = Workload(stack, d.table, ROWS).start()
+        time.sleep(3)
+        restart(stack, "kafka")
+        time.sleep(8)
+        w.stop()
+        assert d.job.poll() is None, d.log.read_text()[-3000:]
+        d.converge(w, "broker restarted under load")
+
+
+def test_job_behind_a_compacted_log_applies_tombstones_without_their_delete(stack, tmp_path):
+    """A job that lags behind the log cleaner reads deleted keys as a tombstone whose op=d record
+    was compacted away: the rows must still leave both stores."""
+    from tests.helpers import read_topic
+
+    with drill_pipeline(stack, tmp_path) as d:
+        os.killpg(d.job.pid, signal.SIGTERM)
+        d.job.wait(timeout=60)
+        w = Workload(stack, d.table, ROWS).start()
+        topic = f"{d.data['topic_prefix']}.{d.table}"
+
+        def tombstones_only() -> int:
+            records = read_topic(stack.bootstrap_servers, topic, expect=10**7, timeout_s=3)
+            ops: dict[str, list] = {}
+            for k, v in records:
+                ops.setdefault(str(k["id"]), []).append(None if v is None else v["op"])
+            return sum(1 for i in w.deleted if ops.get(i) == [None])
+
+        compacted = wait_for(lambda: (n := tombstones_only()) >= 20 and n, 180, 2, "deleted rows compacted to their tombstone")
+        w.stop()
+        d.start_job()
+        d.converge(w, "job behind a compacted log (tombstones only)", tombstones_only=compacted)
+
+
+def test_topics_deleted_recovered_by_resnapshot(stack, tmp_path):
+    """Someone deleted the change topics (or the broker lost its data). The running pipeline stops
+    with a message naming the recovery; `cdckit bootstrap` sets the checkpoint aside,
+    re-snapshots, and removes what the new snapshot did not rewrite."""
+    from confluent_kafka.admin import AdminClient
+
     from pipelines.bootstrap import state_path
     from pipelines.config import load_config
 
     with drill_pipeline(stack, tmp_path) as d:
         w = Workload(stack, d.table, ROWS).start()
         time.sleep(3)
-        restart(stack, "kafka")
-        restart(stack, "connect")  # its configs, offsets and status topics lived on the broker
+        admin = AdminClient({"bootstrap.servers": stack.bootstrap_servers})
+        prefix = d.data["topic_prefix"] + "."
+        doomed = [t for t in admin.list_topics(timeout=10).topics if t.startswith(prefix) and t != prefix + "dlq"]
+        for fut in admin.delete_topics(doomed).values():
+            fut.result(30)
         time.sleep(4)              # deletes happen while no topic exists: the snapshot will not carry them
         assert d.job.wait(timeout=120) == 1
         assert "cdckit bootstrap" in d.log.read_text()
@@ -181,7 +254,7 @@ def test_broker_restarted_loses_topics_recovered_by_resnapshot(stack, tmp_path):
             d.log = tmp_path / "bootstrap.log"
             state = json.loads(state_path(cfg).read_text())
             assert "removed_after_lost_topics" in state
-            d.converge(w, "broker restarted (topics lost), re-snapshot", removed=sum(
+            d.converge(w, "change topics deleted, re-snapshot", removed=sum(
                 state["removed_after_lost_topics"].values()))
         finally:
             if boot.poll() is None:

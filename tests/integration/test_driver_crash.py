@@ -24,7 +24,8 @@ def batch_in_flight(ckpt: Path) -> bool:
     return bool(offsets - commits) and len(commits) >= 2
 
 
-def test_kill_driver_mid_batch_then_restart_is_exact(stack, tmp_path):
+@pytest.mark.parametrize("source", ["python", "jvm"])
+def test_kill_driver_mid_batch_then_restart_is_exact(stack, tmp_path, source):
     name = f"crash_{uuid.uuid4().hex[:6]}"
     table = f"public.{name}"
     with pg(stack) as conn:
@@ -32,7 +33,8 @@ def test_kill_driver_mid_batch_then_restart_is_exact(stack, tmp_path):
         conn.execute(f"INSERT INTO {table} SELECT g, 'r' || g, 0 FROM generate_series(1, 5000) g")
     ckpt = tmp_path / "ckpt"
     data = stack.config(tables=[{"name": table, "redis_key": f"{name}:{{id}}", "index": name}],
-                        spark={"checkpoint_dir": str(ckpt), "trigger": "500 ms", "max_offsets_per_trigger": 1500})
+                        spark={"checkpoint_dir": str(ckpt), "trigger": "500 ms", "max_offsets_per_trigger": 1500,
+                               "kafka_source": source})
     path = write_config(tmp_path, data)
     log = tmp_path / "job.log"
     stop = threading.Event()
@@ -77,7 +79,7 @@ def test_kill_driver_mid_batch_then_restart_is_exact(stack, tmp_path):
         thread.join()
         assert written["changes"] > 500
         result = converged(stack, table, f"{name}:", name, deleted)
-        record("kill -9 Spark driver mid-batch", written["changes"], result)
+        record(f"kill -9 Spark driver mid-batch ({source} source)", written["changes"], result)
         assert not any(result.values()), result
         assert not any(diff_stores(stack, table, f"{name}:", name).values())
 

@@ -33,7 +33,8 @@ def store_docs(stack, table_cfg):
     return cache_docs(stack, f"{table_cfg.table_name}:"), search_docs(stack, table_cfg.index_name)
 
 
-def test_snapshot_then_mixed_workload_ends_exact(stack, spark, tmp_path):
+@pytest.mark.parametrize("source", ["python", "jvm"])
+def test_snapshot_then_mixed_workload_ends_exact(stack, spark, tmp_path, source):
     name = f"sync_{uuid.uuid4().hex[:6]}"
     table = f"public.{name}"
     with pg(stack) as conn:
@@ -45,7 +46,7 @@ def test_snapshot_then_mixed_workload_ends_exact(stack, spark, tmp_path):
         conn.execute(f"UPDATE {table} SET big = (SELECT string_agg(md5(random()::text), '') "
                      f"FROM generate_series(1, 400)) WHERE id = 7")
     data = stack.config(tables=[{"name": table, "redis_key": f"{name}:{{id}}", "index": name}],
-                        spark={"checkpoint_dir": str(tmp_path / "ckpt"), "trigger": "1 second"})
+                        spark={"checkpoint_dir": str(tmp_path / "ckpt"), "trigger": "1 second", "kafka_source": source})
     path = write_config(tmp_path, data)
     cfg = parse_config(data)
     try:
@@ -65,6 +66,11 @@ def test_snapshot_then_mixed_workload_ends_exact(stack, spark, tmp_path):
                                  (10_000 + i,))
                 conn.execute(f"UPDATE {table} SET id = 99999 WHERE id = 11")  # primary-key change
                 conn.execute(f"UPDATE {table} SET name = 'toast kept' WHERE id = 7")
+                # A primary-key change of the TOASTed row: the new key's create has no stored entry to
+                # merge the unchanged value from.
+                conn.execute(f"UPDATE {table} SET id = 77777 WHERE id = 8")
+                conn.execute(f"UPDATE {table} SET big = (SELECT big FROM {table} WHERE id = 7) WHERE id = 77777")
+                conn.execute(f"UPDATE {table} SET id = 88888, name = 'moved' WHERE id = 77777")
 
         workload()  # runs while the query is streaming
         deadline = time.monotonic() + 120
@@ -80,6 +86,7 @@ def test_snapshot_then_mixed_workload_ends_exact(stack, spark, tmp_path):
         bad = [k for k in want if not (same(want[k], cache[k]) and same(want[k], search[k]))]
         assert not bad, (bad[:3], [want[k] for k in bad[:1]], [cache[k] for k in bad[:1]])
         assert len(cache["7"]["big"]) == 12800 and cache["7"]["name"] == "toast kept"
+        assert len(cache["88888"]["big"]) == 12800 and len(search["88888"]["big"]) == 12800
 
         # `cdckit verify` agrees, value by value (numeric, arrays, jsonb, timestamptz, TOAST, unicode) ...
         path = write_config(tmp_path, data)

@@ -56,6 +56,9 @@ def test_topic_pattern_takes_every_table_topic_of_the_prefix():
     ("spark", {"trigger": "soon"}, "spark.trigger"),
     ("tables", [], "tables"),
     ("postgres.bogus", 1, "postgres.bogus"),
+    ("kafka.topic_config", {"cleanup.policy": "delete"}, "kafka.topic_config"),
+    ("kafka.topic_config", {"Segment MS": 1}, "kafka.topic_config"),
+    ("postgres.truncate_table", "truncates", "postgres.truncate_table"),
 ])
 def test_mistake_names_the_field(path, value, field):
     with pytest.raises(ConfigError) as exc:
@@ -119,3 +122,12 @@ def test_shipped_example_configs_are_valid():
                                          ("2s", "2 seconds"), ("1 minute", "1 minutes")])
 def test_trigger_is_normalised_for_spark(given, spark):
     assert parse_config(with_("spark", {"trigger": given})).spark.trigger == spark
+
+
+def test_tables_with_overlapping_redis_keys_are_refused():
+    tables = [{"name": "public.users", "redis_key": "user:{id}"}, {"name": "public.prefs", "redis_key": "user:{id}:prefs"}]
+    with pytest.raises(ConfigError) as exc:
+        parse_config(with_("tables", tables))
+    assert exc.value.field == "tables.1.redis_key" and "public.users" in str(exc.value)
+    tables[1]["redis_key"] = "prefs:{id}"
+    assert len(parse_config(with_("tables", tables)).tables) == 2

@@ -132,3 +132,29 @@ def test_fold_in_any_chunking_equals_reducing_the_whole_log(ops, chunk):
                 if c.op == "upsert" and (cut is None or c.version >= cut)}
     f = fold(records, KEYS, TOPICS, chunk)
     assert {c.doc_id: (c.row.get("name"), c.unavailable) for c in f.survivors()} == expected
+
+
+def test_a_fold_starts_from_cuts_read_in_another_partition():
+    # The marker of a truncate is in the marker topic; this partition holds only rows. The rebuild
+    # reads the cut first: rows older than it are gone, newer ones stay.
+    from derived.change import Version
+    from tests.records import MARKERS
+
+    f = fold([rec(0, key(1), value("c", 1, 100, "old", 90)), rec(1, key(2), value("c", 2, 300, "new", 290))],
+             KEYS, TOPICS)
+    assert {c.doc_id for c in f.survivors()} == {"1", "2"}
+    from pipelines.replay import PartitionFold
+
+    f = PartitionFold(KEYS, TOPICS, truncated={"public.items": Version(200, 1, 210)}, truncate_table=MARKERS)
+    f.add([rec(0, key(1), value("c", 1, 100, "old", 90)), rec(1, key(2), value("c", 2, 300, "new", 290))])
+    assert {c.doc_id: c.row["name"] for c in f.survivors()} == {"2": "new"}
+
+
+def test_a_marker_in_the_folded_partition_is_a_truncate_too():
+    from pipelines.replay import PartitionFold
+    from tests.records import MARKERS, truncate_marker
+
+    f = PartitionFold(KEYS, TOPICS, truncate_table=MARKERS)
+    f.add([rec(0, key(1), value("c", 1, 100, "old", 90)), rec(1, *truncate_marker(210, 200)),
+           rec(2, key(2), value("c", 2, 300, "new", 290))])
+    assert {c.doc_id for c in f.survivors()} == {"2"}

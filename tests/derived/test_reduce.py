@@ -1,0 +1,51 @@
+"""Tombstones against a batch's latest changes: their offset orders them, they carry no version."""
+from derived.change import UNKNOWN, Change, Position, Version
+from derived.reduce import last_per_key, settle_tombstones
+
+
+def ch(offset, op="upsert", lsn=None, doc="1"):
+    v = Version(lsn or offset * 10, 1, lsn or offset * 10)
+    return Change("public.t", op, {"id": doc}, doc, None if op == "delete" else {"id": doc}, v,
+                  Position("cdc.public.t", 0, offset))
+
+
+def tomb(offset, doc="1"):
+    return Change("public.t", "delete", {"id": doc}, doc, None, UNKNOWN, Position("cdc.public.t", 0, offset),
+                  tombstone=True)
+
+
+def settled(changes, tombstones):
+    _, latest = last_per_key(changes)
+    deletes_at = {(c.position.topic, c.position.partition, c.position.offset) for c in changes if c.op == "delete"}
+    return {c.doc_id: c for c in settle_tombstones(latest, tombstones, deletes_at)}
+
+
+def test_alone_in_its_batch_it_deletes_whatever_is_held():
+    got = settled([], [tomb(5)])["1"]
+    assert got.tombstone and got.version == UNKNOWN and got.op == "delete"
+
+
+def test_right_after_its_own_delete_it_adds_nothing():
+    got = settled([ch(3), ch(4, "delete")], [tomb(5)])["1"]
+    assert not got.tombstone and got.op == "delete"
+
+
+def test_a_newer_change_after_it_wins():
+    got = settled([ch(6)], [tomb(5)])["1"]
+    assert got.op == "upsert" and got.position.offset == 6
+
+
+def test_after_an_upsert_whose_delete_is_gone_it_deletes():
+    got = settled([ch(3, lsn=77)], [tomb(5)])["1"]
+    assert got.tombstone and got.version == UNKNOWN
+
+
+def test_a_redelivered_tombstone_after_a_newer_change_of_its_batch_is_its_deletes_own():
+    # Connect resent its delete (offset 4) and tombstone (5) after the newer insert (3) was written.
+    got = settled([ch(3, lsn=1040), ch(4, "delete", lsn=1030)], [tomb(5)])["1"]
+    assert got.op == "upsert" and got.version == Version(1040, 1, 1040)
+
+
+def test_other_keys_are_untouched():
+    got = settled([ch(3, doc="2")], [tomb(5, doc="1")])
+    assert got["2"].op == "upsert" and got["1"].tombstone
