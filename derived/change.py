@@ -22,8 +22,13 @@ class Version(NamedTuple):
         return f"{self.epoch:020d}{self.kind}{self.lsn:020d}"
 
     def external(self) -> int:
-        # Search engines take one signed 64-bit version; changes to one key from one transaction
-        # share it, and `external_gte` lets the later of them (later offset) overwrite.
+        # Search engines take one signed 64-bit version, too narrow for the lsn as well (WAL
+        # positions are 64-bit): changes to one key from one transaction share it, and
+        # `external_gte` lets the later of them overwrite. Every path applies one key's changes in
+        # offset order (one partition per key), except three, and none leaves an older change of
+        # a transaction in place: a redelivery re-sends the rest of the transaction after it, the
+        # rebuild's catch-up and the live dual write both go on to the key's newest change, and
+        # `dlq replay` applies the key's newest record instead of the letter (pipelines/dlq.py).
         return (self.epoch << 1) | self.kind
 
 

@@ -5,7 +5,7 @@ from typing import Iterable
 
 from dataclasses import replace
 
-from derived.change import UNKNOWN, Change
+from derived.change import UNKNOWN, Change, Version
 
 
 def last_per_key(changes: Iterable[Change]) -> tuple[list[Change], list[Change]]:
@@ -69,3 +69,13 @@ def _fill_unavailable(newer: Change, older: Change) -> None:
     kept = {c: older.row[c] for c in newer.unavailable if c in older.row}
     newer.row = {**kept, **newer.row}
     newer.unavailable = tuple(c for c in newer.unavailable if c not in kept)
+
+
+def merge_cuts(*cuts: dict[str, Version]) -> dict[str, Version]:
+    """The newest truncate per table of several sets of cuts: it removes everything an older one would."""
+    merged: dict[str, Version] = {}
+    for one in cuts:
+        for table, version in one.items():
+            if table not in merged or version > merged[table]:
+                merged[table] = version
+    return merged

@@ -13,7 +13,7 @@ import pyarrow as pa
 from connectors.envelope import RecordError, Tombstone, decode, document_id
 from derived.cache import CacheTable, RedisCache
 from derived.change import UNKNOWN, Change, DeadLetter, Position, Version
-from derived.reduce import last_per_key, settle_tombstones
+from derived.reduce import last_per_key, merge_cuts, settle_tombstones
 from derived.search import SearchSink, SearchTable
 from pipelines.config import Config
 
@@ -260,11 +260,7 @@ def apply_changes(stores: Stores, truncates: list[Change], latest: list[Change],
 
 def newest_cuts(truncates: Iterable[Change]) -> dict[str, Version]:
     """The newest truncate per table: it removes everything an older one would."""
-    cuts: dict[str, Version] = {}
-    for t in truncates:
-        if t.table not in cuts or t.version > cuts[t.table]:
-            cuts[t.table] = t.version
-    return cuts
+    return merge_cuts(*({t.table: t.version} for t in truncates))
 
 
 def apply_truncates(stores: Stores, cuts: dict[str, Version]) -> int:

@@ -16,7 +16,6 @@ import orjson
 
 from pipelines.apply_batch import ApplyOptions, BatchStats, apply_truncates, stores_from_config
 from derived import store_markers
-from derived.change import Version
 from derived.errors import StoreUnavailable
 from pipelines.checkpoint_state import claim_status, committed_offsets, write_status
 from pipelines.config import load_config
@@ -24,9 +23,9 @@ from pipelines.errors import CdckitError, ConfigError
 from pipelines.config import Config
 from pipelines.dead_letters import ensure_topic
 from pipelines.fences import FenceStore
-from pipelines.json_files import read_json, write_json
 from pipelines.partition_apply import STATS_DDL, add_stats, executor_fn, range_executor_fn, stats_of
 from pipelines.rebuild_state import live_targets
+from pipelines.truncate_cuts import TruncateCuts
 
 log = logging.getLogger("cdckit.job")
 STOP_GRACE_S = 30.0
@@ -183,21 +182,6 @@ def batch_writer(config: Config, on_batch: Callable | None = None, config_path: 
             on_batch(batch_id, stats, out)
 
     return write
-
-
-class TruncateCuts:
-    """The newest truncate per table the pipeline has applied, kept beside the checkpoint: every
-    later batch drops changes older than their table's cut (see ApplyOptions.known_cuts)."""
-
-    def __init__(self, directory: Path):
-        self.path = Path(directory) / "cdckit-truncates.json"
-        self.known = {t: Version(*v) for t, v in read_json(self.path, {}).items()}
-
-    def learn(self, cuts: dict) -> None:
-        newer = {t: v for t, v in cuts.items() if t not in self.known or v > self.known[t]}
-        if newer:
-            self.known = {**self.known, **newer}
-            write_json(self.path, {t: list(v) for t, v in self.known.items()})
 
 
 def start(spark, config: Config, on_batch=None, config_path: Path | None = None, metrics=None):

@@ -14,6 +14,7 @@ import orjson
 import pyarrow as pa
 
 from derived.change import Version
+from derived.reduce import merge_cuts
 from pipelines.apply_batch import SPARK_TASK, ApplyOptions, BatchStats, Targets, apply_records, rows_from_arrow
 
 STATS_SCHEMA = pa.schema([
@@ -106,7 +107,7 @@ def add_stats(total: BatchStats, s: BatchStats) -> None:
         elif name == "snapshot_last_lsn":
             setattr(total, name, max(a, b))
         elif name == "truncate_cuts":
-            setattr(total, name, {t: max(v for v in (a.get(t), b.get(t)) if v is not None) for t in {*a, *b}})
+            setattr(total, name, merge_cuts(a, b))
         else:
             setattr(total, name, a + b)
 

@@ -14,11 +14,12 @@ from tests.helpers import cache_docs, cli, drop_connector, pg, search_docs, wait
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
 
-def envelope(table: str, row: dict, op: str = "u", lsn: int = 1 << 40) -> bytes:
+def envelope(table: str, row: dict, op: str = "u", lsn: int = 1 << 40, prev: int | None = None) -> bytes:
     schema, name = table.split(".")
-    return json.dumps({"op": op, "before": None, "after": row, "source": {
+    before, after = (row, None) if op == "d" else (None, row)
+    return json.dumps({"op": op, "before": before, "after": after, "source": {
         "schema": schema, "table": name, "lsn": lsn, "snapshot": "false",
-        "sequence": json.dumps([str(lsn), str(lsn)]), "ts_ms": int(time.time() * 1000)}}).encode()
+        "sequence": json.dumps([str(prev or lsn), str(lsn)]), "ts_ms": int(time.time() * 1000)}}).encode()
 
 
 def read_all(bootstrap: str, topic: str, timeout_s: float = 5):
@@ -43,6 +44,7 @@ def test_bad_records_are_dead_lettered_and_the_rest_applied(stack, spark, tmp_pa
                                  "mappings": {"n": {"type": "integer"}}}],
                         spark={"checkpoint_dir": str(tmp_path / "ckpt"), "trigger": "1 second"})
     data["search"]["max_document_bytes"] = 2048
+    data["redis"]["deleted_version_ttl_s"] = 1
     cfg = parse_config(data)
     topic = cfg.topic_for(cfg.tables[0])
     try:
@@ -55,7 +57,7 @@ def test_bad_records_are_dead_lettered_and_the_rest_applied(stack, spark, tmp_pa
         p = Producer({"bootstrap.servers": stack.bootstrap_servers})
         key = json.dumps({"id": 2}).encode()
         p.produce(topic, key=key, value=b"{this is not json")
-        p.produce(topic, key=key, value=envelope(table, {"id": 2, "n": 2}, op="x"))
+        p.produce(topic, key=json.dumps({"id": 12}).encode(), value=envelope(table, {"id": 12, "n": 2}, op="x"))
         p.produce(topic, key=json.dumps({"id": 3}).encode(), value=envelope(table, {"id": 3, "n": "three"}))
         p.produce(topic, key=json.dumps({"id": None}).encode(), value=envelope(table, {"id": None, "n": 9}))
         p.produce(topic, key=json.dumps({"id": 7}).encode(),
@@ -86,8 +88,28 @@ def test_bad_records_are_dead_lettered_and_the_rest_applied(stack, spark, tmp_pa
             assert h["cdckit.source.topic"] == topic and int(h["cdckit.source.offset"]) >= 0
         bad_json = next(m for m in letters if "not valid JSON" in dict(m.headers())["cdckit.reason"].decode())
         assert bad_json.value() == b"{this is not json"  # the original record, for replay after a fix
+        # Two updates of key 8 in one transaction (one search version), the first oversized; key 9
+        # oversized, then deleted. Replaying must leave 8's later image and no 9 (Redis forgets 9's
+        # deleted version after 1 s here).
+        txn = (1 << 40) + 100
+        p.produce(topic, key=json.dumps({"id": 8}).encode(),
+                  value=envelope(table, {"id": 8, "n": 81, "blob": "x" * 5000}, lsn=txn + 1, prev=txn))
+        p.produce(topic, key=json.dumps({"id": 9}).encode(),
+                  value=envelope(table, {"id": 9, "n": 9, "blob": "y" * 5000}, lsn=txn + 3, prev=txn))
+        p.flush(10)
+        wait_for(lambda: len(read_all(stack.bootstrap_servers, cfg.dead_letter_topic, 2)) >= len(letters) + 2, 60, 0,
+                 "letters of 8 and 9")
+        p.produce(topic, key=json.dumps({"id": 8}).encode(), value=envelope(table, {"id": 8, "n": 82}, lsn=txn + 2, prev=txn))
+        p.produce(topic, key=json.dumps({"id": 9}).encode(),
+                  value=envelope(table, {"id": 9}, op="d", lsn=txn + 20, prev=txn + 10))
+        p.produce(topic, key=json.dumps({"id": 9}).encode(), value=None)
+        p.flush(10)
+        wait_for(lambda: search_docs(stack, name).get("8", {}).get("n") == 82 and
+                 "9" not in cache_docs(stack, f"{name}:"), 60, 1, "8 updated and 9 deleted")
+        letters = read_all(stack.bootstrap_servers, cfg.dead_letter_topic)
         assert query.isActive
         query.stop()
+        time.sleep(1.5)
 
         # `dlq list` shows them; after a fix (a larger document limit) `dlq replay` applies what now
         # fits and reports what still fails.
@@ -100,6 +122,9 @@ def test_bad_records_are_dead_lettered_and_the_rest_applied(stack, spark, tmp_pa
         result = json.loads(replayed.stdout)
         assert replayed.returncode == 1  # some letters are beyond any fix
         assert search_docs(stack, name)["7"]["blob"] == "x" * 5000
+        # The letters of 8 and 9 were replaced by their keys' newest records (pipelines/dlq.py).
+        assert search_docs(stack, name)["8"]["n"] == 82 and cache_docs(stack, f"{name}:")["8"]["n"] == 82
+        assert "9" not in search_docs(stack, name) and "9" not in cache_docs(stack, f"{name}:")
         still = " ".join(f["reason"] for f in result["still_failing"])
         assert "not valid JSON" in still and "mapper_parsing_exception" in still and "key column is null" in still
     finally:
