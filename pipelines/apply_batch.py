@@ -217,9 +217,11 @@ def apply_records(rows: list[dict[str, Any]], stores: Stores, fences: dict[str, 
     if how.defer_truncates:
         stats.truncate_cuts, truncates = newest_cuts(truncates), []
         stats.truncates = len(stats.truncate_cuts)
+    fresh_dead: list[DeadLetter] = []
     if rebuild is not None:
-        apply_changes(rebuild, truncates, latest, BatchStats(), [], rows)
+        apply_changes(rebuild, truncates, latest, BatchStats(), fresh_dead, rows)
     apply_changes(stores, truncates, latest, stats, dead, rows)
+    dead.extend(fresh_generation_letters(fresh_dead, dead))
     stats.dead_letters = dlq.write(dead) if dead else 0
     stats.snapshot_reads = sum(1 for c in changes if c.snapshot)
     stamps = [c.source_ts_ms for c in changes if c.source_ts_ms and not c.snapshot]
@@ -232,6 +234,17 @@ def apply_records(rows: list[dict[str, Any]], stores: Stores, fences: dict[str, 
 
 
 VISIBLE_SAMPLES = 200
+
+
+def fresh_generation_letters(fresh: list[DeadLetter], live: list[DeadLetter]) -> list[DeadLetter]:
+    """A rebuild's fresh generation may refuse what the live one took (a rebuild is often run for
+    new mappings): its rejections are letters too, marked, unless the live write refused the same
+    record already (one letter per record is enough to replay it)."""
+    seen = {(d.position.topic, d.position.partition, d.position.offset) for d in live}
+    out = [d for d in fresh if (d.position.topic, d.position.partition, d.position.offset) not in seen]
+    for d in out:
+        d.extra["generation"] = "rebuild"
+    return out
 
 
 def apply_changes(stores: Stores, truncates: list[Change], latest: list[Change], stats: BatchStats,

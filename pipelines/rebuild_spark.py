@@ -107,17 +107,26 @@ def _fold_range(config, topic: str, partition: int, start: int, end: int, progre
     return fold, time.perf_counter() - started - fold_s, fold_s
 
 
-class _Discard:
-    """Catch-up rejections were dead-lettered when the live pipeline first met them."""
+class _MarkedLetters:
+    """The catch-up's store rejections, marked as the fresh generation's. Records that fail to
+    decode were dead-lettered when the live pipeline first met them."""
+
+    def __init__(self, writer) -> None:
+        self.writer = writer
 
     def write(self, letters) -> int:
-        return 0
+        rejected = [d for d in letters if d.stage == "apply"]
+        for letter in rejected:
+            letter.extra["generation"] = "rebuild"
+        return self.writer.write(rejected) if rejected else 0
 
 
 def catchup_fn(config_json: bytes, targets: Targets, fences: dict[str, int], cuts: dict[str, Version]
                ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pipelines.apply_batch import ApplyOptions
+        from pipelines.config import parse_config
+        from pipelines.dead_letters import DeadLetterWriter
         from pipelines.partition_apply import STATS_SCHEMA, _resources, apply_partition
 
         # Tombstones too: the cleaner may have removed op=d records of the catch-up's stretch, and the
@@ -125,7 +134,10 @@ def catchup_fn(config_json: bytes, targets: Targets, fences: dict[str, int], cut
         # a key deleted that way and created again after the catch-up's end, which the live job
         # wrote into the fresh generation before the catch-up reached the tombstone.)
         how = ApplyOptions(defer_truncates=True, known_cuts=cuts)
-        rows = list(apply_partition(batches, _resources(config_json, targets), _Discard(), dict(fences), how=how))
+        # Rejections are the fresh generation's own (its mappings may differ from the live one's).
+        config = parse_config(orjson.loads(config_json))
+        dlq = _MarkedLetters(DeadLetterWriter(config.kafka.client_config(), config.dead_letter_topic))
+        rows = list(apply_partition(batches, _resources(config_json, targets), dlq, dict(fences), how=how))
         if rows:
             yield pa.RecordBatch.from_pylist(rows, schema=STATS_SCHEMA)
 

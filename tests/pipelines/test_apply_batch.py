@@ -1,6 +1,7 @@
 """Truncates in the live path: a keyed marker row, applied after every other write of its batch."""
 from derived.cache import CacheTable
-from derived.search import SearchTable
+from derived.change import DeadLetter
+from derived.search import SearchStats, SearchTable
 from pipelines.apply_batch import SPARK_TASK, Stores, apply_records, apply_truncates
 from pipelines.partition_apply import add_stats, apply_rows, stats_of
 from tests.records import MARKERS, key, rec, truncate_marker, value
@@ -70,3 +71,35 @@ def test_a_tombstone_before_a_newer_change_in_its_batch_is_void():
     s, search = stores()
     apply_records([rec(3, key(1), None), rec(4, key(1), value("c", 1, 300, "again", 290))], s, {}, NoLetters())
     assert names(search) == {"1": "again"}
+
+
+class RefusingStore(VersionedStore):
+    """A search generation whose mappings refuse every document."""
+
+    def apply(self, changes, tables):
+        stats = SearchStats()
+        stats.dead = [DeadLetter(ch.position, None, None, "apply", "mapper_parsing_exception") for ch in changes]
+        return stats
+
+
+class Letters:
+    def __init__(self):
+        self.letters = []
+
+    def write(self, letters):
+        self.letters.extend(letters)
+        return len(letters)
+
+
+def test_rejections_of_a_rebuilds_fresh_generation_are_dead_lettered_once():
+    live, _ = stores()
+    fresh, _ = stores()
+    fresh.search = RefusingStore()
+    rows = [rec(0, key(1), value("c", 1, 100, "one", 90))]
+    dlq = Letters()
+    apply_records(rows, live, {}, dlq, rebuild=fresh)
+    assert [(d.position.offset, d.extra, d.value) for d in dlq.letters] == [(0, {"generation": "rebuild"}, rows[0]["value"])]
+    # Refused by both generations: one letter, the live one's.
+    live.search, dlq = RefusingStore(), Letters()
+    apply_records([rec(1, key(2), value("c", 2, 110, "two", 100))], live, {}, dlq, rebuild=fresh)
+    assert [(d.position.offset, d.extra) for d in dlq.letters] == [(1, {})]
