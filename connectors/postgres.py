@@ -74,6 +74,44 @@ def ensure_truncate_markers(conn: psycopg.Connection, truncate_table: str, table
                      f"FOR EACH STATEMENT EXECUTE FUNCTION public.cdckit_record_truncate('{truncate_table}')")
 
 
+@dataclass(frozen=True)
+class KeyIdentity:
+    """What a table's WAL records identify a row by. A delete's `before` (and an update's, for the
+    old key) carries only the replica identity's columns: all of them under FULL, the primary key's
+    under DEFAULT, the chosen unique index's under USING INDEX, none under NOTHING."""
+
+    primary_key: tuple[str, ...]
+    replica_identity: str                 # "default" | "full" | "index" | "nothing"
+    identity_columns: tuple[str, ...]     # the old image's columns (FULL: every column)
+
+
+_IDENTITY = {"d": "default", "f": "full", "i": "index", "n": "nothing"}
+
+
+def key_identity(conn: psycopg.Connection, table: str) -> KeyIdentity | None:
+    """The table's primary key and replica identity; None when the table does not exist."""
+    row = conn.execute("SELECT to_regclass(%s)::oid", (table,)).fetchone()
+    if row is None or row[0] is None:
+        return None
+    oid = row[0]
+    kind = _IDENTITY[conn.execute("SELECT relreplident FROM pg_class WHERE oid = %s", (oid,)).fetchone()[0]]
+
+    def index_columns(flag: str) -> tuple[str, ...]:
+        return tuple(r[0] for r in conn.execute(
+            "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
+            f"AND a.attnum = ANY(i.indkey) WHERE i.indrelid = %s AND i.{flag} "
+            "ORDER BY array_position(i.indkey, a.attnum)", (oid,)).fetchall())
+
+    pk = index_columns("indisprimary")
+    if kind == "full":
+        columns = tuple(r[0] for r in conn.execute(
+            "SELECT attname FROM pg_attribute WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped "
+            "ORDER BY attnum", (oid,)).fetchall())
+    else:
+        columns = {"default": pk, "index": index_columns("indisreplident"), "nothing": ()}[kind]
+    return KeyIdentity(pk, kind, columns)
+
+
 def current_wal_lsn(conn: psycopg.Connection) -> int:
     return lsn_to_int(conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()[0])
 

@@ -12,6 +12,7 @@ import redis
 
 from derived.change import Change
 from derived.errors import StoreUnavailable
+from derived.redis_keys import render_key
 from derived.shape import shape, shaped_field
 
 
@@ -24,7 +25,7 @@ class CacheTable:
     rename: dict[str, str] = field(default_factory=dict)
 
     def key(self, change: Change) -> str:
-        return self.key_template.format(**change.key, _id=change.doc_id)
+        return render_key(self.key_template, change.key, change.doc_id)
 
     def pattern(self) -> str:
         """A SCAN pattern matching every key of this table."""

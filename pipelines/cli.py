@@ -134,7 +134,7 @@ def run_command(config_path: Path) -> None:
     from pipelines import preflight
 
     cfg = _load(config_path)
-    preflight.check(cfg)
+    preflight.check(cfg, postgres="if_reachable")
     logging.getLogger("cdckit").setLevel(logging.INFO)
     sys.exit(job.run(cfg, config_path=config_path))
 
@@ -152,7 +152,7 @@ def bootstrap_command(config_path: Path, once: bool) -> None:
     from pipelines import preflight
 
     cfg = _load(config_path)
-    preflight.check(cfg)
+    preflight.check(cfg, postgres="required")
     lost = bootstrap.topics_lost(cfg)
     if lost:
         aside = bootstrap.start_over(cfg)

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from derived.redis_keys import adjacent_placeholders
 from pipelines.errors import ConfigError
 from pipelines.secrets import SecretRef
 
@@ -154,6 +155,9 @@ class TableConfig(_Strict):
             fields = {f for _, f, _, _ in string.Formatter().parse(self.redis_key) if f is not None}
             if not fields:
                 raise ValueError("redis_key needs at least one {placeholder}")
+            if adjacent_placeholders(self.redis_key):
+                raise ValueError("redis_key placeholders need text between them (e.g. '{a}:{b}'): "
+                                 "without it two rows can share a key")
             allowed = set(self.key or []) | {"_id"}
             if self.key is not None and not fields <= allowed:
                 raise ValueError(f"redis_key placeholders {sorted(fields - allowed)} are not key columns")

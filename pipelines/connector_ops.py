@@ -23,8 +23,11 @@ def client_for(config: Config) -> ConnectClient:
 def prepare_database(config: Config) -> None:
     """Tables the connector config refers to (heartbeat target, signal and truncate marker
     tables) must exist first."""
+    from pipelines.table_checks import check_tables
+
     pg = config.postgres
     with postgres.connect(pg.dsn_kwargs()) as conn:
+        check_tables(config, {t.name: postgres.key_identity(conn, t.name) for t in config.tables})
         postgres.ensure_support_tables(conn, pg.heartbeat_table, pg.signal_table, pg.truncate_table,
                                        [t.name for t in config.tables])
 

@@ -5,8 +5,12 @@ to fix, instead of surfacing minutes later as a failed Spark task.
 """
 from __future__ import annotations
 
+import logging
+
 from pipelines.config import Config
 from pipelines.errors import CdckitError, EndpointUnreachable
+
+log = logging.getLogger("cdckit.preflight")
 
 
 class CredentialsRefused(CdckitError):
@@ -17,18 +21,25 @@ class CredentialsRefused(CdckitError):
                          + (f": {detail}" if detail else ""))
 
 
-def check(config: Config, kafka: bool = True, postgres: bool = False) -> None:
+def check(config: Config, kafka: bool = True, postgres: str = "no") -> None:
+    """postgres: "no"; "required" (also checks the configured tables, see pipelines/table_checks.py);
+    "if_reachable" (the streaming job does not need the database: checked when it answers)."""
     if kafka:
         _kafka(config)
     if "search" in config.sinks:
         _search(config)
     if "cache" in config.sinks:
         _redis(config)
-    if postgres:
-        from connectors import postgres as pg
+    if postgres != "no":
+        from connectors.postgres import PostgresUnreachable
+        from pipelines.table_checks import check_database_tables
 
-        with pg.connect(config.postgres.dsn_kwargs()):
-            pass
+        try:
+            check_database_tables(config)
+        except PostgresUnreachable as exc:
+            if postgres == "required":
+                raise
+            log.warning("tables not checked against the database (%s)", exc)
 
 
 def _kafka(config: Config) -> None:

@@ -18,6 +18,7 @@ import orjson
 from connectors import postgres
 from connectors.debezium_values import render, same
 from connectors.envelope import document_id
+from derived.redis_keys import render_key
 from derived.shape import shape
 from pipelines.checkpoint_state import committed_offsets
 from pipelines.config import Config, TableConfig
@@ -159,8 +160,7 @@ def verify_table(config: Config, table: TableConfig, stores, sample: int | None)
                 seen["search"] += len(docs)
                 _diff(report.stores["search"], expected, docs, types, table, as_strings=False)
             if "cache" in config.sinks:
-                keys = [cache_t.key_template.format(**{c: r[c] for c in key_cols}, _id=i)
-                        for i, r in zip(ids, rendered)]
+                keys = [render_key(cache_t.key_template, {c: r[c] for c in key_cols}, i) for i, r in zip(ids, rendered)]
                 docs = _cache_docs(stores.cache, cache_t, dict(zip(ids, keys)))
                 seen["cache"] += len(docs)
                 _diff(report.stores["cache"], expected, docs, types, table, as_strings=cache_t.format == "hash")
@@ -203,8 +203,7 @@ def _extras(report, stores, search_t, cache_t, seen, config, table, key_cols) ->
                     report.stores["search"].add("extra", doc_id)
     if "cache" in config.sinks:
         if stores.cache.count(cache_t, exact=True) > seen["cache"]:
-            present_keys = {cache_t.key_template.format(**k, _id=i)
-                            for i, k in _all_keys(config, table, key_cols)}
+            present_keys = {render_key(cache_t.key_template, k, i) for i, k in _all_keys(config, table, key_cols)}
             for key in stores.cache.r.scan_iter(match=cache_t.pattern(), count=1000):
                 key = key.decode()
                 if not key.startswith("cdckit:") and key not in present_keys:

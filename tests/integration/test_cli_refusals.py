@@ -34,9 +34,11 @@ def test_unreachable_connect_is_named_and_secret_not_printed(tmp_path):
 
 @pytest.mark.integration
 def test_connector_status_masks_password(stack, tmp_path):
-    from tests.helpers import drop_connector
+    from tests.helpers import drop_connector, pg
 
-    data = stack.config(tables=[{"name": "public.nothing_here"}])
+    with pg(stack) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS public.masked_pw (id int PRIMARY KEY)")
+    data = stack.config(tables=[{"name": "public.masked_pw"}])
     data["postgres"]["password"] = {"env": "CDCKIT_PW"}
     path = write_config(tmp_path, data)
     try:
@@ -49,3 +51,27 @@ def test_connector_status_masks_password(stack, tmp_path):
             assert SECRET not in text
     finally:
         drop_connector(stack, data)
+
+
+@pytest.mark.integration
+def test_tables_are_checked_against_the_database(stack, tmp_path):
+    from connectors.postgres import key_identity
+    from tests.helpers import pg
+
+    with pg(stack) as conn:
+        conn.execute("DROP TABLE IF EXISTS public.keyed_by_email")
+        conn.execute("CREATE TABLE public.keyed_by_email (id int PRIMARY KEY, email text NOT NULL UNIQUE, n int)")
+        assert key_identity(conn, "public.keyed_by_email").identity_columns == ("id",)
+        assert key_identity(conn, "public.no_such_table") is None
+    data = stack.config(tables=[{"name": "public.keyed_by_email", "key": ["email"], "redis_key": "k:{email}"}])
+    result = cli("connector", "apply", "-c", str(write_config(tmp_path, data)))
+    assert result.returncode == 2 and "tables.0.key" in result.stderr and "REPLICA IDENTITY" in result.stderr
+    missing = cli("connector", "apply", "-c", str(write_config(tmp_path, stack.config(
+        tables=[{"name": "public.no_such_table"}]))))
+    assert missing.returncode == 2 and "tables.0.name" in missing.stderr
+    with pg(stack) as conn:
+        conn.execute("ALTER TABLE public.keyed_by_email REPLICA IDENTITY USING INDEX keyed_by_email_email_key")
+        ident = key_identity(conn, "public.keyed_by_email")
+        assert (ident.replica_identity, ident.identity_columns, ident.primary_key) == ("index", ("email",), ("id",))
+        conn.execute("ALTER TABLE public.keyed_by_email REPLICA IDENTITY FULL")
+        assert key_identity(conn, "public.keyed_by_email").identity_columns == ("id", "email", "n")

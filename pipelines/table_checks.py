@@ -1,0 +1,45 @@
+"""The configured tables checked against the database before anything starts.
+
+Each mistake here loses data silently later: a table without a primary key produces keyless
+records a compacted topic refuses; a Redis key placeholder that is not a key column fails the first
+batch; a custom `key:` outside the replica identity loses every delete and every key change,
+because their WAL records carry only the identity's columns (connectors/postgres.KeyIdentity).
+"""
+from __future__ import annotations
+
+import string
+
+from connectors.postgres import KeyIdentity
+from pipelines.config import Config
+from pipelines.errors import ConfigError
+
+
+def check_tables(config: Config, identities: dict[str, KeyIdentity | None]) -> None:
+    for i, table in enumerate(config.tables):
+        ident = identities.get(table.name)
+        if ident is None:
+            raise ConfigError(f"tables.{i}.name", f"{table.name} does not exist in database "
+                              f"{config.postgres.database!r}: create it first, or remove it from the config")
+        key = list(table.key or ident.primary_key)
+        if not key:
+            raise ConfigError(f"tables.{i}.key", f"{table.name} has no primary key: add one (Debezium keys its "
+                              "records by it, and a compacted topic refuses records without a key)")
+        placeholders = {f for _, f, _, _ in string.Formatter().parse(table.redis_key_template) if f is not None}
+        unknown = placeholders - set(key) - {"_id"}
+        if unknown:
+            raise ConfigError(f"tables.{i}.redis_key", f"placeholders {sorted(unknown)} are not key columns of "
+                              f"{table.name} (its key: {key}); use those or {{_id}}")
+        outside = [c for c in table.key or () if c not in ident.identity_columns]
+        if outside:
+            raise ConfigError(f"tables.{i}.key", f"{outside} of {table.name} are not in its replica identity "
+                              f"({ident.replica_identity}: {list(ident.identity_columns)}), so deletes and key "
+                              f"changes would not carry them and the stores would keep removed rows: run "
+                              f"ALTER TABLE {table.name} REPLICA IDENTITY FULL (or USING INDEX on a unique index "
+                              f"over {list(table.key)}), or key by the primary key")
+
+
+def check_database_tables(config: Config) -> None:
+    from connectors import postgres
+
+    with postgres.connect(config.postgres.dsn_kwargs()) as conn:
+        check_tables(config, {t.name: postgres.key_identity(conn, t.name) for t in config.tables})
