@@ -19,6 +19,7 @@ from connectors import postgres
 from pipelines.checkpoint_state import committed_offsets
 from pipelines.config import Config
 from pipelines.json_files import read_json, write_json
+from pipelines.topic_ids import TopicIds, current_ids
 
 
 def state_path(config: Config) -> Path:
@@ -143,8 +144,9 @@ def resnapshot_pending(config: Config) -> bool:
 
 
 def topics_lost(config: Config) -> list[str]:
-    """Topics the pipeline has read further than they now go (or that are gone): the broker lost
-    its data (Tansu keeps nothing across a restart) or someone recreated them."""
+    """Topics the pipeline has read further than they now go, that are gone, or that were created
+    again since it read them (pipelines/topic_ids.py): the broker lost its data or someone
+    recreated them."""
     from confluent_kafka.admin import AdminClient
 
     from pipelines.kafka_source import NoFetchResponse, end_offsets
@@ -152,6 +154,10 @@ def topics_lost(config: Config) -> list[str]:
     committed = committed_offsets(config.spark.checkpoint_dir)
     if not committed:
         return []
+    recreated = TopicIds(config.spark.checkpoint_dir).recreated(current_ids(config.kafka.client_config(),
+                                                                            config.topic_pattern))
+    if recreated:
+        return recreated
     existing = AdminClient(config.kafka.client_config()).list_topics(timeout=10).topics
     present = [t for t in committed if t in existing]
     try:

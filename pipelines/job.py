@@ -25,6 +25,8 @@ from pipelines.dead_letters import ensure_topic
 from pipelines.fences import FenceStore
 from pipelines.partition_apply import STATS_DDL, add_stats, executor_fn, range_executor_fn, stats_of
 from pipelines.rebuild_state import live_targets
+from pipelines.kafka_source import TopicLost
+from pipelines.topic_ids import TopicIds, current_ids
 from pipelines.truncate_cuts import TruncateCuts
 
 log = logging.getLogger("cdckit.job")
@@ -147,6 +149,7 @@ def batch_writer(config: Config, on_batch: Callable | None = None, config_path: 
 
     fresh = committed_offsets(config.spark.checkpoint_dir) is None
     cuts = TruncateCuts(config.spark.checkpoint_dir)
+    topic_ids = TopicIds(config.spark.checkpoint_dir)
 
     def write(df, batch_id: int) -> None:
         nonlocal fresh
@@ -155,6 +158,12 @@ def batch_writer(config: Config, on_batch: Callable | None = None, config_path: 
         live.check_stores(fresh)
         fresh = False
         config_json = live.json
+        ids = current_ids(config.kafka.client_config(), config.topic_pattern)
+        recreated = topic_ids.recreated(ids)
+        if recreated:
+            raise TopicLost(f"change topics recreated since the pipeline read them: {', '.join(recreated[:5])}. "
+                            "Their positions belong to the old topics; recover with `cdckit bootstrap` (it re-snapshots)")
+        topic_ids.learn(ids)
         state = fences.before(batch_id)
         rebuild = live_targets(config.spark.checkpoint_dir)
         apply_fn = range_executor_fn if "start" in df.columns else executor_fn  # ranges, or records (JVM source)

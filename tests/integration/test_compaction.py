@@ -69,3 +69,33 @@ def test_the_broker_compacts_a_change_topic(stack, tmp_path):
                  "the tombstones to be removed after delete.retention.ms")
     finally:
         drop_connector(stack, data)
+
+
+def test_a_recreated_topic_is_told_apart_by_its_id(stack, tmp_path):
+    """Offsets cannot tell a recreated topic whose log grew past the checkpoint's position from
+    the old one; its id can (pipelines/topic_ids.py)."""
+    from pipelines.topic_ids import TopicIds, current_ids
+
+    prefix = f"ids{uuid.uuid4().hex[:6]}"
+    topic = f"{prefix}.public.t"
+    conf = {"bootstrap.servers": stack.bootstrap_servers}
+    admin = AdminClient(conf)
+    admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(15)
+    ids = TopicIds(tmp_path)
+    first = current_ids(conf, rf"{prefix}\..*")
+    assert set(first) == {topic}
+    ids.learn(first)
+    assert ids.recreated(current_ids(conf, rf"{prefix}\..*")) == []
+    admin.delete_topics([topic])[topic].result(15)
+    wait_for(lambda: topic not in admin.list_topics(timeout=10).topics, 30, 0.5, "the topic deleted")
+    wait_for(lambda: _created(admin, topic), 30, 0.5, "the topic created again")
+    assert TopicIds(tmp_path).recreated(current_ids(conf, rf"{prefix}\..*")) == [topic]  # read back from the file
+    admin.delete_topics([topic])
+
+
+def _created(admin, topic) -> bool:
+    try:
+        admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(15)
+        return True
+    except Exception:  # noqa: BLE001 - the deletion is still in progress
+        return False

@@ -1,0 +1,56 @@
+"""Which incarnation of each change topic the checkpoint's positions belong to.
+
+Offsets alone cannot tell a recreated topic from the old one once the new log has grown past the
+checkpoint's position: the pipeline would go on from the old offsets, missing the new log's start.
+Kafka gives every topic a random id when it is created, so the ids are kept beside the checkpoint
+(learned when a topic is first read) and compared before every batch is applied.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from pipelines.json_files import read_json, write_json
+
+FILE = "cdckit-topic-ids.json"
+
+
+def current_ids(kafka_conf: dict[str, Any], pattern: str) -> dict[str, str]:
+    """name -> topic id of the existing topics matching the pattern."""
+    from confluent_kafka import KafkaException, TopicCollection
+    from confluent_kafka.admin import AdminClient
+
+    from pipelines.kafka_source import KafkaUnavailable
+
+    admin = AdminClient(kafka_conf)
+    try:
+        names = [t for t in admin.list_topics(timeout=10).topics if re.fullmatch(pattern, t)]
+        if not names:
+            return {}
+        futures = admin.describe_topics(TopicCollection(names), request_timeout=10)
+        out = {}
+        for name, future in futures.items():
+            try:
+                out[name] = str(future.result().topic_id)
+            except KafkaException:
+                continue  # deleted between the two calls: absent
+        return out
+    except KafkaException as exc:
+        raise KafkaUnavailable(f"kafka did not answer a topic description: {exc}") from None
+
+
+class TopicIds:
+    def __init__(self, directory: Path):
+        self.path = Path(directory) / FILE
+        self.known: dict[str, str] = read_json(self.path, {})
+
+    def recreated(self, current: dict[str, str]) -> list[str]:
+        """Known topics now carrying another id (deleted and created again)."""
+        return sorted(t for t, i in current.items() if t in self.known and self.known[t] != i)
+
+    def learn(self, current: dict[str, str]) -> None:
+        new = {t: i for t, i in current.items() if t not in self.known}
+        if new:
+            self.known = {**self.known, **new}
+            write_json(self.path, self.known)
