@@ -10,7 +10,7 @@ from typing import Any, Iterable
 import orjson
 import redis
 
-from derived.change import Change
+from derived.change import Change, DeadLetter
 from derived.errors import StoreUnavailable
 from derived.redis_keys import render_key
 from derived.shape import shape, shaped_field
@@ -53,6 +53,19 @@ def _hash_value(value: Any) -> str:
 class ApplyStats:
     applied: int = 0
     stale: int = 0
+    dead: list[DeadLetter] = field(default_factory=list)
+
+
+# Server states that pass (memory freed, a failover done, a load finished): the batch is re-run
+# later. Any other error of one key's command (WRONGTYPE: the key holds something else; a script
+# error) is that record's, and dead-lettered like a search rejection.
+_PASSING = (redis.exceptions.OutOfMemoryError, redis.exceptions.ReadOnlyError, redis.exceptions.BusyLoadingError,
+            redis.exceptions.ClusterDownError, redis.exceptions.TryAgainError, redis.exceptions.MasterDownError)
+_PASSING_TEXT = ("OOM", "READONLY", "LOADING", "MASTERDOWN", "BUSY ", "NOREPLICAS", "CLUSTERDOWN", "TRYAGAIN")
+
+
+def _passing(exc: object) -> bool:
+    return isinstance(exc, _PASSING) or (isinstance(exc, Exception) and str(exc).startswith(_PASSING_TEXT))
 
 
 class RedisCache:
@@ -136,8 +149,12 @@ class RedisCache:
                     args += [x for f, v in doc.items() for x in (f, _hash_value(v))]
                 self._upsert(keys=keys, args=args, client=pipe)
         again = []
-        for ch, result in zip(changes, pipe.execute()):
-            if result == 1:
+        for ch, result in zip(changes, pipe.execute(raise_on_error=False)):
+            if isinstance(result, redis.ResponseError) and not _passing(result):
+                stats.dead.append(DeadLetter(ch.position, None, None, "apply", f"redis: {result}"[:1000]))
+            elif isinstance(result, Exception):
+                raise StoreUnavailable(f"redis: {result}") from result
+            elif result == 1:
                 stats.applied += 1
             elif result == 2:
                 again.append(ch)
@@ -158,11 +175,19 @@ class RedisCache:
         for key in keys:
             pipe.get(self.VERSION_PREFIX + key)
             pipe.get(key)
-        found = pipe.execute()
+        found = pipe.execute(raise_on_error=False)
         out = {}
         for i, key in enumerate(keys):
             held, raw = found[2 * i], found[2 * i + 1]
-            out[key] = (held.decode() if held is not None else None, orjson.loads(raw) if raw is not None else None)
+            if isinstance(held, Exception) or isinstance(raw, Exception):
+                if _passing(held) or _passing(raw):
+                    raise StoreUnavailable(f"redis: {held if isinstance(held, Exception) else raw}")
+                continue  # the key holds another type: its write fails and is dead-lettered
+            try:
+                doc = orjson.loads(raw) if raw is not None else None
+            except orjson.JSONDecodeError:
+                doc = None  # not a document of ours: nothing to merge from
+            out[key] = (held.decode() if held is not None else None, doc if isinstance(doc, dict) else None)
         return out
 
     def truncate(self, change: Change, table: CacheTable) -> int:

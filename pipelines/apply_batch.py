@@ -260,10 +260,11 @@ def apply_changes(stores: Stores, truncates: list[Change], latest: list[Change],
     cache = stores.cache.apply(to_cache, stores.cache_tables)
     search = pending_search.result()
     raw = {(r["topic"], r["partition"], r["offset"]): r for r in rows}
-    for letter in search.dead:
+    for letter in [*search.dead, *cache.dead]:
         src = raw.get((letter.position.topic, letter.position.partition, letter.position.offset), {})
         letter.key, letter.value = src.get("key"), src.get("value")
     dead.extend(search.dead)
+    dead.extend(cache.dead)
     stats.search_applied += search.applied
     stats.search_stale += search.stale
     stats.cache_applied += cache.applied

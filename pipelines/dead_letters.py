@@ -33,8 +33,11 @@ class DeadLetterWriter:
         if count:
             remaining = self._producer.flush(30)
             if remaining or self._errors:
+                from pipelines.kafka_source import KafkaUnavailable
+
                 errors, self._errors = self._errors, []
-                raise RuntimeError(f"dead-letter topic {self.topic}: {remaining} unsent, errors: {errors[:3]}")
+                # Restartable: the batch is re-run later (nothing of it is committed), so no letter is lost.
+                raise KafkaUnavailable(f"dead-letter topic {self.topic}: {remaining} unsent, errors: {errors[:3]}")
         return count
 
 

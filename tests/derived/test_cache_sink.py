@@ -98,3 +98,33 @@ def test_a_merge_read_at_a_version_that_moved_is_done_again(stack):
     cache._stored_json = stale_once
     assert cache.apply([ch("upsert", 12, {"id": 1, "n": 2}, unavailable=("toasted",))], t).applied == 1
     assert cache.read(f"{prefix}:1", t["public.t"]) == {"id": 1, "n": 2, "toasted": "new"}
+
+
+def test_a_key_holding_another_type_is_a_dead_letter_and_the_rest_is_written(stack):
+    r = redis.Redis.from_url(stack.redis_url)
+    cache = RedisCache(r, deleted_version_ttl_s=60)
+    prefix = f"w{uuid.uuid4().hex[:6]}"
+    t = {"public.t": CacheTable(f"{prefix}:{{id}}", format="hash")}
+    r.set(f"{prefix}:1", "someone else's string")
+    other = Change("public.t", "upsert", {"id": 2}, "2", {"id": 2}, Version(5, 1, 5), Position("x", 0, 5))
+    stats = cache.apply([ch("upsert", 10, {"id": 1, "n": 1}, unavailable=("name",)), other], t)
+    assert stats.applied == 1 and [d.reason[:16] for d in stats.dead] == ["redis: WRONGTYPE"]
+    assert stats.dead[0].position.offset == 10
+    assert cache.read(f"{prefix}:2", t["public.t"]) == {"id": "2"}
+
+
+def test_out_of_memory_is_an_outage_not_a_letter(stack):
+    from derived.errors import StoreUnavailable
+
+    r = redis.Redis.from_url(stack.redis_url)
+    cache = RedisCache(r, deleted_version_ttl_s=60)
+    t = {"public.t": CacheTable(f"m{uuid.uuid4().hex[:6]}:{{id}}")}
+    old = r.config_get("maxmemory")["maxmemory"], r.config_get("maxmemory-policy")["maxmemory-policy"]
+    r.config_set("maxmemory-policy", "noeviction")
+    r.config_set("maxmemory", 1)
+    try:
+        with pytest.raises(StoreUnavailable, match="maxmemory"):
+            cache.apply([ch("upsert", 10, {"id": 1, "n": 1})], t)
+    finally:
+        r.config_set("maxmemory", old[0])
+        r.config_set("maxmemory-policy", old[1])
