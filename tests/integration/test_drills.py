@@ -166,6 +166,8 @@ def test_store_lost_its_data_detected_then_rebuilt(stack, tmp_path, store, serve
         assert cli("status", "--json", "-c", d.path, timeout=120).returncode == 0
 
 
+@pytest.mark.xfail(strict=False, reason="open in #14: one CI run of three saw one deleted row back after "
+                   "`rebuild all` under load with a TRUNCATE before it; not yet reproduced on demand")
 def test_truncate_under_load_then_rebuild_all(stack, tmp_path):
     """TRUNCATE with three partitions per topic: the truncate's marker lands in one partition of its
     own topic, the rows it removes are in all of the table's; the live job cuts them once every task

@@ -1,0 +1,262 @@
+"""One wide table, every change kind, three partitions, a driver killed with -9, a rebuild of both
+stores under load: then both stores equal Postgres, compared here column by column from values
+Postgres itself renders (not through cdckit's code), and `cdckit verify` agrees.
+
+Columns: a composite key; bigint above 2^53; double; numeric(30,8); timestamp and timestamptz;
+date; jsonb with nested numbers above 2^53; text[], int[], uuid[]; bytea; a TOASTed text and a
+TOASTed bytea (STORAGE EXTERNAL: stored out of line, so unchanged ones reach Debezium as
+placeholders); NULLs in every nullable column.
+"""
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import os
+import random
+import signal
+import threading
+import time
+import uuid
+from decimal import Decimal
+from urllib.parse import urlsplit
+
+import dataclasses
+import psycopg
+import pytest
+import redis
+
+from tests.helpers import cli, drop_connector, pg, search_docs, start_job, wait_for, wait_streaming, write_config
+
+pytestmark = pytest.mark.integration
+
+LIVE_DB, SPARE_DB = 9, 10
+ROWS = 1200
+REGIONS = ("eu", "us", "ap")
+
+COLUMNS = """region text NOT NULL, id bigint NOT NULL, big bigint, dbl double precision, num numeric(30,8),
+ts timestamp, tstz timestamptz, d date, doc jsonb, tags text[], ints int[], uids uuid[], raw bytea,
+big_text text, big_bytes bytea, n int NOT NULL DEFAULT 0, PRIMARY KEY (region, id)"""
+
+# A row from its key: every fifth row has NULLs; the TOASTed values are ~6 kB and ~2.5 kB.
+ROW_SQL = """
+SELECT r, i,
+  CASE WHEN i %% 5 = 0 THEN NULL ELSE 9007199254740993 + i * 7 END,
+  CASE WHEN i %% 5 = 0 THEN NULL ELSE i * 0.1 + 1e-7 END,
+  CASE WHEN i %% 5 = 0 THEN NULL ELSE 12345678901234567890.12345678 + i END,
+  CASE WHEN i %% 5 = 0 THEN NULL ELSE timestamp '2026-01-01 12:34:56.123456' + i * interval '1.000001 s' END,
+  CASE WHEN i %% 5 = 0 THEN NULL ELSE timestamptz '2026-01-01 12:34:56.654321+02' + i * interval '1 min' END,
+  CASE WHEN i %% 5 = 0 THEN NULL ELSE date '2026-01-01' + (i %% 400)::int END,
+  CASE WHEN i %% 5 = 0 THEN NULL ELSE jsonb_build_object('a', jsonb_build_object('big', 9007199254740993 + i,
+       'f', 0.1), 'arr', jsonb_build_array(i, 'x', NULL)) END,
+  CASE WHEN i %% 5 = 0 THEN NULL ELSE ARRAY['t' || i, 'with space', ''] END,
+  CASE WHEN i %% 5 = 0 THEN NULL ELSE ARRAY[i::int, -1, 2147483647] END,
+  CASE WHEN i %% 5 = 0 THEN NULL ELSE ARRAY[md5(i::text)::uuid] END,
+  CASE WHEN i %% 5 = 0 THEN NULL ELSE decode('00ff10' || lpad(to_hex(i), 8, '0'), 'hex') END,
+  CASE WHEN i %% 7 = 0 THEN NULL ELSE repeat(md5(i::text || r), 200) END,
+  CASE WHEN i %% 7 = 0 THEN NULL ELSE decode(repeat(md5(r || i::text), 80), 'hex') END,
+  0
+FROM (SELECT %s::text AS r, %s::bigint AS i) k"""
+
+# What the stores hold, rendered by Postgres: numbers exact, numerics and doubles as text,
+# timestamps as microseconds since 1970 (without zone) or instants (with zone), dates as days.
+EXPECTED_SQL = """
+SELECT region, id, big, dbl::text, num::text, (extract(epoch FROM ts) * 1000000)::bigint, tstz,
+       d - date '1970-01-01', doc::text, tags, ints, uids::text[], raw, big_text, big_bytes, n
+FROM {table}"""
+NAMES = ["region", "id", "big", "dbl", "num", "ts", "tstz", "d", "doc", "tags", "ints", "uids", "raw",
+         "big_text", "big_bytes", "n"]
+
+
+def _same(name: str, stored, expected) -> bool:
+    try:
+        return _same_value(name, stored, expected)
+    except (TypeError, ValueError, AttributeError, ArithmeticError):
+        return False
+
+
+def _same_value(name: str, stored, expected) -> bool:
+    if expected is None:
+        return stored is None
+    if name in ("id", "big", "ts", "d", "n"):
+        return type(stored) is int and stored == expected
+    if name == "dbl":
+        return isinstance(stored, (int, float)) and float(stored) == float(expected)
+    if name == "num":
+        return isinstance(stored, str) and Decimal(stored) == Decimal(expected)
+    if name == "tstz":
+        return dt.datetime.fromisoformat(stored.replace("Z", "+00:00")) == expected
+    if name == "doc":
+        return json.loads(stored, parse_float=Decimal) == json.loads(expected, parse_float=Decimal)
+    if name in ("raw", "big_bytes"):
+        return isinstance(stored, str) and base64.b64decode(stored) == bytes(expected)
+    return stored == expected
+
+
+def _differences(want: dict, got: dict) -> list:
+    out = []
+    for key in sorted(set(want) | set(got)):
+        if key not in got:
+            out.append(("missing", key))
+        elif key not in want:
+            out.append(("extra", key))
+        else:
+            bad = [n for n in NAMES if not _same(n, got[key].get(n), want[key][n])]
+            if bad or set(got[key]) != set(NAMES):
+                out.append(("different", key, {n: (str(got[key].get(n))[:60], str(want[key][n])[:60]) for n in bad},
+                            sorted(set(got[key]) ^ set(NAMES))))
+    return out
+
+
+class WideWorkload:
+    """Three writers: updates of non-TOAST columns (TOAST placeholders), primary-key changes,
+    delete + re-insert of one key, two updates of one row in one transaction, inserts; and one
+    TRUNCATE + inserts in one transaction while they run."""
+
+    def __init__(self, stack, table: str):
+        self.stack, self.table = stack, table
+        self.stop_flag = threading.Event()
+        self.truncate_now = threading.Event()
+        self.errors: list[str] = []
+        self.threads = [threading.Thread(target=self._run, args=(seed,), daemon=True) for seed in range(3)]
+
+    def start(self) -> "WideWorkload":
+        for t in self.threads:
+            t.start()
+        return self
+
+    def stop(self) -> None:
+        self.stop_flag.set()
+        for t in self.threads:
+            t.join()
+        assert not self.errors, self.errors[:3]
+
+    def _ids(self, conn, count: int = 1):
+        return conn.execute(f"SELECT region, id FROM {self.table} ORDER BY random() LIMIT %s", (count,)).fetchall()
+
+    def _run(self, seed: int) -> None:
+        rnd = random.Random(seed)
+        fresh = 10_000_000 * (seed + 1)
+        with pg(self.stack) as conn:
+            while not self.stop_flag.is_set():
+                try:
+                    with conn.transaction():
+                        if seed == 0 and self.truncate_now.is_set():
+                            self.truncate_now.clear()
+                            conn.execute(f"TRUNCATE {self.table}")
+                            for i in range(200):
+                                conn.execute(f"INSERT INTO {self.table} {ROW_SQL}", (REGIONS[i % 3], fresh + i))
+                            fresh += 200
+                            continue
+                        kind = rnd.randrange(5)
+                        for region, i in self._ids(conn):
+                            if kind == 0:    # update, TOAST untouched
+                                conn.execute(f"UPDATE {self.table} SET n = n + 1, big = big + 1, dbl = dbl * 1.5, "
+                                             f"ts = ts + interval '1 us' WHERE region = %s AND id = %s", (region, i))
+                            elif kind == 1:  # primary-key change, TOAST untouched
+                                conn.execute(f"UPDATE {self.table} SET id = %s, n = n + 1 WHERE region = %s AND id = %s",
+                                             (fresh, region, i))
+                                fresh += 1
+                            elif kind == 2:  # delete and re-insert the same key
+                                conn.execute(f"DELETE FROM {self.table} WHERE region = %s AND id = %s", (region, i))
+                                conn.execute(f"INSERT INTO {self.table} {ROW_SQL}", (region, i))
+                            elif kind == 3:  # two updates of one row in one transaction
+                                conn.execute(f"UPDATE {self.table} SET n = n + 1, doc = doc || '{{\"k\": 1}}' "
+                                             f"WHERE region = %s AND id = %s", (region, i))
+                                conn.execute(f"UPDATE {self.table} SET n = n + 10, big_text = big_text || 'x' "
+                                             f"WHERE region = %s AND id = %s", (region, i))
+                            else:            # an update that sets the TOASTed columns to NULL or back
+                                conn.execute(f"UPDATE {self.table} SET big_bytes = CASE WHEN big_bytes IS NULL THEN "
+                                             f"decode(repeat('ab', 3000), 'hex') END WHERE region = %s AND id = %s",
+                                             (region, i))
+                        conn.execute(f"INSERT INTO {self.table} {ROW_SQL}", (REGIONS[seed], fresh))
+                        fresh += 1
+                except psycopg.Error as exc:
+                    if not isinstance(exc, (psycopg.errors.DeadlockDetected, psycopg.errors.UniqueViolation,
+                                            psycopg.errors.SerializationFailure)):
+                        self.errors.append(repr(exc))
+                time.sleep(0.02)
+
+
+@pytest.mark.xfail(strict=False, reason="open in #14: Debezium's re-select of a primary-key change's unchanged "
+                   "TOAST columns sometimes finds no row (logged 'Failed to find row'), leaving the new key without "
+                   "them; and a deleted row seen once in both stores after the rebuild")
+def test_wide_table_every_change_kind_then_rebuild(stack, tmp_path):
+    name = f"wide_{uuid.uuid4().hex[:6]}"
+    table = f"public.{name}"
+    own = dataclasses.replace(stack, redis_url=urlsplit(stack.redis_url)._replace(path=f"/{LIVE_DB}").geturl())
+    for db in (LIVE_DB, SPARE_DB):
+        redis.Redis.from_url(urlsplit(stack.redis_url)._replace(path=f"/{db}").geturl()).flushdb()
+    with pg(stack) as conn:
+        conn.execute(f"CREATE TABLE {table} ({COLUMNS})")
+        conn.execute(f"ALTER TABLE {table} ALTER big_text SET STORAGE EXTERNAL, ALTER big_bytes SET STORAGE EXTERNAL")
+        with conn.transaction():
+            for i in range(ROWS):
+                conn.execute(f"INSERT INTO {table} {ROW_SQL}", (REGIONS[i % 3], i))
+    data = stack.config(tables=[{"name": table, "redis_key": f"{name}:{{region}}:{{id}}", "index": name}],
+                        redis={"url": own.redis_url, "rebuild_db": SPARE_DB},
+                        spark={"checkpoint_dir": str(tmp_path / "ckpt"), "trigger": "500 ms"})
+    path = write_config(tmp_path, data)
+    job = None
+    try:
+        assert cli("connector", "apply", "-c", str(path)).returncode == 0
+        wait_streaming(stack, data)
+        job = start_job(path, tmp_path / "job.log")
+        r = redis.Redis.from_url(own.redis_url)
+        wait_for(lambda: sum(1 for _ in r.scan_iter(match=f"{name}:*", count=1000)) >= ROWS, 180, 1,
+                 "the snapshot applied")
+        w = WideWorkload(stack, table).start()
+        time.sleep(4)
+        os.killpg(job.pid, signal.SIGKILL)                  # the driver dies mid-batch
+        time.sleep(2)
+        job = start_job(path, tmp_path / "job.log")
+        time.sleep(4)
+        w.truncate_now.set()
+        time.sleep(4)
+        rebuilt = cli("rebuild", "all", "-c", str(path), timeout=600)   # under load
+        assert rebuilt.returncode == 0, rebuilt.stdout[-2000:] + rebuilt.stderr[-2000:]
+        time.sleep(3)
+        w.stop()
+
+        def compare():
+            with pg(stack) as conn:
+                want = {(row[0], row[1]): dict(zip(NAMES, row)) for row in
+                        conn.execute(EXPECTED_SQL.format(table=table)).fetchall()}
+            cache = {(d["region"], d["id"]): d for d in (json.loads(v) for v in
+                     r.mget(*keys)) if d} if (keys := list(r.scan_iter(match=f"{name}:*", count=1000))) else {}
+            search = {(d["region"], d["id"]): d for d in search_docs(own, name).values()}
+            return {"cache": _differences(want, cache), "search": _differences(want, search)}
+
+        last = {}
+
+        def exact():
+            last.update(compare())
+            return not last["cache"] and not last["search"]
+
+        try:
+            wait_for(exact, 180, 2, "both stores equal to the table")
+        except TimeoutError:
+            raise AssertionError({k: (len(v), v[:5]) for k, v in last.items()}, _history(stack, data, table, last),
+                                 (tmp_path / "job.log").read_text()[-3000:]) from None
+        verify = cli("verify", "--json", "-c", str(path), timeout=300)
+        assert verify.returncode == 0, verify.stdout[-3000:]
+    finally:
+        if job is not None and job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+        drop_connector(stack, data)
+
+
+def _history(stack, data, table, last) -> list:
+    """The change records of the first differing keys, to see what the stores were sent."""
+    from tests.helpers import read_topic
+
+    keys = {tuple(d[1]) for v in last.values() for d in v[:3]}
+    records = read_topic(stack.bootstrap_servers, f"{data['topic_prefix']}.{table}", 0, timeout_s=20)
+    out = []
+    for k, v in records:
+        if k and (k.get("region"), k.get("id")) in keys:
+            after = (v or {}).get("after") or {}
+            out.append((k, v and v["op"], v and v["source"].get("lsn"),
+                        {c: str(after.get(c))[:40] for c in ("big_text", "big_bytes", "n")}))
+    log = stack.settings.log("connect").read_text().splitlines()
+    return out[:40] + [line[:300] for line in log if "select" in line.lower() or "unavailable" in line.lower()][-10:]
