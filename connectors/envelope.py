@@ -150,4 +150,5 @@ def decode(key: bytes | None, value: bytes | None, position: Position, fence: in
         return Change(table, "upsert", key_data, doc_id, after, **common)
     unavailable = tuple(c for c, v in after.items() if is_unavailable(v))
     row = {c: v for c, v in after.items() if c not in unavailable}
-    return Change(table, "upsert", key_data, doc_id, row, unavailable=unavailable, **common)
+    return Change(table, "upsert", key_data, doc_id, row, unavailable=unavailable,
+                  created=op == "c" and not snapshot, **common)

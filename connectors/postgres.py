@@ -112,6 +112,27 @@ def key_identity(conn: psycopg.Connection, table: str) -> KeyIdentity | None:
     return KeyIdentity(pk, kind, columns)
 
 
+def column_types(conn: psycopg.Connection, table: str) -> dict[str, str]:
+    """Column name -> type as format_type spells it (e.g. 'numeric(12,2)', 'integer[]')."""
+    rows = conn.execute("SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+                        "WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
+                        (table,)).fetchall()
+    return dict(rows)
+
+
+def select_row(conn: psycopg.Connection, table: str, columns: list[str], key: dict[str, Any]) -> dict[str, Any] | None:
+    """These columns of the row with this key as it is now (None: no such row). Key values are
+    bound as Debezium's key renders them (numbers, strings: Postgres casts them to the column's type)."""
+    from psycopg import sql
+
+    query = sql.SQL("SELECT {} FROM {} WHERE {}").format(
+        sql.SQL(", ").join(sql.Identifier(c) for c in columns),
+        sql.SQL(".").join(sql.Identifier(p) for p in table.split(".", 1)),
+        sql.SQL(" AND ").join(sql.SQL("{} = {}").format(sql.Identifier(k), sql.Placeholder()) for k in key))
+    row = conn.execute(query, list(key.values())).fetchone()
+    return None if row is None else dict(zip(columns, row))
+
+
 def current_wal_lsn(conn: psycopg.Connection) -> int:
     return lsn_to_int(conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()[0])
 

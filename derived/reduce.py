@@ -69,6 +69,8 @@ def _fill_unavailable(newer: Change, older: Change) -> None:
     kept = {c: older.row[c] for c in newer.unavailable if c in older.row}
     newer.row = {**kept, **newer.row}
     newer.unavailable = tuple(c for c in newer.unavailable if c not in kept)
+    # The key's chain began with a create here: no store holds an older row to merge the rest from.
+    newer.created = newer.created or older.created
 
 
 def merge_cuts(*cuts: dict[str, Version]) -> dict[str, Version]:

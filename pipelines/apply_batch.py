@@ -35,6 +35,7 @@ class BatchStats:
     snapshot_last_lsn: int = 0          # set when the batch held the snapshot's final record
     newest_source_ts_ms: int | None = None
     visible_ms: list[int] = field(default_factory=list)  # sampled commit-to-applied times of streamed changes
+    toast_reread: int = 0               # changes whose unchanged TOAST columns were read from Postgres
 
 
 @dataclass
@@ -45,6 +46,7 @@ class Stores:
     cache_tables: dict[str, CacheTable]
     key_columns: dict[str, list[str] | None] = field(default_factory=dict)
     truncate_table: str | None = None
+    toast: Any = None   # pipelines.toast_reread.ToastReread, or None (tests)
 
     @property
     def tables(self) -> set[str]:
@@ -119,8 +121,10 @@ def stores_from_config(config: Config, targets: Targets | None = None) -> Stores
         search = _search_sink(config, live=False) if indexes else NullStore()
         cache = (RedisCache(redis_client(config, targets.cache_db), rc.deleted_version_ttl_s)
                  if targets.cache_db is not None else NullStore())
+    from pipelines.toast_reread import ToastReread
+
     return Stores(search, cache, search_tables, cache_tables, {t.name: t.key for t in config.tables},
-                  config.postgres.truncate_table)
+                  config.postgres.truncate_table, ToastReread(config.postgres.dsn_kwargs()))
 
 
 def table_of_topic(topic: str) -> str:
@@ -214,6 +218,8 @@ def apply_records(rows: list[dict[str, Any]], stores: Stores, fences: dict[str, 
         latest = [c for c in latest if not (c.table in how.known_cuts and c.version < how.known_cuts[c.table])]
     deletes_at = {(c.position.topic, c.position.partition, c.position.offset) for c in changes if c.op == "delete"}
     latest = settle_tombstones(latest, tombstones, deletes_at)
+    if stores.toast is not None:
+        stats.toast_reread = stores.toast.fill(latest)
     if how.defer_truncates:
         stats.truncate_cuts, truncates = newest_cuts(truncates), []
         stats.truncates = len(stats.truncate_cuts)

@@ -235,8 +235,8 @@ def rebuild_command(store: str, config_path: Path, table: str | None, dry_run: b
             f"{catchup.get('records', 0):,} records ({catchup.get('search_stale', 0) + catchup.get('cache_stale', 0):,} "
             f"already newer: live writes); old generation {summary.get('old_generation')}")
         if bulk.get("unresolved_toast"):
-            say(f"warning: {bulk['unresolved_toast']} keys had unchanged TOAST columns whose value the log no longer "
-                "holds; give those tables REPLICA IDENTITY FULL")
+            say(f"warning: {bulk['unresolved_toast']} keys had unchanged TOAST columns whose value neither the log "
+                "nor Postgres holds now (rows deleted or re-keyed since: their deletes follow in the log)")
 
 
 def _print_json(body) -> None:

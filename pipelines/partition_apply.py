@@ -23,6 +23,7 @@ STATS_SCHEMA = pa.schema([
     ("search_stale", pa.int64()), ("cache_applied", pa.int64()), ("cache_stale", pa.int64()),
     ("truncates", pa.int64()), ("snapshot_reads", pa.int64()), ("snapshot_last_lsn", pa.int64()),
     ("newest_source_ts_ms", pa.int64()), ("visible_ms", pa.list_(pa.int64())), ("truncate_cuts", pa.string()),
+    ("toast_reread", pa.int64()),
 ])
 # The same schema as Spark DDL, for mapInArrow's declared output.
 _SPARK_TYPES = {pa.string(): "string", pa.int32(): "int", pa.int64(): "bigint", pa.list_(pa.int64()): "array<bigint>"}

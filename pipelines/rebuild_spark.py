@@ -71,6 +71,8 @@ def _bulk_range(config_json: bytes, targets: Targets, work: str, topic: str, par
     survivors = fold.survivors()
     stats, dead = BatchStats(records=fold.records, tombstones=fold.tombstones), list(fold.dead)
     stores = _resources(config_json, targets)
+    if stores.toast is not None:  # TOAST values the compacted log no longer holds (pipelines/toast_reread.py)
+        stores.toast.fill(survivors, every_upsert=True)
     for first in range(0, len(survivors), APPLY_CHUNK):
         apply_changes(stores, [], survivors[first:first + APPLY_CHUNK], stats, dead, [])
         _report(progress, read=fold.records, applied=first + APPLY_CHUNK, survivors=len(survivors))

@@ -92,13 +92,6 @@ def wait_applied(config: Config, timeout_s: float) -> tuple[int, float]:
         time.sleep(0.5)
 
 
-def _columns(conn, table: str) -> dict[str, str]:
-    rows = conn.execute("SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
-                        "WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
-                        (table,)).fetchall()
-    return dict(rows)
-
-
 def _primary_key(conn, table: str) -> list[str]:
     rows = conn.execute("SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
                         "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = %s::regclass AND i.indisprimary "
@@ -148,7 +141,7 @@ def verify_table(config: Config, table: TableConfig, stores, sample: int | None)
     search_t, cache_t = stores.search_tables[table.name], stores.cache_tables[table.name]
     seen = {s: 0 for s in config.sinks}
     with postgres.connect(config.postgres.dsn_kwargs(), autocommit=False) as conn:
-        types = _columns(conn, table.name)
+        types = postgres.column_types(conn, table.name)
         key_cols = table.key or _primary_key(conn, table.name)
         for chunk in _chunks(_rows(conn, table.name, sample), BATCH):
             report.rows += len(chunk)
@@ -212,7 +205,7 @@ def _extras(report, stores, search_t, cache_t, seen, config, table, key_cols) ->
 
 def _all_keys(config: Config, table: TableConfig, key_cols: list[str]):
     with postgres.connect(config.postgres.dsn_kwargs(), autocommit=False) as conn:
-        types = _columns(conn, table.name)
+        types = postgres.column_types(conn, table.name)
         cols = ", ".join(key_cols)
         with conn.cursor(name="cdckit_verify_keys") as cur:
             cur.itersize = 20000

@@ -154,3 +154,10 @@ def test_snapshot_final_marker_counts_even_on_a_table_not_synced():
             {"key": KEY, "value": heartbeat, "topic": "cdc.public.cdckit_heartbeat", "partition": 0, "offset": 0}]
     changes, dead, _, last = decode_records(rows, {}, {}, {"public.t"})
     assert [c.table for c in changes] == ["public.t"] and not dead and last == 900
+
+
+def test_a_streamed_create_is_marked_created():
+    placeholder = "__debezium_unavailable_value"
+    created = decode(KEY, envelope("c", after={"id": 5, "big": placeholder}), POS)
+    updated = decode(KEY, envelope("u", after={"id": 5, "big": placeholder}), POS)
+    assert created.created and created.unavailable == ("big",) and not updated.created

@@ -49,3 +49,13 @@ def test_a_redelivered_tombstone_after_a_newer_change_of_its_batch_is_its_delete
 def test_other_keys_are_untouched():
     got = settled([ch(3, doc="2")], [tomb(5, doc="1")])
     assert got["2"].op == "upsert" and got["1"].tombstone
+
+
+def test_an_update_after_a_create_in_one_batch_stays_created():
+    # A primary-key change's create and an update of the new key: nothing older holds the key.
+    create = ch(1)
+    create.created, create.unavailable = True, ("big",)
+    update = ch(2)
+    update.unavailable = ("big",)
+    _, latest = last_per_key([create, update])
+    assert latest[0] is update and update.created and update.unavailable == ("big",)

@@ -16,7 +16,7 @@ import pytest
 import redis
 
 from tests.drills import Workload, converged, record
-from tests.helpers import cli, drop_connector, pg, start_job, wait_for, wait_streaming, write_config
+from tests.helpers import cli, diff_stores, drop_connector, pg, start_job, wait_for, wait_streaming, write_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.drill]
 LIVE_DB, SPARE_DB = 7, 8
@@ -68,8 +68,36 @@ class Drill:
         verify = cli("verify", "--json", "-c", self.path, timeout=300)
         result["verify_exact"] = verify.returncode == 0
         record(drill, workload.written, result, **extra)
-        assert result == {"lost": 0, "stale": 0, "resurrected": 0, "other_extra": 0, "verify_exact": True}, \
-            (result, verify.stdout[-2000:], self.log.read_text()[-3000:])
+        if result != {"lost": 0, "stale": 0, "resurrected": 0, "other_extra": 0, "verify_exact": True}:
+            diff = {k: v[:5] for k, v in diff_stores(self.stack, self.table, f"{self.name}:", self.name).items() if v}
+            history = _key_history(self, [k for v in diff.values() for k in v][:3])
+            raise AssertionError((result, diff, history, verify.stdout[-2000:], self.log.read_text()[-3000:]))
+
+
+def _key_history(d: Drill, ids: list[str]) -> dict:
+    """The change records of these ids in the drill's topic (op, version source, offset), to see why."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    topic = f"{d.data['topic_prefix']}.{d.table}"
+    c = Consumer({"bootstrap.servers": d.stack.bootstrap_servers, "group.id": "drill-history",
+                  "enable.auto.commit": False})
+    parts = c.list_topics(topic, timeout=10).topics[topic].partitions
+    c.assign([TopicPartition(topic, p, 0) for p in parts])
+    out: dict = {i: [] for i in ids}
+    idle = 0
+    while idle < 5:
+        msgs = c.consume(1000, 1)
+        idle = idle + 1 if not msgs else 0
+        for m in msgs:
+            if m.error() is not None or m.key() is None:
+                continue
+            key = str(json.loads(m.key()).get("id"))
+            if key in out:
+                v = json.loads(m.value()) if m.value() else None
+                out[key].append((m.partition(), m.offset(), v and v["op"],
+                                 v and v["source"].get("sequence"), v and v["source"].get("lsn")))
+    c.close()
+    return out
 
 
 @contextmanager
