@@ -34,6 +34,7 @@ from derived.change import Version
 from pipelines.apply_batch import Targets, redis_client, search_engine
 from pipelines.config import Config
 from pipelines.errors import CdckitError
+from pipelines.faults import crash_point
 from pipelines.json_files import read_json, write_json
 
 ASSUMED_RATE = 15_000          # events/s, until a finished rebuild has measured this machine
@@ -164,6 +165,7 @@ def run(spark, config: Config, plan: Plan, keep_old: bool = False, cb: Callbacks
         cb.phase("switching")
         state["live_batch_at_switch"] = _live_batch(config)
         _switch(config, plan)
+        crash_point("rebuild.after_switch")   # the drill's worst moment: switched, not yet recorded
         state["dual_write"] = False
         state["switched_at"] = time.time()
         _advance(ckpt, state, "switched")

@@ -289,3 +289,18 @@ def test_topics_deleted_recovered_by_resnapshot(stack, tmp_path):
         finally:
             if boot.poll() is None:
                 os.killpg(boot.pid, signal.SIGKILL)
+
+
+def test_cache_rebuild_killed_right_after_its_switch_then_rerun(stack, tmp_path):
+    """SWAPDB done, the rebuild's state not yet written: the rerun must not swap back (serving the
+    old generation, then flushing the new one); it finds its generation live and finishes."""
+    with drill_pipeline(stack, tmp_path) as d:
+        w = Workload(stack, d.table, ROWS).start()
+        time.sleep(3)
+        killed = cli("rebuild", "cache", "-c", d.path, env={"CDCKIT_CRASH_AT": "rebuild.after_switch"}, timeout=600)
+        assert killed.returncode == -signal.SIGKILL, killed.stdout[-2000:] + killed.stderr[-2000:]
+        rerun = cli("rebuild", "cache", "-c", d.path, timeout=600)
+        assert rerun.returncode == 0, rerun.stdout[-2000:] + rerun.stderr[-2000:]
+        time.sleep(3)
+        w.stop()
+        d.converge(w, "cache rebuild killed after its switch, rerun")
