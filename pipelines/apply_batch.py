@@ -196,6 +196,8 @@ class ApplyOptions:
     # Truncates applied in earlier batches: a change older than its table's cut is already removed
     # (another partition can deliver it after the truncate's marker was applied).
     known_cuts: dict[str, Version] = field(default_factory=dict)
+    # The rebuild's catch-up: writes a fresh generation only (see apply_records on TOAST columns).
+    fresh_generation: bool = False
 
 
 SPARK_TASK = ApplyOptions(defer_truncates=True)
@@ -219,7 +221,9 @@ def apply_records(rows: list[dict[str, Any]], stores: Stores, fences: dict[str, 
     deletes_at = {(c.position.topic, c.position.partition, c.position.offset) for c in changes if c.op == "delete"}
     latest = settle_tombstones(latest, tombstones, deletes_at)
     if stores.toast is not None:
-        stats.toast_reread = stores.toast.fill(latest)
+        # While a rebuild fills a fresh generation, that generation may not hold a key's older row
+        # yet (the catch-up writes it, in parallel): there every unchanged TOAST column is read.
+        stats.toast_reread = stores.toast.fill(latest, every_upsert=rebuild is not None or how.fresh_generation)
     if how.defer_truncates:
         stats.truncate_cuts, truncates = newest_cuts(truncates), []
         stats.truncates = len(stats.truncate_cuts)

@@ -135,7 +135,7 @@ def catchup_fn(config_json: bytes, targets: Targets, fences: dict[str, int], cut
         # live pipeline applied those deletes before it began writing the fresh generation. (Left:
         # a key deleted that way and created again after the catch-up's end, which the live job
         # wrote into the fresh generation before the catch-up reached the tombstone.)
-        how = ApplyOptions(defer_truncates=True, known_cuts=cuts)
+        how = ApplyOptions(defer_truncates=True, known_cuts=cuts, fresh_generation=True)
         # Rejections are the fresh generation's own (its mappings may differ from the live one's).
         config = parse_config(orjson.loads(config_json))
         dlq = _MarkedLetters(DeadLetterWriter(config.kafka.client_config(), config.dead_letter_topic))
