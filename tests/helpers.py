@@ -186,3 +186,28 @@ def start_job(path: Path, log: Path, command: str = "run") -> subprocess.Popen:
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
     return subprocess.Popen([sys.executable, "-m", "pipelines.cli", command, "-c", str(path)], cwd=ROOT, env=env,
                             stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def key_history(bootstrap: str, topic: str, keys: set) -> dict:
+    """Each key's records in the topic, in log order: (partition, offset, op, source.sequence, source.lsn),
+    for showing why a store differs. `keys` are record keys as tuples of their values."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "cdckit-tests-history", "enable.auto.commit": False})
+    parts = c.list_topics(topic, timeout=10).topics[topic].partitions
+    c.assign([TopicPartition(topic, p, 0) for p in parts])
+    out: dict = {k: [] for k in keys}
+    idle = 0
+    while idle < 5:
+        msgs = c.consume(1000, 1)
+        idle = idle + 1 if not msgs else 0
+        for m in msgs:
+            if m.error() is not None or m.key() is None:
+                continue
+            key = tuple(json.loads(m.key()).values())
+            if key in out:
+                v = json.loads(m.value()) if m.value() else None
+                out[key].append((m.partition(), m.offset(), v and v["op"], v and v["source"].get("sequence"),
+                                 v and v["source"].get("lsn")))
+    c.close()
+    return out

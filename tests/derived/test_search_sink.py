@@ -130,3 +130,18 @@ def test_a_read_the_writes_need_is_retried_then_an_outage():
     forget = replace(ch(1, "delete"), version=UNKNOWN, tombstone=True)
     with pytest.raises(StoreUnavailable, match="search: ConnectionError: refused"):
         SearchSink(Down([]), retries=1).apply([forget], TABLES)
+
+
+@pytest.mark.integration
+def test_a_delete_of_a_document_not_there_yet_refuses_its_older_write(stack):
+    """A rebuild's fresh index gets a live delete before the catch-up's older write of that key."""
+    sink = SearchSink(OpenSearchEngine(stack.search_url), gc_deletes_s=86_400)
+    alias = f"dm{uuid.uuid4().hex[:8]}"
+    table = SearchTable(alias)
+    sink.ensure_index(table)
+    tables = {"public.t": table}
+    sink.apply([ch(1, "delete", version=50)], tables)
+    stats = sink.apply([ch(1, version=40)], tables)
+    sink.engine.refresh(alias)
+    assert sink.engine.count(alias) == 0 and stats.stale == 1
+    sink.engine.delete_index(f"{alias}_v1")

@@ -26,7 +26,8 @@ import psycopg
 import pytest
 import redis
 
-from tests.helpers import cli, drop_connector, pg, search_docs, start_job, wait_for, wait_streaming, write_config
+from tests.helpers import (cli, drop_connector, key_history, pg, search_docs, start_job, wait_for, wait_streaming,
+                           write_config)
 
 pytestmark = pytest.mark.integration
 
@@ -108,6 +109,37 @@ def _differences(want: dict, got: dict) -> list:
     return out
 
 
+class TopicRecorder:
+    """Every record of the topic as it is produced (before the cleaner removes any), for the
+    failure message: which records a differing key had."""
+
+    def __init__(self, bootstrap: str, topic: str):
+        from confluent_kafka import Consumer
+
+        self.c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"rec{uuid.uuid4().hex[:6]}",
+                           "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        self.c.subscribe([topic])
+        self.seen: dict = {}
+        self.stop_flag = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.stop_flag.is_set():
+            for m in self.c.consume(500, 0.5):
+                if m.error() is not None or m.key() is None:
+                    continue
+                key = tuple(json.loads(m.key()).values())
+                v = json.loads(m.value()) if m.value() else None
+                self.seen.setdefault(key, []).append((m.partition(), m.offset(), v and v["op"],
+                                                      v and v["source"].get("sequence"), v and v["source"].get("lsn")))
+
+    def stop(self):
+        self.stop_flag.set()
+        self.thread.join()
+        self.c.close()
+
+
 class WideWorkload:
     """Three writers: updates of non-TOAST columns (TOAST placeholders), primary-key changes,
     delete + re-insert of one key, two updates of one row in one transaction, inserts; and one
@@ -178,9 +210,9 @@ class WideWorkload:
                 time.sleep(0.02)
 
 
-@pytest.mark.xfail(strict=False, reason="open in #14: Debezium's re-select of a primary-key change's unchanged "
-                   "TOAST columns sometimes finds no row (logged 'Failed to find row'), leaving the new key without "
-                   "them; and a deleted row seen once in both stores after the rebuild")
+@pytest.mark.xfail(strict=False, reason="open in #14: in about one run of four, a few rows deleted during "
+                   "`rebuild all` under load (only their tombstone left in the log) stay in the rebuilt search "
+                   "index, sometimes in Redis too; the failure prints their full record history")
 def test_wide_table_every_change_kind_then_rebuild(stack, tmp_path):
     name = f"wide_{uuid.uuid4().hex[:6]}"
     table = f"public.{name}"
@@ -201,6 +233,7 @@ def test_wide_table_every_change_kind_then_rebuild(stack, tmp_path):
     try:
         assert cli("connector", "apply", "-c", str(path)).returncode == 0
         wait_streaming(stack, data)
+        recorder = TopicRecorder(stack.bootstrap_servers, f"{data['topic_prefix']}.{table}")
         job = start_job(path, tmp_path / "job.log")
         r = redis.Redis.from_url(own.redis_url)
         wait_for(lambda: sum(1 for _ in r.scan_iter(match=f"{name}:*", count=1000)) >= ROWS, 180, 1,
@@ -236,8 +269,11 @@ def test_wide_table_every_change_kind_then_rebuild(stack, tmp_path):
         try:
             wait_for(exact, 180, 2, "both stores equal to the table")
         except TimeoutError:
-            raise AssertionError({k: (len(v), v[:5]) for k, v in last.items()}, _history(stack, data, table, last),
-                                 (tmp_path / "job.log").read_text()[-3000:]) from None
+            recorder.stop()
+            keys = {tuple(d[1]) for v in last.values() for d in v[:3]}
+            raise AssertionError({k: (len(v), v[:5]) for k, v in last.items()}, {k: recorder.seen.get(k) for k in keys},
+                                 _history(stack, data, table, last),
+                                 rebuilt.stdout[-1500:], (tmp_path / "job.log").read_text()[-1500:]) from None
         verify = cli("verify", "--json", "-c", str(path), timeout=300)
         assert verify.returncode == 0, verify.stdout[-3000:]
     finally:
@@ -247,16 +283,8 @@ def test_wide_table_every_change_kind_then_rebuild(stack, tmp_path):
 
 
 def _history(stack, data, table, last) -> list:
-    """The change records of the first differing keys, to see what the stores were sent."""
-    from tests.helpers import read_topic
-
+    """The change records of the first differing keys and Connect's re-select warnings, to see why."""
     keys = {tuple(d[1]) for v in last.values() for d in v[:3]}
-    records = read_topic(stack.bootstrap_servers, f"{data['topic_prefix']}.{table}", 0, timeout_s=20)
-    out = []
-    for k, v in records:
-        if k and (k.get("region"), k.get("id")) in keys:
-            after = (v or {}).get("after") or {}
-            out.append((k, v and v["op"], v and v["source"].get("lsn"),
-                        {c: str(after.get(c))[:40] for c in ("big_text", "big_bytes", "n")}))
+    history = key_history(stack.bootstrap_servers, f"{data['topic_prefix']}.{table}", keys)
     log = stack.settings.log("connect").read_text().splitlines()
-    return out[:40] + [line[:300] for line in log if "select" in line.lower() or "unavailable" in line.lower()][-10:]
+    return [history, [line[:200] for line in log if "re-select" in line.lower()][-5:]]
