@@ -272,7 +272,7 @@ def test_wide_table_every_change_kind_then_rebuild(stack, tmp_path):
             recorder.stop()
             keys = {tuple(d[1]) for v in last.values() for d in v[:3]}
             raise AssertionError({k: (len(v), v[:5]) for k, v in last.items()}, {k: recorder.seen.get(k) for k in keys},
-                                 _history(stack, data, table, last),
+                                 _stored_versions(own, name, keys), _history(stack, data, table, last),
                                  rebuilt.stdout[-1500:], (tmp_path / "job.log").read_text()[-1500:]) from None
         verify = cli("verify", "--json", "-c", str(path), timeout=300)
         assert verify.returncode == 0, verify.stdout[-3000:]
@@ -288,3 +288,22 @@ def _history(stack, data, table, last) -> list:
     history = key_history(stack.bootstrap_servers, f"{data['topic_prefix']}.{table}", keys)
     log = stack.settings.log("connect").read_text().splitlines()
     return [history, [line[:200] for line in log if "re-select" in line.lower()][-5:]]
+
+
+def _stored_versions(own, name: str, keys: set) -> dict:
+    """What each store holds for these keys: the Redis version key and the search document's version
+    (which write kept a row the database deleted)."""
+    from urllib.parse import quote
+
+    import requests
+
+    from connectors.envelope import document_id
+
+    r = redis.Redis.from_url(own.redis_url)
+    out = {}
+    for region, i in keys:
+        doc_id = document_id({"region": region, "id": i}, None)
+        got = requests.get(f"{own.search_url}/{name}/_doc/{quote(doc_id, safe='')}", timeout=10).json()
+        out[(region, i)] = {"redis_version": r.get(f"cdckit:v:{name}:{region}:{i}"),
+                            "search": {k: got.get(k) for k in ("found", "_version", "_index", "error")}}
+    return out
