@@ -131,7 +131,7 @@ class TopicRecorder:
                     continue
                 key = tuple(json.loads(m.key()).values())
                 v = json.loads(m.value()) if m.value() else None
-                self.seen.setdefault(key, []).append((m.partition(), m.offset(), v and v["op"],
+                self.seen.setdefault(key, []).append((m.partition(), m.offset(), m.timestamp()[1], v and v["op"],
                                                       v and v["source"].get("sequence"), v and v["source"].get("lsn")))
 
     def stop(self):
@@ -273,13 +273,19 @@ def test_wide_table_every_change_kind_then_rebuild(stack, tmp_path):
             keys = {tuple(d[1]) for v in last.values() for d in v[:3]}
             raise AssertionError({k: (len(v), v[:5]) for k, v in last.items()}, {k: recorder.seen.get(k) for k in keys},
                                  _stored_versions(own, name, keys), _history(stack, data, table, last),
-                                 rebuilt.stdout[-1500:], (tmp_path / "job.log").read_text()[-1500:]) from None
+                                 rebuilt.stdout[-1500:], _rebuild_times(tmp_path / "ckpt")) from None
         verify = cli("verify", "--json", "-c", str(path), timeout=300)
         assert verify.returncode == 0, verify.stdout[-3000:]
     finally:
         if job is not None and job.poll() is None:
             os.killpg(job.pid, signal.SIGKILL)
         drop_connector(stack, data)
+
+
+def _rebuild_times(ckpt) -> dict:
+    """When the rebuild began and switched (to set beside the records' timestamps)."""
+    state = json.loads((ckpt / "cdckit-rebuild.json").read_text())
+    return {k: state.get(k) for k in ("started_at", "switched_at", "live_batch_at_switch", "summary")}
 
 
 def _history(stack, data, table, last) -> list:
