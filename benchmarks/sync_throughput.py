@@ -57,7 +57,7 @@ def plain_consumer(config, topic: str, partitions: int) -> float:
     job's own per-partition function; events/s."""
     from pipelines.apply_batch import stores_from_config
     from pipelines.dead_letters import DeadLetterWriter
-    from pipelines.kafka_source import KafkaRange, close_readers, end_offsets, read_range
+    from pipelines.spark.kafka_source import KafkaRange, close_readers, end_offsets, read_range
     from pipelines.partition_apply import apply_partition
 
     stores = stores_from_config(config)

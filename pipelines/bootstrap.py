@@ -128,7 +128,7 @@ def _topic_ends(config: Config) -> dict[str, dict[str, int]]:
 
     from confluent_kafka.admin import AdminClient
 
-    from pipelines.kafka_source import end_offsets
+    from pipelines.spark.kafka_source import end_offsets
 
     pattern = re.compile(config.topic_pattern)
     topics = [t for t in AdminClient(config.kafka.client_config()).list_topics(timeout=10).topics
@@ -149,7 +149,7 @@ def topics_lost(config: Config) -> list[str]:
     recreated them."""
     from confluent_kafka.admin import AdminClient
 
-    from pipelines.kafka_source import NoFetchResponse, end_offsets
+    from pipelines.spark.kafka_source import NoFetchResponse, end_offsets
 
     committed = committed_offsets(config.spark.checkpoint_dir)
     if not committed:

@@ -33,7 +33,7 @@ class DeadLetterWriter:
         if count:
             remaining = self._producer.flush(30)
             if remaining or self._errors:
-                from pipelines.kafka_source import KafkaUnavailable
+                from pipelines.spark.kafka_source import KafkaUnavailable
 
                 errors, self._errors = self._errors, []
                 # Restartable: the batch is re-run later (nothing of it is committed), so no letter is lost.

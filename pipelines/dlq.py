@@ -40,7 +40,7 @@ class Letter:
 
 
 def read_letters(config: Config, from_offset: int = 0) -> list[Letter]:
-    from pipelines.kafka_source import end_offsets
+    from pipelines.spark.kafka_source import end_offsets
 
     conf = config.kafka.client_config()
     topic = config.dead_letter_topic
@@ -110,7 +110,7 @@ def newest_records(letters: list[Letter], later: dict[tuple[str, int], list[dict
 def _later_records(config: Config, letters: list[Letter]) -> dict[tuple[str, int], list[dict[str, Any]]]:
     """Each lettered source partition's records from its first letter to its end now; a partition
     that can no longer be read (its topic deleted) is left out."""
-    from pipelines.kafka_source import KafkaRange, end_offsets, read_messages
+    from pipelines.spark.kafka_source import KafkaRange, end_offsets, read_messages
 
     conf = config.kafka.client_config()
     first: dict[tuple[str, int], int] = {}

@@ -25,7 +25,7 @@ from pipelines.dead_letters import ensure_topic
 from pipelines.fences import FenceStore
 from pipelines.partition_apply import STATS_DDL, add_stats, executor_fn, range_executor_fn, stats_of
 from pipelines.rebuild_state import live_targets
-from pipelines.kafka_source import TopicLost
+from pipelines.spark.kafka_source import TopicLost
 from pipelines.topic_ids import TopicIds, current_ids
 from pipelines.truncate_cuts import TruncateCuts
 
@@ -54,7 +54,7 @@ def spark_session(config: Config):
              .getOrCreate())
     spark.sparkContext.setLogLevel("WARN")
     if config.spark.kafka_source == "python":
-        from pipelines.kafka_source import KafkaDataSource
+        from pipelines.spark.kafka_source import KafkaDataSource
 
         spark.dataSource.register(KafkaDataSource)
     return spark

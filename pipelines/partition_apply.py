@@ -148,7 +148,7 @@ def _apply_task(config_json: bytes, fences: dict[str, int], rebuild: Targets | N
 
 def _range_rows(ranges: Iterable[pa.RecordBatch], conf: dict[str, Any]) -> Iterator[list[dict[str, Any]]]:
     """The records of each offset range, read from Kafka, as row dicts a fetch at a time."""
-    from pipelines.kafka_source import KafkaRange, read_messages
+    from pipelines.spark.kafka_source import KafkaRange, read_messages
 
     for rb in ranges:
         for r in rb.to_pylist():

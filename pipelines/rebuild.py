@@ -97,7 +97,7 @@ def make_plan(config: Config, which: str, table: str | None) -> Plan:
     replayed = config.tables if "cache" in stores else search_tables
     # The truncate markers too: the catch-up applies those it meets (the bulk reads them first).
     topics = _existing_topics(config, [config.topic_for(t) for t in replayed] + [config.truncate_topic])
-    from pipelines.kafka_source import begin_offsets, end_offsets
+    from pipelines.spark.kafka_source import begin_offsets, end_offsets
 
     conf = config.kafka.client_config()
     plan = Plan(uuid.uuid4().hex[:8], stores, [t.name for t in replayed], topics,
@@ -246,7 +246,7 @@ def truncate_cuts(config: Config, plan: Plan) -> dict[str, Version]:
     from connectors.envelope import RecordError, decode
     from derived.change import Position
     from pipelines.apply_batch import newest_cuts
-    from pipelines.kafka_source import KafkaRange, read_messages
+    from pipelines.spark.kafka_source import KafkaRange, read_messages
 
     topic = config.truncate_topic
     truncates = []

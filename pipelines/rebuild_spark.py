@@ -93,7 +93,7 @@ def _bulk_range(config_json: bytes, targets: Targets, work: str, topic: str, par
 def _fold_range(config, topic: str, partition: int, start: int, end: int, progress: Path,
                 cuts: dict[str, Version]):
     """(fold, seconds reading, seconds folding) of [start, end) of one partition."""
-    from pipelines.kafka_source import KafkaRange, read_messages
+    from pipelines.spark.kafka_source import KafkaRange, read_messages
     from pipelines.replay import PartitionFold
 
     fold = PartitionFold({t.name: t.key for t in config.tables}, {config.topic_for(t): t.name for t in config.tables},

@@ -88,7 +88,7 @@ def _topics(config: Config, report: Report) -> None:
     from confluent_kafka.admin import AdminClient, ConfigResource
 
     from pipelines.checkpoint_state import committed_offsets
-    from pipelines.kafka_source import end_offsets
+    from pipelines.spark.kafka_source import end_offsets
 
     conf = config.kafka.client_config()
     admin = AdminClient(conf)

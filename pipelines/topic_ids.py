@@ -21,7 +21,7 @@ def current_ids(kafka_conf: dict[str, Any], pattern: str) -> dict[str, str]:
     from confluent_kafka import KafkaException, TopicCollection
     from confluent_kafka.admin import AdminClient
 
-    from pipelines.kafka_source import KafkaUnavailable
+    from pipelines.spark.kafka_source import KafkaUnavailable
 
     admin = AdminClient(kafka_conf)
     try:

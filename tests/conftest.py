@@ -51,7 +51,7 @@ def spark():
     from pyspark.sql import SparkSession
 
     from pipelines.devstack.jars import spark_kafka_jars
-    from pipelines.kafka_source import KafkaDataSource
+    from pipelines.spark.kafka_source import KafkaDataSource
 
     builder = SparkSession.builder
     jars = spark_kafka_jars()  # the built-in kafka source too, as `cdckit run` has it

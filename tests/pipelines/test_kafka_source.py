@@ -6,7 +6,7 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from pipelines.kafka_source import KafkaRange, KafkaStreamReader, _admit, pack_ranges, read_range
+from pipelines.spark.kafka_source import KafkaRange, KafkaStreamReader, _admit, pack_ranges, read_range
 
 pytestmark = pytest.mark.integration
 
