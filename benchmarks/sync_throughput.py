@@ -56,7 +56,7 @@ def plain_consumer(config, topic: str, partitions: int) -> float:
     """One process: read each partition to its end with confluent-kafka and apply it with the
     job's own per-partition function; events/s."""
     from pipelines.apply_batch import stores_from_config
-    from pipelines.dead_letters import DeadLetterWriter
+    from connectors.kafka.dead_letter_topic import DeadLetterWriter
     from pipelines.spark.kafka_source import KafkaRange, close_readers, end_offsets, read_range
     from pipelines.partition_apply import apply_partition
 

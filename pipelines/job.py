@@ -21,7 +21,7 @@ from pipelines.checkpoint_state import claim_status, committed_offsets, write_st
 from pipelines.config import load_config
 from pipelines.errors import CdckitError, ConfigError
 from pipelines.config import Config
-from pipelines.dead_letters import ensure_topic
+from connectors.kafka.dead_letter_topic import ensure_topic
 from pipelines.fences import FenceStore
 from pipelines.partition_apply import STATS_DDL, add_stats, executor_fn, range_executor_fn, stats_of
 from pipelines.rebuild_state import live_targets

@@ -38,7 +38,7 @@ def _resources(config_json: bytes, targets: Targets | None = None):
     if key not in _workers:
         from pipelines.config import parse_config
         from pipelines.apply_batch import stores_from_config
-        from pipelines.dead_letters import DeadLetterWriter
+        from connectors.kafka.dead_letter_topic import DeadLetterWriter
 
         config = parse_config(orjson.loads(config_json))
         if targets is None:

@@ -61,7 +61,7 @@ def bulk_fn(config_json: bytes, targets: Targets, work: str, cuts: dict[str, Ver
 def _bulk_range(config_json: bytes, targets: Targets, work: str, topic: str, partition: int, start: int,
                 end: int, cuts: dict[str, Version]) -> pa.RecordBatch:
     from pipelines.config import parse_config
-    from pipelines.dead_letters import DeadLetterWriter
+    from connectors.kafka.dead_letter_topic import DeadLetterWriter
     from pipelines.partition_apply import _resources
 
     config = parse_config(orjson.loads(config_json))
@@ -128,7 +128,7 @@ def catchup_fn(config_json: bytes, targets: Targets, fences: dict[str, int], cut
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pipelines.apply_batch import ApplyOptions
         from pipelines.config import parse_config
-        from pipelines.dead_letters import DeadLetterWriter
+        from connectors.kafka.dead_letter_topic import DeadLetterWriter
         from pipelines.partition_apply import STATS_SCHEMA, _resources, apply_partition
 
         # Tombstones too: the cleaner may have removed op=d records of the catch-up's stretch, and the
