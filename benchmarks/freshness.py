@@ -215,7 +215,7 @@ def _measure_source(s, source: str, base: dict, args, rates: list[int], dsn: dic
     import requests
     import yaml
 
-    from pipelines.spark.kafka_source import end_offsets
+    from connectors.kafka.offsets import end_offsets
 
     prefix = base["topic_prefix"]
     name = f"{prefix}_{source}"  # index and Redis key prefix of this source's stores
@@ -380,7 +380,7 @@ def _applied(metrics_url: str) -> float:
 
 def _wait_caught_up(bootstrap: str, ckpt: Path, topic: str, timeout_s: float = 120) -> None:
     from pipelines.checkpoint_state import committed_offsets
-    from pipelines.spark.kafka_source import end_offsets
+    from connectors.kafka.offsets import end_offsets
 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -396,7 +396,7 @@ def _trace_lag(bootstrap: str, ckpts: list[Path], topic: str, rate: int, run_sta
     """Records between the topic's end and the last committed batch of the job furthest behind,
     twice a second."""
     from pipelines.checkpoint_state import committed_offsets
-    from pipelines.spark.kafka_source import end_offsets
+    from connectors.kafka.offsets import end_offsets
 
     while not done.wait(0.5):
         try:
@@ -414,7 +414,7 @@ def _throughput(s, topic: str, tmp: Path, sources: list[str]) -> dict:
     running job is)."""
     from benchmarks.sync_throughput import config_for, plain_consumer, spark_job
     from pipelines import job
-    from pipelines.spark.kafka_source import end_offsets
+    from connectors.kafka.offsets import end_offsets
 
     out = {}
     for only in ("redis",):

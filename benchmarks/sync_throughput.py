@@ -57,7 +57,8 @@ def plain_consumer(config, topic: str, partitions: int) -> float:
     job's own per-partition function; events/s."""
     from pipelines.apply_batch import stores_from_config
     from connectors.kafka.dead_letter_topic import DeadLetterWriter
-    from pipelines.spark.kafka_source import KafkaRange, close_readers, end_offsets, read_range
+    from connectors.kafka.offsets import end_offsets
+    from connectors.kafka.ranges import KafkaRange, close_readers, read_range
     from pipelines.partition_apply import apply_partition
 
     stores = stores_from_config(config)

@@ -16,10 +16,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from connectors import postgres
+from connectors.kafka.admin import matching_topics, topic_ids, topic_names
+from connectors.kafka.errors import NoFetchResponse
+from connectors.kafka.offsets import end_offsets
 from pipelines.checkpoint_state import committed_offsets
 from pipelines.config import Config
 from pipelines.json_files import read_json, write_json
-from pipelines.topic_ids import TopicIds, current_ids
+from pipelines.topic_ids import TopicIds
 
 
 def state_path(config: Config) -> Path:
@@ -124,15 +127,7 @@ def _snapshot_committed(config: Config) -> bool:
 
 
 def _topic_ends(config: Config) -> dict[str, dict[str, int]]:
-    import re
-
-    from confluent_kafka.admin import AdminClient
-
-    from pipelines.spark.kafka_source import end_offsets
-
-    pattern = re.compile(config.topic_pattern)
-    topics = [t for t in AdminClient(config.kafka.client_config()).list_topics(timeout=10).topics
-              if pattern.fullmatch(t)]
+    topics = matching_topics(config.kafka.client_config(), config.topic_pattern)
     return end_offsets(config.kafka.client_config(), topics) if topics else {}
 
 
@@ -147,18 +142,14 @@ def topics_lost(config: Config) -> list[str]:
     """Topics the pipeline has read further than they now go, that are gone, or that were created
     again since it read them (pipelines/topic_ids.py): the broker lost its data or someone
     recreated them."""
-    from confluent_kafka.admin import AdminClient
-
-    from pipelines.spark.kafka_source import NoFetchResponse, end_offsets
-
     committed = committed_offsets(config.spark.checkpoint_dir)
     if not committed:
         return []
-    recreated = TopicIds(config.spark.checkpoint_dir).recreated(current_ids(config.kafka.client_config(),
-                                                                            config.topic_pattern))
+    recreated = TopicIds(config.spark.checkpoint_dir).recreated(topic_ids(config.kafka.client_config(),
+                                                                          config.topic_pattern))
     if recreated:
         return recreated
-    existing = AdminClient(config.kafka.client_config()).list_topics(timeout=10).topics
+    existing = topic_names(config.kafka.client_config())
     present = [t for t in committed if t in existing]
     try:
         ends = end_offsets(config.kafka.client_config(), present) if present else {}

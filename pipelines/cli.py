@@ -259,10 +259,10 @@ def dlq_group() -> None:
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 def dlq_list(config_path: Path, from_offset: int, limit: int, as_json: bool) -> None:
     """Show dead letters: where each record came from and why it was refused."""
-    from pipelines.dlq import read_letters
+    from connectors.kafka.dead_letter_topic import read_letters
 
     cfg = _load(config_path)
-    letters = read_letters(cfg, from_offset)
+    letters = read_letters(cfg.kafka.client_config(), cfg.dead_letter_topic, from_offset)
     if as_json:
         _print_json({"topic": cfg.dead_letter_topic, "count": len(letters),
                      "letters": [x.as_json() for x in letters[:limit]]})
@@ -282,10 +282,11 @@ def dlq_list(config_path: Path, from_offset: int, limit: int, as_json: bool) -> 
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 def dlq_replay(config_path: Path, from_offset: int, as_json: bool) -> None:
     """Apply dead letters again (after a fix). Versioned writes: older letters change nothing."""
-    from pipelines.dlq import read_letters, replay
+    from connectors.kafka.dead_letter_topic import read_letters
+    from pipelines.dlq import replay
 
     cfg = _load(config_path)
-    result = replay(cfg, read_letters(cfg, from_offset))
+    result = replay(cfg, read_letters(cfg.kafka.client_config(), cfg.dead_letter_topic, from_offset))
     if as_json:
         _print_json(result)
     else:

@@ -14,60 +14,11 @@ exists). Letters that still fail are reported, not written back (the originals s
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from connectors.kafka.dead_letter_topic import Letter
 from derived.change import DeadLetter
 from pipelines.config import Config
-
-
-@dataclass
-class Letter:
-    offset: int
-    source_topic: str
-    source_partition: int
-    source_offset: int
-    stage: str
-    reason: str
-    key: bytes | None
-    value: bytes | None
-
-    def as_json(self) -> dict[str, Any]:
-        return {"offset": self.offset, "source": f"{self.source_topic}[{self.source_partition}]@{self.source_offset}",
-                "stage": self.stage, "reason": self.reason,
-                "key": None if self.key is None else self.key.decode(errors="replace")[:200],
-                "value_bytes": None if self.value is None else len(self.value)}
-
-
-def read_letters(config: Config, from_offset: int = 0) -> list[Letter]:
-    from pipelines.spark.kafka_source import end_offsets
-
-    conf = config.kafka.client_config()
-    topic = config.dead_letter_topic
-    end = int(end_offsets(conf, [topic]).get(topic, {}).get("0", 0))
-    letters: list[Letter] = []
-    if end <= from_offset:
-        return letters
-    from confluent_kafka import Consumer, TopicPartition
-
-    # The reasons travel in headers, which the Spark source does not carry: read with a plain consumer.
-    c = Consumer({**conf, "group.id": "cdckit-dlq", "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    c.assign([TopicPartition(topic, 0, from_offset)])
-    try:
-        while not letters or letters[-1].offset < end - 1:
-            msgs = c.consume(1000, 5)
-            if not msgs:
-                break
-            for m in msgs:
-                if m.error() is not None or m.offset() >= end:
-                    continue
-                h = {k: (v or b"").decode(errors="replace") for k, v in (m.headers() or [])}
-                letters.append(Letter(m.offset(), h.get("cdckit.source.topic", ""),
-                                      int(h.get("cdckit.source.partition", 0)), int(h.get("cdckit.source.offset", -1)),
-                                      h.get("cdckit.stage", ""), h.get("cdckit.reason", ""), m.key(), m.value()))
-    finally:
-        c.close()
-    return letters
 
 
 class _Collect:
@@ -110,7 +61,8 @@ def newest_records(letters: list[Letter], later: dict[tuple[str, int], list[dict
 def _later_records(config: Config, letters: list[Letter]) -> dict[tuple[str, int], list[dict[str, Any]]]:
     """Each lettered source partition's records from its first letter to its end now; a partition
     that can no longer be read (its topic deleted) is left out."""
-    from pipelines.spark.kafka_source import KafkaRange, end_offsets, read_messages
+    from connectors.kafka.offsets import end_offsets
+    from connectors.kafka.ranges import KafkaRange, read_messages
 
     conf = config.kafka.client_config()
     first: dict[tuple[str, int], int] = {}

@@ -21,12 +21,12 @@ from pipelines.checkpoint_state import claim_status, committed_offsets, write_st
 from pipelines.config import load_config
 from pipelines.errors import CdckitError, ConfigError
 from pipelines.config import Config
-from connectors.kafka.dead_letter_topic import ensure_topic
+from connectors.kafka.admin import ensure_topic, topic_ids as current_ids
+from connectors.kafka.errors import TopicLost
 from pipelines.fences import FenceStore
 from pipelines.partition_apply import STATS_DDL, add_stats, executor_fn, range_executor_fn, stats_of
 from pipelines.rebuild_state import live_targets
-from pipelines.spark.kafka_source import TopicLost
-from pipelines.topic_ids import TopicIds, current_ids
+from pipelines.topic_ids import TopicIds
 from pipelines.truncate_cuts import TruncateCuts
 
 log = logging.getLogger("cdckit.job")

@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from derived.change import Version
 from derived.reduce import merge_cuts
+from pipelines.spark.schemas import ddl
 from pipelines.apply_batch import SPARK_TASK, ApplyOptions, BatchStats, Targets, apply_records, rows_from_arrow
 
 STATS_SCHEMA = pa.schema([
@@ -25,9 +26,7 @@ STATS_SCHEMA = pa.schema([
     ("newest_source_ts_ms", pa.int64()), ("visible_ms", pa.list_(pa.int64())), ("truncate_cuts", pa.string()),
     ("toast_reread", pa.int64()),
 ])
-# The same schema as Spark DDL, for mapInArrow's declared output.
-_SPARK_TYPES = {pa.string(): "string", pa.int32(): "int", pa.int64(): "bigint", pa.list_(pa.int64()): "array<bigint>"}
-STATS_DDL = ", ".join(f"`{f.name}` {_SPARK_TYPES[f.type]}" for f in STATS_SCHEMA)
+STATS_DDL = ddl(STATS_SCHEMA)  # mapInArrow's declared output
 _workers: dict[tuple[bytes, Targets | None], Any] = {}
 CHUNK = 20_000
 
@@ -148,7 +147,7 @@ def _apply_task(config_json: bytes, fences: dict[str, int], rebuild: Targets | N
 
 def _range_rows(ranges: Iterable[pa.RecordBatch], conf: dict[str, Any]) -> Iterator[list[dict[str, Any]]]:
     """The records of each offset range, read from Kafka, as row dicts a fetch at a time."""
-    from pipelines.spark.kafka_source import KafkaRange, read_messages
+    from connectors.kafka.ranges import KafkaRange, read_messages
 
     for rb in ranges:
         for r in rb.to_pylist():

@@ -25,6 +25,8 @@ from typing import Any, Callable
 
 import orjson
 
+from connectors.kafka.admin import existing_topics, min_delete_retention
+from connectors.kafka.offsets import begin_offsets, end_offsets
 from derived import cache_generations as cachegen
 from derived import store_markers
 from derived.search_generations import (GenerationError, SearchGeneration, create_generation, drop_generation,
@@ -96,10 +98,8 @@ def make_plan(config: Config, which: str, table: str | None) -> Plan:
     # A Redis generation is a whole database: the cache is always rebuilt for every table.
     replayed = config.tables if "cache" in stores else search_tables
     # The truncate markers too: the catch-up applies those it meets (the bulk reads them first).
-    topics = _existing_topics(config, [config.topic_for(t) for t in replayed] + [config.truncate_topic])
-    from pipelines.spark.kafka_source import begin_offsets, end_offsets
-
     conf = config.kafka.client_config()
+    topics = existing_topics(conf, [config.topic_for(t) for t in replayed] + [config.truncate_topic])
     plan = Plan(uuid.uuid4().hex[:8], stores, [t.name for t in replayed], topics,
                 begin_offsets(conf, topics) if topics else {}, end_offsets(conf, topics) if topics else {})
     if search_tables:
@@ -110,7 +110,7 @@ def make_plan(config: Config, which: str, table: str | None) -> Plan:
     if "cache" in stores:
         plan.cache = {"live_db": config.redis.db, "spare_db": config.redis.spare_db}
     plan.estimate_s = plan.records / _measured_rate(config)
-    plan.retention_ms = _min_delete_retention(config, topics)
+    plan.retention_ms = min_delete_retention(conf, topics)
     return plan
 
 
@@ -246,7 +246,7 @@ def truncate_cuts(config: Config, plan: Plan) -> dict[str, Version]:
     from connectors.envelope import RecordError, decode
     from derived.change import Position
     from pipelines.apply_batch import newest_cuts
-    from pipelines.spark.kafka_source import KafkaRange, read_messages
+    from connectors.kafka.ranges import KafkaRange, read_messages
 
     topic = config.truncate_topic
     truncates = []
@@ -359,26 +359,6 @@ def _drop_old(config: Config, plan: Plan, batch_at_switch: int | None) -> bool:
         cachegen.drop_old(redis_client(config, plan.cache["spare_db"]))
     return True
 
-
-def _existing_topics(config: Config, topics: list[str]) -> list[str]:
-    from confluent_kafka.admin import AdminClient
-
-    existing = AdminClient(config.kafka.client_config()).list_topics(timeout=10).topics
-    return [t for t in topics if t in existing]
-
-
-def _min_delete_retention(config: Config, topics: list[str]) -> int | None:
-    from confluent_kafka.admin import AdminClient, ConfigResource
-
-    if not topics:
-        return None
-    admin = AdminClient(config.kafka.client_config())
-    values = []
-    for res, fut in admin.describe_configs([ConfigResource("topic", t) for t in topics]).items():
-        entry = fut.result(10).get("delete.retention.ms")
-        if entry is not None and entry.value is not None:
-            values.append(int(entry.value))
-    return min(values) if values else None
 
 
 def _rate_path(config: Config) -> Path:

@@ -13,6 +13,8 @@ import pyarrow as pa
 from derived.change import Version
 from pipelines.apply_batch import BatchStats, Targets, apply_changes
 from pipelines.json_files import read_json, write_json
+from pipelines.spark.schemas import ddl
+from connectors.kafka.ranges import RANGE_ARROW_SCHEMA
 
 BULK_SCHEMA = pa.schema([
     ("topic", pa.string()), ("partition", pa.int32()), ("records", pa.int64()), ("tombstones", pa.int64()),
@@ -21,8 +23,7 @@ BULK_SCHEMA = pa.schema([
     ("unresolved_toast", pa.int64()), ("fence", pa.int64()),
     ("read_seconds", pa.float64()), ("fold_seconds", pa.float64()), ("apply_seconds", pa.float64()),
 ])
-_SPARK_TYPES = {pa.string(): "string", pa.int32(): "int", pa.int64(): "bigint", pa.float64(): "double"}
-BULK_DDL = ", ".join(f"`{f.name}` {_SPARK_TYPES[f.type]}" for f in BULK_SCHEMA)
+BULK_DDL = ddl(BULK_SCHEMA)
 APPLY_CHUNK = 5_000
 
 
@@ -40,7 +41,7 @@ def read_progress(work: Path) -> dict[str, dict[str, Any]]:
     return {name: body for name, body in found.items() if body is not None}
 
 
-RANGES_DDL = "topic string, partition int, start long, end long"
+RANGES_DDL = ddl(RANGE_ARROW_SCHEMA)
 
 
 def bulk_fn(config_json: bytes, targets: Targets, work: str, cuts: dict[str, Version] | None = None
@@ -93,7 +94,7 @@ def _bulk_range(config_json: bytes, targets: Targets, work: str, topic: str, par
 def _fold_range(config, topic: str, partition: int, start: int, end: int, progress: Path,
                 cuts: dict[str, Version]):
     """(fold, seconds reading, seconds folding) of [start, end) of one partition."""
-    from pipelines.spark.kafka_source import KafkaRange, read_messages
+    from connectors.kafka.ranges import KafkaRange, read_messages
     from pipelines.replay import PartitionFold
 
     fold = PartitionFold({t.name: t.key for t in config.tables}, {config.topic_for(t): t.name for t in config.tables},

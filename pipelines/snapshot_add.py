@@ -74,7 +74,7 @@ def add_table(config: Config, table_name: str, on_progress: Callable[[int, int],
 
 
 def _end_offsets(config: Config, topic: str) -> dict[str, int]:
-    from pipelines.spark.kafka_source import end_offsets
+    from connectors.kafka.offsets import end_offsets
 
     return {p: int(o) for p, o in end_offsets(config.kafka.client_config(), [topic]).get(topic, {}).items()}
 

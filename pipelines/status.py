@@ -85,15 +85,13 @@ def _slot(config: Config, report: Report) -> None:
 
 
 def _topics(config: Config, report: Report) -> None:
-    from confluent_kafka.admin import AdminClient, ConfigResource
-
+    from connectors.kafka.admin import topic_names, topic_setting
+    from connectors.kafka.offsets import end_offsets
     from pipelines.checkpoint_state import committed_offsets
-    from pipelines.spark.kafka_source import end_offsets
 
     conf = config.kafka.client_config()
-    admin = AdminClient(conf)
     try:
-        existing = admin.list_topics(timeout=10).topics
+        existing = topic_names(conf)
     except Exception as exc:  # noqa: BLE001 - KafkaException: broker unreachable
         report.problem(f"Kafka at {config.kafka.bootstrap_servers}: {exc}")
         return
@@ -116,9 +114,7 @@ def _topics(config: Config, report: Report) -> None:
         if topic not in existing:
             report.problem(f"topic {topic} does not exist (connector not started, or the broker lost it)")
             continue
-        res = ConfigResource("topic", topic)
-        entries = list(admin.describe_configs([res]).values())[0].result(10)
-        info["cleanup_policy"] = entries["cleanup.policy"].value
+        info["cleanup_policy"] = topic_setting(conf, topic, "cleanup.policy")
         info["end_offsets"] = end.get(topic, {})
         info["committed_offsets"] = committed.get(topic)
         info["lag"] = second.get(topic, 0)

@@ -7,37 +7,12 @@ Kafka gives every topic a random id when it is created, so the ids are kept besi
 """
 from __future__ import annotations
 
-import re
 from pathlib import Path
-from typing import Any
 
 from pipelines.json_files import read_json, write_json
 
 FILE = "cdckit-topic-ids.json"
 
-
-def current_ids(kafka_conf: dict[str, Any], pattern: str) -> dict[str, str]:
-    """name -> topic id of the existing topics matching the pattern."""
-    from confluent_kafka import KafkaException, TopicCollection
-    from confluent_kafka.admin import AdminClient
-
-    from pipelines.spark.kafka_source import KafkaUnavailable
-
-    admin = AdminClient(kafka_conf)
-    try:
-        names = [t for t in admin.list_topics(timeout=10).topics if re.fullmatch(pattern, t)]
-        if not names:
-            return {}
-        futures = admin.describe_topics(TopicCollection(names), request_timeout=10)
-        out = {}
-        for name, future in futures.items():
-            try:
-                out[name] = str(future.result().topic_id)
-            except KafkaException:
-                continue  # deleted between the two calls: absent
-        return out
-    except KafkaException as exc:
-        raise KafkaUnavailable(f"kafka did not answer a topic description: {exc}") from None
 
 
 class TopicIds:

@@ -79,7 +79,7 @@ def wait_applied(config: Config, timeout_s: float) -> tuple[int, float]:
                 raise NotCaughtUp(f"the slot {config.postgres.slot} has not confirmed WAL position {target} "
                                   f"within {timeout_s:g} s (connector stopped? heartbeats off?)")
             time.sleep(0.5)
-    from pipelines.spark.kafka_source import end_offsets
+    from connectors.kafka.offsets import end_offsets
 
     end = end_offsets(config.kafka.client_config(), [config.topic_for(t) for t in config.tables])
     while True:

@@ -210,7 +210,10 @@ def test_live_batches_write_the_fresh_generation_first_during_a_rebuild(stack, s
     from pipelines import rebuild_state
     from pipelines.config import parse_config
     from pipelines.job import batch_writer
-    from pipelines.spark.kafka_source import SCHEMA
+    from connectors.kafka.ranges import ARROW_SCHEMA
+    from pipelines.spark.schemas import struct_type
+
+    SCHEMA = struct_type(ARROW_SCHEMA)
 
     name = f"dw_{uuid.uuid4().hex[:6]}"
     data = stack.config(tables=[{"name": "public.items", "redis_key": f"{name}:{{id}}", "index": name}],

@@ -1,4 +1,5 @@
-from pipelines.dlq import Letter, newest_records
+from connectors.kafka.dead_letter_topic import Letter
+from pipelines.dlq import newest_records
 
 
 def _letter(key, offset, value=b"v", topic="t", partition=0):

@@ -6,7 +6,8 @@ import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from pipelines.spark.kafka_source import KafkaRange, KafkaStreamReader, _admit, pack_ranges, read_range
+from connectors.kafka.ranges import KafkaRange, read_range
+from pipelines.spark.kafka_source import KafkaStreamReader
 
 pytestmark = pytest.mark.integration
 
@@ -76,24 +77,5 @@ def test_pattern_starting_offsets_and_admission_control(stack):
     taken = sum(end[topic][p] - start[topic][p] for p in ("0", "1"))
     assert 0 < taken <= 21 and end[topic]["1"] > end[topic]["0"] - 4
     ranges = reader.partitions(start, end)
-    assert {(r.partition, r.start) for r in ranges} == {(0, 4), (1, 0)}
+    assert {(r.partition, r.start) for p in ranges for r in p.ranges} == {(0, 4), (1, 0)}
     reader.stop()
-
-
-def test_admission_is_proportional():
-    begin = {("t", 0): 0, ("t", 1): 0}
-    end = {("t", 0): 100, ("t", 1): 300}
-    assert _admit(begin, end, 40) == {("t", 0): 10, ("t", 1): 30}
-    assert _admit(begin, end, 1000) == end
-
-
-def test_small_ranges_ride_along_with_large_ones():
-    data = [KafkaRange("db.orders", 0, 0, 900), KafkaRange("db.orders", 1, 0, 1100)]
-    support = [KafkaRange("db.heartbeat", 0, 7, 8), KafkaRange("db.signal", 0, 0, 2)]
-    sets = pack_ranges(support + data, tasks=2)
-    assert len(sets) == 2
-    loads = sorted(sum(r.end - r.start for r in s.ranges) for s in sets)
-    assert loads == [903, 1100]  # both small ranges beside the lighter partition, no third task
-    assert sorted((r.topic, r.partition) for s in sets for r in s.ranges) == sorted(
-        (r.topic, r.partition) for r in support + data)
-    assert len(pack_ranges(data[:1], tasks=2)) == 1
