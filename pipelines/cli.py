@@ -68,7 +68,7 @@ def connector_group() -> None:
 @config_option
 def connector_apply(config_path: Path) -> None:
     """Create or update the connector; changes nothing when it is already right."""
-    from pipelines import connector_ops
+    from pipelines.ops import connector as connector_ops
 
     cfg = _load(config_path)
     result = connector_ops.apply(cfg)
@@ -85,7 +85,7 @@ def connector_apply(config_path: Path) -> None:
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 def connector_status(config_path: Path, as_json: bool) -> None:
     """Connector and task states, with the trace of any failed task. Exit 1 unless all run."""
-    from pipelines import connector_ops
+    from pipelines.ops import connector as connector_ops
 
     cfg = _load(config_path)
     st = connector_ops.status(cfg)
@@ -110,7 +110,7 @@ def _connector_verb(verb: str, done: str):
     @connector_group.command(verb, help=f"{verb.capitalize()} the connector (with its tasks).")
     @config_option
     def command(config_path: Path) -> None:
-        from pipelines import connector_ops
+        from pipelines.ops import connector as connector_ops
 
         cfg = _load(config_path)
         getattr(connector_ops.client_for(cfg), verb)(cfg.connector_name)
@@ -129,9 +129,9 @@ for _verb, _done in (("pause", "pause requested"), ("resume", "resume requested"
 @config_option
 def run_command(config_path: Path) -> None:
     """Run the streaming sync (Spark Structured Streaming) until SIGTERM/SIGINT."""
-    from pipelines import job
+    from pipelines.spark import job
 
-    from pipelines import preflight
+    from pipelines.ops import preflight
 
     cfg = _load(config_path)
     preflight.check(cfg, postgres="if_reachable")
@@ -147,9 +147,11 @@ def bootstrap_command(config_path: Path, once: bool) -> None:
     """Snapshot the configured tables into both stores, with progress; then keep streaming."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-    from pipelines import bootstrap, connector_ops, job
+    from pipelines.spark import job
+    from pipelines.ops import bootstrap
+    from pipelines.ops import connector as connector_ops
 
-    from pipelines import preflight
+    from pipelines.ops import preflight
 
     cfg = _load(config_path)
     preflight.check(cfg, postgres="required")
@@ -203,9 +205,9 @@ def bootstrap_command(config_path: Path, once: bool) -> None:
 def rebuild_command(store: str, config_path: Path, table: str | None, dry_run: bool, keep_old: bool, force: bool,
                     as_json: bool) -> None:
     """Rebuild STORE from the change topics into a fresh generation, then switch atomically."""
-    from pipelines import rebuild
+    from pipelines.ops import rebuild
 
-    from pipelines import preflight
+    from pipelines.ops import preflight
 
     cfg = _load(config_path)
     preflight.check(cfg)
@@ -220,7 +222,7 @@ def rebuild_command(store: str, config_path: Path, table: str | None, dry_run: b
         show_plan(out, plan, notes)
     if dry_run:
         return
-    from pipelines import job
+    from pipelines.spark import job
 
     spark = job.spark_session(cfg)
     with RebuildProgress(plan, err if as_json else out) as progress:
@@ -283,7 +285,7 @@ def dlq_list(config_path: Path, from_offset: int, limit: int, as_json: bool) -> 
 def dlq_replay(config_path: Path, from_offset: int, as_json: bool) -> None:
     """Apply dead letters again (after a fix). Versioned writes: older letters change nothing."""
     from connectors.kafka.dead_letter_topic import read_letters
-    from pipelines.dlq import replay
+    from pipelines.ops.dead_letters import replay
 
     cfg = _load(config_path)
     result = replay(cfg, read_letters(cfg.kafka.client_config(), cfg.dead_letter_topic, from_offset))
@@ -311,7 +313,7 @@ def snapshot_add(table: str, config_path: Path) -> None:
     """Add TABLE (schema.table, already in the config) to the running pipeline via an incremental snapshot."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from pipelines.snapshot_add import add_table
+    from pipelines.ops.snapshot import add_table
 
     cfg = _load(config_path)
     with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,.0f}/{task.total:,.0f}"),
@@ -333,7 +335,7 @@ def snapshot_add(table: str, config_path: Path) -> None:
 @click.option("--json", "as_json", is_flag=True, help="machine-readable output")
 def verify_command(config_path: Path, table: str | None, sample: int | None, timeout_s: float, as_json: bool) -> None:
     """Compare Postgres with both stores once the pipeline has caught up. Exit 1 on any difference."""
-    from pipelines import verify
+    from pipelines.ops import verify
 
     cfg = _load(config_path)
     try:
@@ -379,7 +381,7 @@ def _cut(value, limit: int = 120) -> str:
 @click.option("--exact", is_flag=True, help="exact row/document/key counts (scans; slower)")
 def status_command(config_path: Path, as_json: bool, exact: bool) -> None:
     """Connector, slot, topics, pipeline and stores as they are now. Exit 1 when unhealthy."""
-    from pipelines import status
+    from pipelines.ops import status
 
     cfg = _load(config_path)
     report = status.collect(cfg, exact=exact)

@@ -49,7 +49,7 @@ class RebuildProgress:
         return self.progress.__exit__(*exc)
 
     def callbacks(self):
-        from pipelines.rebuild import Callbacks
+        from pipelines.ops.rebuild import Callbacks
 
         def bulk(progress: dict) -> None:
             for name, p in progress.items():

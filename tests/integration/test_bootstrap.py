@@ -14,7 +14,7 @@ import pytest
 
 from tests.helpers import (assert_exact, cli, diff_stores, drop_connector, pg, stores_exact, wait_for,
                            write_config)
-from pipelines.checkpoint_state import read_status
+from pipelines.state.status import read_status
 from tests.stack import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.drill]

@@ -237,7 +237,7 @@ def test_topics_deleted_recovered_by_resnapshot(stack, tmp_path):
     re-snapshots, and removes what the new snapshot did not rewrite."""
     from confluent_kafka.admin import AdminClient
 
-    from pipelines.bootstrap import state_path
+    from pipelines.ops.bootstrap import state_path
     from pipelines.config import load_config
 
     with drill_pipeline(stack, tmp_path) as d:

@@ -52,7 +52,7 @@ def test_snapshot_then_mixed_workload_ends_exact(stack, spark, tmp_path, source)
     try:
         assert cli("connector", "apply", "-c", str(path)).returncode == 0
         wait_streaming(stack, data)
-        from pipelines import job
+        from pipelines.spark import job
 
         query = job.start(spark, cfg)
 

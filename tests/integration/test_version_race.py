@@ -17,7 +17,7 @@ import requests
 from connectors.connect_client import ConnectClient
 from connectors.debezium_config import connector_config
 from pipelines.config import parse_config
-from pipelines.connector_ops import prepare_database
+from pipelines.ops.connector import prepare_database
 from tests.helpers import drop_connector, pg, read_topic, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
@@ -112,7 +112,7 @@ def test_transaction_straddling_the_consistent_point_wins(stack, spark, tmp_path
         # The race really happened: the streamed change sits below the snapshot's position.
         assert int(raced["source"]["lsn"]) < int(snap["source"]["lsn"])
 
-        from pipelines import job
+        from pipelines.spark import job
 
         query = job.start(spark, cfg)
         r = redis.Redis.from_url(stack.redis_url)

@@ -2,8 +2,8 @@
 from derived.cache import CacheTable
 from derived.change import DeadLetter
 from derived.search import SearchStats, SearchTable
-from pipelines.apply_batch import SPARK_TASK, Stores, apply_records, apply_truncates
-from pipelines.partition_apply import add_stats, apply_rows, stats_of
+from pipelines.apply.batch import SPARK_TASK, Stores, apply_records, apply_truncates
+from pipelines.spark.partition_apply import add_stats, apply_rows, stats_of
 from tests.records import MARKERS, key, rec, truncate_marker, value
 from tests.store_model import NoLetters, VersionedStore
 

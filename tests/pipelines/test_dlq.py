@@ -1,5 +1,5 @@
 from connectors.kafka.dead_letter_topic import Letter
-from pipelines.dlq import newest_records
+from pipelines.ops.dead_letters import newest_records
 
 
 def _letter(key, offset, value=b"v", topic="t", partition=0):

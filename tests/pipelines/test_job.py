@@ -2,7 +2,7 @@
 from types import SimpleNamespace
 
 from pipelines.config import parse_config
-from pipelines.job import change_stream
+from pipelines.spark.job import change_stream
 from tests.pipelines.test_config import with_
 
 
@@ -43,7 +43,7 @@ def test_python_and_jvm_sources_get_the_same_options():
 
 
 def test_progress_lag_from_spark_progress():
-    from pipelines.job import progress_lag
+    from pipelines.spark.job import progress_lag
 
     progress = {"sources": [{"endOffset": '{"t": {"0": 5, "1": 7}}', "latestOffset": '{"t": {"0": 9, "1": 7}}'}]}
     assert progress_lag(progress) == {"t": 4}

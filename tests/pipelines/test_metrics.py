@@ -2,8 +2,8 @@ import socket
 
 import requests
 
-from pipelines.apply_batch import BatchStats
-from pipelines.metrics import PipelineMetrics
+from pipelines.apply.batch import BatchStats
+from pipelines.spark.metrics import PipelineMetrics
 
 
 def free_port() -> int:

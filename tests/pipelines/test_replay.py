@@ -2,7 +2,7 @@
 from hypothesis import assume, given, settings, strategies as st
 
 from derived.reduce import last_per_key
-from pipelines.replay import fold
+from pipelines.apply.rebuild_fold import fold
 from tests.records import TOPIC, key, rec, value
 
 KEYS = {"public.items": None}
@@ -143,7 +143,7 @@ def test_a_fold_starts_from_cuts_read_in_another_partition():
     f = fold([rec(0, key(1), value("c", 1, 100, "old", 90)), rec(1, key(2), value("c", 2, 300, "new", 290))],
              KEYS, TOPICS)
     assert {c.doc_id for c in f.survivors()} == {"1", "2"}
-    from pipelines.replay import PartitionFold
+    from pipelines.apply.rebuild_fold import PartitionFold
 
     f = PartitionFold(KEYS, TOPICS, truncated={"public.items": Version(200, 1, 210)}, truncate_table=MARKERS)
     f.add([rec(0, key(1), value("c", 1, 100, "old", 90)), rec(1, key(2), value("c", 2, 300, "new", 290))])
@@ -151,7 +151,7 @@ def test_a_fold_starts_from_cuts_read_in_another_partition():
 
 
 def test_a_marker_in_the_folded_partition_is_a_truncate_too():
-    from pipelines.replay import PartitionFold
+    from pipelines.apply.rebuild_fold import PartitionFold
     from tests.records import MARKERS, truncate_marker
 
     f = PartitionFold(KEYS, TOPICS, truncate_table=MARKERS)

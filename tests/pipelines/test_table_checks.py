@@ -5,7 +5,7 @@ import pytest
 from connectors.postgres import KeyIdentity
 from pipelines.config import parse_config
 from pipelines.errors import ConfigError
-from pipelines.table_checks import check_tables
+from pipelines.ops.table_checks import check_tables
 from tests.pipelines.test_config import BASE
 
 DEFAULT = KeyIdentity(("id",), "default", ("id",))

@@ -1,11 +1,11 @@
-"""Unchanged TOAST columns nothing holds, read from Postgres (pipelines/toast_reread.py)."""
+"""Unchanged TOAST columns nothing holds, read from Postgres (pipelines/apply/toast_reread.py)."""
 import base64
 import uuid
 
 import pytest
 
 from derived.change import Change, Position, Version
-from pipelines.toast_reread import ToastReread
+from pipelines.apply.toast_reread import ToastReread
 from tests.helpers import pg
 
 pytestmark = pytest.mark.integration

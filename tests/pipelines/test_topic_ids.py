@@ -1,4 +1,4 @@
-from pipelines.topic_ids import TopicIds
+from pipelines.state.topic_ids import TopicIds
 
 
 def test_ids_are_learned_once_and_a_new_id_is_a_recreation(tmp_path):

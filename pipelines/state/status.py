@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pipelines.json_files import read_json, write_json
+from pipelines.state.json_files import read_json, write_json
 
 
 def _latest(folder: Path) -> int | None:

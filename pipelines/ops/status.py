@@ -34,7 +34,7 @@ class Report:
 
 def _connector(config: Config, report: Report) -> None:
     from connectors.connect_client import ConnectError
-    from pipelines.connector_ops import client_for, status
+    from pipelines.ops.connector import client_for, status
 
     try:
         st = status(config)
@@ -87,7 +87,7 @@ def _slot(config: Config, report: Report) -> None:
 def _topics(config: Config, report: Report) -> None:
     from connectors.kafka.admin import topic_names, topic_setting
     from connectors.kafka.offsets import end_offsets
-    from pipelines.checkpoint_state import committed_offsets
+    from pipelines.state.status import committed_offsets
 
     conf = config.kafka.client_config()
     try:
@@ -127,7 +127,7 @@ def _topics(config: Config, report: Report) -> None:
 
 
 def _pipeline(config: Config, report: Report) -> None:
-    from pipelines.checkpoint_state import process_alive, read_status
+    from pipelines.state.status import process_alive, read_status
 
     st = read_status(config.spark.checkpoint_dir)
     if st is None:
@@ -144,7 +144,7 @@ def _pipeline(config: Config, report: Report) -> None:
 
 
 def _stores(config: Config, report: Report, exact: bool) -> None:
-    from pipelines.apply_batch import stores_from_config
+    from pipelines.apply.batch import stores_from_config
 
     stores = stores_from_config(config)
     _lost(config, stores, report)
@@ -179,7 +179,7 @@ def _stores(config: Config, report: Report, exact: bool) -> None:
 
 def _lost(config: Config, stores, report: Report) -> None:
     from derived import store_markers
-    from pipelines.checkpoint_state import committed_offsets
+    from pipelines.state.status import committed_offsets
 
     if committed_offsets(config.spark.checkpoint_dir) is None:
         return  # the pipeline never ran: nothing was there to lose

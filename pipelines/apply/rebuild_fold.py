@@ -28,7 +28,7 @@ from connectors.envelope import RecordError, Tombstone, decode, document_id, may
 from connectors.version import VersionError, is_snapshot, version_of
 from derived.change import Change, DeadLetter, Position, Version
 from derived.reduce import fold_into
-from pipelines.apply_batch import decode_records
+from pipelines.apply.batch import decode_records
 
 _FAST_OPS = {"c": False, "u": False, "r": False, "d": True}   # op -> is a delete
 

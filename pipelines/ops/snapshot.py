@@ -11,9 +11,9 @@ import time
 from typing import Callable
 
 from connectors import postgres
-from pipelines import connector_ops
-from pipelines.bootstrap import prepare
-from pipelines.checkpoint_state import committed_offsets
+from pipelines.ops import connector as connector_ops
+from pipelines.ops.bootstrap import prepare
+from pipelines.state.status import committed_offsets
 from pipelines.config import Config
 from pipelines.errors import ConfigError
 
@@ -47,7 +47,7 @@ def add_table(config: Config, table_name: str, on_progress: Callable[[int, int],
         _wait(lambda: _windows(config) > baseline, 30, "the incremental snapshot to start")
     except TimeoutError:
         signal_id = _signal(config, table_name)  # e.g. read by a task that was stopping: once more
-    from pipelines.apply_batch import stores_from_config
+    from pipelines.apply.batch import stores_from_config
 
     stores = stores_from_config(config)
     started = time.monotonic()

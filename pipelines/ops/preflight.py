@@ -22,7 +22,7 @@ class CredentialsRefused(CdckitError):
 
 
 def check(config: Config, kafka: bool = True, postgres: str = "no") -> None:
-    """postgres: "no"; "required" (also checks the configured tables, see pipelines/table_checks.py);
+    """postgres: "no"; "required" (also checks the configured tables, see pipelines/ops/table_checks.py);
     "if_reachable" (the streaming job does not need the database: checked when it answers)."""
     if kafka:
         _kafka(config)
@@ -32,7 +32,7 @@ def check(config: Config, kafka: bool = True, postgres: str = "no") -> None:
         _redis(config)
     if postgres != "no":
         from connectors.postgres import PostgresUnreachable
-        from pipelines.table_checks import check_database_tables
+        from pipelines.ops.table_checks import check_database_tables
 
         try:
             check_database_tables(config)
@@ -58,7 +58,7 @@ def _kafka(config: Config) -> None:
 
 
 def _search(config: Config) -> None:
-    from pipelines.apply_batch import search_engine
+    from pipelines.apply.batch import search_engine
 
     engine = search_engine(config)
     try:
@@ -76,7 +76,7 @@ def _search(config: Config) -> None:
 def _redis(config: Config) -> None:
     import redis
 
-    from pipelines.apply_batch import redis_client
+    from pipelines.apply.batch import redis_client
 
     try:
         redis_client(config).ping()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipelines.json_files import read_json, write_json
+from pipelines.state.json_files import read_json, write_json
 
 FILE = "cdckit-topic-ids.json"
 

@@ -16,7 +16,7 @@ import pyarrow as pa
 from derived.change import Version
 from derived.reduce import merge_cuts
 from pipelines.spark.schemas import ddl
-from pipelines.apply_batch import SPARK_TASK, ApplyOptions, BatchStats, Targets, apply_records, rows_from_arrow
+from pipelines.apply.batch import SPARK_TASK, ApplyOptions, BatchStats, Targets, apply_records, rows_from_arrow
 
 STATS_SCHEMA = pa.schema([
     ("topic", pa.string()), ("partition", pa.int32()), ("fence", pa.int64()), ("records", pa.int64()),
@@ -36,7 +36,7 @@ def _resources(config_json: bytes, targets: Targets | None = None):
     key = (config_json, targets)
     if key not in _workers:
         from pipelines.config import parse_config
-        from pipelines.apply_batch import stores_from_config
+        from pipelines.apply.batch import stores_from_config
         from connectors.kafka.dead_letter_topic import DeadLetterWriter
 
         config = parse_config(orjson.loads(config_json))

@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pipelines.apply_batch import Targets
-from pipelines.json_files import read_json, write_json
+from pipelines.apply.batch import Targets
+from pipelines.state.json_files import read_json, write_json
 
 PHASES = ("planned", "bulk", "catchup", "switched", "done")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipelines.json_files import read_json, write_json
+from pipelines.state.json_files import read_json, write_json
 
 Fences = dict[str, int]  # "topic:partition" -> highest snapshot lsn seen
 

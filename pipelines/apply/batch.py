@@ -46,7 +46,7 @@ class Stores:
     cache_tables: dict[str, CacheTable]
     key_columns: dict[str, list[str] | None] = field(default_factory=dict)
     truncate_table: str | None = None
-    toast: Any = None   # pipelines.toast_reread.ToastReread, or None (tests)
+    toast: Any = None   # pipelines.apply.toast_reread.ToastReread, or None (tests)
 
     @property
     def tables(self) -> set[str]:
@@ -121,7 +121,7 @@ def stores_from_config(config: Config, targets: Targets | None = None) -> Stores
         search = _search_sink(config, live=False) if indexes else NullStore()
         cache = (RedisCache(redis_client(config, targets.cache_db), rc.deleted_version_ttl_s)
                  if targets.cache_db is not None else NullStore())
-    from pipelines.toast_reread import ToastReread
+    from pipelines.apply.toast_reread import ToastReread
 
     return Stores(search, cache, search_tables, cache_tables, {t.name: t.key for t in config.tables},
                   config.postgres.truncate_table, ToastReread(config.postgres.dsn_kwargs()))

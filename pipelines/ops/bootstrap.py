@@ -19,10 +19,10 @@ from connectors import postgres
 from connectors.kafka.admin import matching_topics, topic_ids, topic_names
 from connectors.kafka.errors import NoFetchResponse
 from connectors.kafka.offsets import end_offsets
-from pipelines.checkpoint_state import committed_offsets
+from pipelines.state.status import committed_offsets
 from pipelines.config import Config
-from pipelines.json_files import read_json, write_json
-from pipelines.topic_ids import TopicIds
+from pipelines.state.json_files import read_json, write_json
+from pipelines.state.topic_ids import TopicIds
 
 
 def state_path(config: Config) -> Path:
@@ -117,7 +117,7 @@ class Watch:
 
 
 def _snapshot_committed(config: Config) -> bool:
-    from pipelines.connector_ops import client_for
+    from pipelines.ops.connector import client_for
 
     try:
         offsets = client_for(config).offsets(config.connector_name).get("offsets") or []
@@ -140,7 +140,7 @@ def resnapshot_pending(config: Config) -> bool:
 
 def topics_lost(config: Config) -> list[str]:
     """Topics the pipeline has read further than they now go, that are gone, or that were created
-    again since it read them (pipelines/topic_ids.py): the broker lost its data or someone
+    again since it read them (pipelines/state/topic_ids.py): the broker lost its data or someone
     recreated them."""
     committed = committed_offsets(config.spark.checkpoint_dir)
     if not committed:
@@ -164,7 +164,7 @@ def start_over(config: Config) -> Path:
     """After lost topics: set the checkpoint aside (kept for inspection) and make the connector
     forget its position, so Debezium snapshots again into the new topics."""
     from connectors.connect_client import ConnectNotFound
-    from pipelines.connector_ops import client_for
+    from pipelines.ops.connector import client_for
 
     ckpt = config.spark.checkpoint_dir
     aside = ckpt.with_name(f"{ckpt.name}.lost-{time.strftime('%Y%m%dT%H%M%S')}")
@@ -209,7 +209,7 @@ def sweep_below_snapshot(config: Config, snapshot_lsn: int) -> dict[str, int]:
     """Entries the new snapshot did not rewrite are rows deleted while the topics were lost:
     remove them with a versioned delete at the snapshot's position (newer writes stay)."""
     from derived.change import Change, Position, Version
-    from pipelines.apply_batch import stores_from_config
+    from pipelines.apply.batch import stores_from_config
 
     stores = stores_from_config(config)
     cut = Version(snapshot_lsn, 0, 0)

@@ -14,20 +14,20 @@ from typing import Callable
 
 import orjson
 
-from pipelines.apply_batch import ApplyOptions, BatchStats, apply_truncates, stores_from_config
+from pipelines.apply.batch import ApplyOptions, BatchStats, apply_truncates, stores_from_config
 from derived import store_markers
 from derived.errors import StoreUnavailable
-from pipelines.checkpoint_state import claim_status, committed_offsets, write_status
+from pipelines.state.status import claim_status, committed_offsets, write_status
 from pipelines.config import load_config
 from pipelines.errors import CdckitError, ConfigError
 from pipelines.config import Config
 from connectors.kafka.admin import ensure_topic, topic_ids as current_ids
 from connectors.kafka.errors import TopicLost
-from pipelines.fences import FenceStore
-from pipelines.partition_apply import STATS_DDL, add_stats, executor_fn, range_executor_fn, stats_of
-from pipelines.rebuild_state import live_targets
-from pipelines.topic_ids import TopicIds
-from pipelines.truncate_cuts import TruncateCuts
+from pipelines.state.fences import FenceStore
+from pipelines.spark.partition_apply import STATS_DDL, add_stats, executor_fn, range_executor_fn, stats_of
+from pipelines.state.rebuild import live_targets
+from pipelines.state.topic_ids import TopicIds
+from pipelines.state.truncate_cuts import TruncateCuts
 
 log = logging.getLogger("cdckit.job")
 STOP_GRACE_S = 30.0
@@ -221,7 +221,7 @@ def run(config: Config, config_path: Path | None = None, on_batch=None, once: Ca
     A store that stays unreachable beyond the sinks' retries, or a broker that does not answer,
     fails the batch; the query is then restarted from its checkpoint after a pause (the batch is
     re-run: versioned writes make that safe). Lost topics and bad config end it: a restart cannot help."""
-    from pipelines.metrics import PipelineMetrics
+    from pipelines.spark.metrics import PipelineMetrics
 
     claim_status(config.spark.checkpoint_dir)
     spark = spark_session(config)

@@ -11,8 +11,8 @@ import orjson
 import pyarrow as pa
 
 from derived.change import Version
-from pipelines.apply_batch import BatchStats, Targets, apply_changes
-from pipelines.json_files import read_json, write_json
+from pipelines.apply.batch import BatchStats, Targets, apply_changes
+from pipelines.state.json_files import read_json, write_json
 from pipelines.spark.schemas import ddl
 from connectors.kafka.ranges import RANGE_ARROW_SCHEMA
 
@@ -63,7 +63,7 @@ def _bulk_range(config_json: bytes, targets: Targets, work: str, topic: str, par
                 end: int, cuts: dict[str, Version]) -> pa.RecordBatch:
     from pipelines.config import parse_config
     from connectors.kafka.dead_letter_topic import DeadLetterWriter
-    from pipelines.partition_apply import _resources
+    from pipelines.spark.partition_apply import _resources
 
     config = parse_config(orjson.loads(config_json))
     progress = progress_file(Path(work), topic, partition)
@@ -72,7 +72,7 @@ def _bulk_range(config_json: bytes, targets: Targets, work: str, topic: str, par
     survivors = fold.survivors()
     stats, dead = BatchStats(records=fold.records, tombstones=fold.tombstones), list(fold.dead)
     stores = _resources(config_json, targets)
-    if stores.toast is not None:  # TOAST values the compacted log no longer holds (pipelines/toast_reread.py)
+    if stores.toast is not None:  # TOAST values the compacted log no longer holds (pipelines/apply/toast_reread.py)
         stores.toast.fill(survivors, every_upsert=True)
     for first in range(0, len(survivors), APPLY_CHUNK):
         apply_changes(stores, [], survivors[first:first + APPLY_CHUNK], stats, dead, [])
@@ -95,7 +95,7 @@ def _fold_range(config, topic: str, partition: int, start: int, end: int, progre
                 cuts: dict[str, Version]):
     """(fold, seconds reading, seconds folding) of [start, end) of one partition."""
     from connectors.kafka.ranges import KafkaRange, read_messages
-    from pipelines.replay import PartitionFold
+    from pipelines.apply.rebuild_fold import PartitionFold
 
     fold = PartitionFold({t.name: t.key for t in config.tables}, {config.topic_for(t): t.name for t in config.tables},
                          truncated=dict(cuts), truncate_table=config.postgres.truncate_table)
@@ -127,10 +127,10 @@ class _MarkedLetters:
 def catchup_fn(config_json: bytes, targets: Targets, fences: dict[str, int], cuts: dict[str, Version]
                ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pipelines.apply_batch import ApplyOptions
+        from pipelines.apply.batch import ApplyOptions
         from pipelines.config import parse_config
         from connectors.kafka.dead_letter_topic import DeadLetterWriter
-        from pipelines.partition_apply import STATS_SCHEMA, _resources, apply_partition
+        from pipelines.spark.partition_apply import STATS_SCHEMA, _resources, apply_partition
 
         # Tombstones too: the cleaner may have removed op=d records of the catch-up's stretch, and the
         # live pipeline applied those deletes before it began writing the fresh generation. (Left:

@@ -7,7 +7,7 @@ itself (`newest_records`). Versions alone do not make an old letter harmless:
 - a row deleted after the letter has its deleted version remembered only for a while
   (`deleted_version_ttl_s` in both stores): replayed later, the letter would bring the row back;
 - a truncate after the letter: the stores hold no per-table cut, so the replay drops what the
-  pipeline's known cuts remove (pipelines/truncate_cuts.py).
+  pipeline's known cuts remove (pipelines/state/truncate_cuts.py).
 The newest record of a key is in the same partition at an offset at or after the letter's
 (Debezium keys records by primary key, and the partition of a key never changes while its topic
 exists). Letters that still fail are reported, not written back (the originals stay in the topic).
@@ -89,9 +89,9 @@ def _later_records(config: Config, letters: list[Letter]) -> dict[tuple[str, int
 
 def replay(config: Config, letters: list[Letter]) -> dict[str, Any]:
     """Apply the letters' keys' newest records to the live stores, in their source order."""
-    from pipelines.apply_batch import ApplyOptions, apply_records, stores_from_config
-    from pipelines.fences import FenceStore
-    from pipelines.truncate_cuts import TruncateCuts
+    from pipelines.apply.batch import ApplyOptions, apply_records, stores_from_config
+    from pipelines.state.fences import FenceStore
+    from pipelines.state.truncate_cuts import TruncateCuts
 
     stores = stores_from_config(config)
     fences = FenceStore(config.spark.checkpoint_dir).before(1 << 62)

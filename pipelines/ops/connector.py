@@ -23,7 +23,7 @@ def client_for(config: Config) -> ConnectClient:
 def prepare_database(config: Config) -> None:
     """Tables the connector config refers to (heartbeat target, signal and truncate marker
     tables) must exist first."""
-    from pipelines.table_checks import check_tables
+    from pipelines.ops.table_checks import check_tables
 
     pg = config.postgres
     with postgres.connect(pg.dsn_kwargs()) as conn:

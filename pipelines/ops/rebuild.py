@@ -31,13 +31,13 @@ from derived import cache_generations as cachegen
 from derived import store_markers
 from derived.search_generations import (GenerationError, SearchGeneration, create_generation, drop_generation,
                                         plan_generation, switch_generation)
-from pipelines import rebuild_state
+from pipelines.state import rebuild as rebuild_state
 from derived.change import Version
-from pipelines.apply_batch import Targets, redis_client, search_engine
+from pipelines.apply.batch import Targets, redis_client, search_engine
 from pipelines.config import Config
 from pipelines.errors import CdckitError
-from pipelines.faults import crash_point
-from pipelines.json_files import read_json, write_json
+from pipelines.ops.faults import crash_point
+from pipelines.state.json_files import read_json, write_json
 
 ASSUMED_RATE = 15_000          # events/s, until a finished rebuild has measured this machine
 RETENTION_SHARE = 0.5          # refuse when the estimate exceeds this share of delete.retention.ms
@@ -206,7 +206,7 @@ def _config_json(config: Config) -> bytes:
 
 
 def _bulk(spark, config: Config, plan: Plan, work: Path, cb: Callbacks) -> dict[str, Any]:
-    from pipelines.rebuild_spark import BULK_DDL, RANGES_DDL, bulk_fn, read_progress
+    from pipelines.spark.rebuild_jobs import BULK_DDL, RANGES_DDL, bulk_fn, read_progress
 
     done = {k for k, v in read_progress(work).items() if v.get("done")}
     todo = [(t, int(p), int(plan.begin.get(t, {}).get(p, 0)), int(e)) for t, parts in plan.end.items()
@@ -245,7 +245,7 @@ def truncate_cuts(config: Config, plan: Plan) -> dict[str, Version]:
     are in every partition of the table's; each partition's fold starts from these cuts."""
     from connectors.envelope import RecordError, decode
     from derived.change import Position
-    from pipelines.apply_batch import newest_cuts
+    from pipelines.apply.batch import newest_cuts
     from connectors.kafka.ranges import KafkaRange, read_messages
 
     topic = config.truncate_topic
@@ -265,7 +265,7 @@ def truncate_cuts(config: Config, plan: Plan) -> dict[str, Version]:
 
 
 def _watch_progress(work: Path, cb: Callbacks, stop: threading.Event) -> None:
-    from pipelines.rebuild_spark import read_progress
+    from pipelines.spark.rebuild_jobs import read_progress
 
     while not stop.wait(0.5):
         cb.bulk_progress(read_progress(work))
@@ -274,10 +274,10 @@ def _watch_progress(work: Path, cb: Callbacks, stop: threading.Event) -> None:
 def _catchup(spark, config: Config, plan: Plan, work: Path, bulk_fences: dict[str, int]) -> dict[str, Any]:
     """Structured Streaming from the bulk's end to the log's end now (availableNow), into the fresh
     generations only, with the fences the bulk ended with."""
-    from pipelines.fences import FenceStore
-    from pipelines.apply_batch import BatchStats, apply_truncates, stores_from_config
-    from pipelines.partition_apply import STATS_DDL, add_stats, stats_of
-    from pipelines.rebuild_spark import catchup_fn
+    from pipelines.state.fences import FenceStore
+    from pipelines.apply.batch import BatchStats, apply_truncates, stores_from_config
+    from pipelines.spark.partition_apply import STATS_DDL, add_stats, stats_of
+    from pipelines.spark.rebuild_jobs import catchup_fn
 
     totals = {"records": 0, "search_applied": 0, "search_stale": 0, "cache_applied": 0, "cache_stale": 0}
     if not plan.topics:
@@ -331,7 +331,7 @@ def _switch(config: Config, plan: Plan) -> None:
 
 def _live_batch(config: Config) -> int | None:
     """The live pipeline's last finished batch, if it is running on this host."""
-    from pipelines.checkpoint_state import process_alive, read_status
+    from pipelines.state.status import process_alive, read_status
 
     st = read_status(config.spark.checkpoint_dir)
     if not st or st.get("host") != socket.gethostname() or not process_alive(st.get("pid")):
