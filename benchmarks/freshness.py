@@ -379,7 +379,7 @@ def _applied(metrics_url: str) -> float:
 
 
 def _wait_caught_up(bootstrap: str, ckpt: Path, topic: str, timeout_s: float = 120) -> None:
-    from pipelines.state.status import committed_offsets
+    from pipelines.state.offsets import committed_offsets
     from connectors.kafka.offsets import end_offsets
 
     deadline = time.monotonic() + timeout_s
@@ -395,7 +395,7 @@ def _trace_lag(bootstrap: str, ckpts: list[Path], topic: str, rate: int, run_sta
                done: threading.Event) -> None:
     """Records between the topic's end and the last committed batch of the job furthest behind,
     twice a second."""
-    from pipelines.state.status import committed_offsets
+    from pipelines.state.offsets import committed_offsets
     from connectors.kafka.offsets import end_offsets
 
     while not done.wait(0.5):

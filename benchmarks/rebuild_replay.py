@@ -44,7 +44,7 @@ def rebuild_once(spark, config, store: str) -> dict:
     t0 = time.perf_counter()
     state = rebuild.run(spark, config, plan)
     total = time.perf_counter() - t0
-    bulk = state["summary"]["bulk"]
+    bulk = state.summary["bulk"]
     return {"events": bulk["records"], "keys_written": bulk["survivors"], "bulk_seconds": bulk["seconds"],
             "total_seconds": round(total, 1), "events_per_s": round(bulk["records"] / bulk["seconds"]),
             "keys_per_s": round(bulk["survivors"] / bulk["seconds"]),

@@ -55,7 +55,7 @@ def config_for(settings, topic: str, tmp: Path, only: str, trigger: str = "avail
 def plain_consumer(config, topic: str, partitions: int) -> float:
     """One process: read each partition to its end with confluent-kafka and apply it with the
     job's own per-partition function; events/s."""
-    from pipelines.apply.batch import stores_from_config
+    from pipelines.apply.stores import stores_from_config
     from connectors.kafka.dead_letter_topic import DeadLetterWriter
     from connectors.kafka.offsets import end_offsets
     from connectors.kafka.ranges import KafkaRange, close_readers, read_range

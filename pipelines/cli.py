@@ -164,7 +164,7 @@ def bootstrap_command(config_path: Path, once: bool) -> None:
     say(f"connector {cfg.connector_name}: {result.action}")
     state = bootstrap.read_state(cfg)
     if state:
-        say(f"already bootstrapped ({state['detected_by']}, snapshot LSN {state['snapshot_lsn']})")
+        say(f"already bootstrapped ({state.detected_by}, snapshot LSN {state.snapshot_lsn})")
         if once:
             return
     columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,.0f}/{task.total:,.0f}"),
@@ -188,8 +188,8 @@ def bootstrap_command(config_path: Path, once: bool) -> None:
 
         code = job.run(cfg, config_path=config_path, on_batch=watch.on_batch, once=finished)
     if watch.done:
-        say(f"stores consistent with the snapshot (LSN {watch.done['snapshot_lsn']}, "
-            f"{watch.done.get('seconds', 0)} s); watermark in {bootstrap.state_path(cfg)}")
+        say(f"stores consistent with the snapshot (LSN {watch.done.snapshot_lsn}, "
+            f"{watch.done.seconds} s); watermark in {bootstrap.state_path(cfg)}")
     sys.exit(code)
 
 
@@ -227,7 +227,7 @@ def rebuild_command(store: str, config_path: Path, table: str | None, dry_run: b
     spark = job.spark_session(cfg)
     with RebuildProgress(plan, err if as_json else out) as progress:
         state = rebuild.run(spark, cfg, plan, keep_old=keep_old, cb=progress.callbacks())
-    summary = state["summary"]
+    summary = state.summary
     if as_json:
         _print_json({"plan": plan.as_json(), "notes": notes, "summary": summary})
     else:

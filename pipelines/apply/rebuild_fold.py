@@ -28,7 +28,8 @@ from connectors.envelope import RecordError, Tombstone, decode, document_id, may
 from connectors.version import VersionError, is_snapshot, version_of
 from derived.change import Change, DeadLetter, Position, Version
 from derived.reduce import fold_into
-from pipelines.apply.batch import decode_records
+from pipelines.apply.decode import decode_records
+from pipelines.state.fences import fence_key
 
 _FAST_OPS = {"c": False, "u": False, "r": False, "d": True}   # op -> is a delete
 
@@ -88,13 +89,13 @@ class PartitionFold:
                 return True  # a captured table this config does not sync
             if self.key_columns[table]:
                 return False
-            fence_key = f"{topic}:{partition}"
+            fk = fence_key(topic, partition)
             snapshot = is_snapshot(src)
-            version = version_of(src, self.fences.get(fence_key, 0), snapshot)
+            version = version_of(src, self.fences.get(fk, 0), snapshot)
         except (orjson.JSONDecodeError, KeyError, TypeError, VersionError):
             return False  # the general path decodes it again and dead-letters it with the reason
         if snapshot:
-            self.fences[fence_key] = max(self.fences.get(fence_key, 0), version.lsn)
+            self.fences[fk] = max(self.fences.get(fk, 0), version.lsn)
         held = self.raw.get(key)
         if held is None or version >= held.version:
             self.raw[key] = _Raw(version, offset, value, delete, topic, partition)

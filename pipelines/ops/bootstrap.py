@@ -8,7 +8,6 @@ interruption at any point is finished by running the command again.
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -19,27 +18,19 @@ from connectors import postgres
 from connectors.kafka.admin import matching_topics, topic_ids, topic_names
 from connectors.kafka.errors import NoFetchResponse
 from connectors.kafka.offsets import end_offsets
-from pipelines.state.status import committed_offsets
 from pipelines.config import Config
-from pipelines.state.json_files import read_json, write_json
+from pipelines.state import bootstrap as bootstrap_state
+from pipelines.state.bootstrap import BootstrapState
+from pipelines.state.offsets import batch_offsets, committed_offsets
 from pipelines.state.topic_ids import TopicIds
 
 
 def state_path(config: Config) -> Path:
-    return config.spark.checkpoint_dir / "cdckit-bootstrap.json"
+    return bootstrap_state.state_path(config.spark.checkpoint_dir)
 
 
-def read_state(config: Config) -> dict[str, Any] | None:
-    return read_json(state_path(config))
-
-
-def _write_state(config: Config, state: dict[str, Any]) -> None:
-    write_json(state_path(config), state, indent=2)
-
-
-def batch_offsets(config: Config, batch_id: int) -> dict[str, dict[str, int]]:
-    lines = (config.spark.checkpoint_dir / "query" / "offsets" / str(batch_id)).read_text().splitlines()
-    return json.loads(lines[2])
+def read_state(config: Config) -> BootstrapState | None:
+    return bootstrap_state.read_state(config.spark.checkpoint_dir)
 
 
 def prepare(config: Config) -> dict[str, int]:
@@ -60,7 +51,7 @@ class Watch:
     config: Config
     totals: dict[str, int]
     on_progress: Callable[[str, int], None] = lambda table, n: None
-    done: dict[str, Any] | None = None
+    done: BootstrapState | None = None
     reads: dict[str, int] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
     sweep: bool = False   # a re-snapshot after lost topics: remove what the snapshot did not rewrite
@@ -74,19 +65,17 @@ class Watch:
                 self.reads[table.name] = self.reads.get(table.name, 0) + row["snapshot_reads"]
                 self.on_progress(table.name, self.reads[table.name])
         if stats.snapshot_last_lsn and self.done is None:
-            self.complete(batch_offsets(self.config, batch_id), stats.snapshot_last_lsn, "final snapshot record")
+            self.complete(batch_offsets(self.config.spark.checkpoint_dir, batch_id), stats.snapshot_last_lsn,
+                          "final snapshot record")
 
     def complete(self, offsets: dict[str, Any], lsn: int | None, how: str) -> None:
         swept = sweep_below_snapshot(self.config, lsn) if self.sweep and lsn else None
         self.finish(offsets, lsn, how, swept)
 
     def finish(self, offsets: dict[str, Any], lsn: int | None, how: str, swept: dict[str, int] | None = None) -> None:
-        self.done = {"completed_at": time.time(), "seconds": round(time.monotonic() - self.started, 1),
-                     "snapshot_lsn": lsn, "offsets": offsets, "detected_by": how,
-                     "rows": dict(self.totals), "snapshot_reads": dict(self.reads)}
-        if swept is not None:
-            self.done["removed_after_lost_topics"] = swept
-        _write_state(self.config, self.done)
+        self.done = BootstrapState(time.time(), round(time.monotonic() - self.started, 1), lsn, offsets, how,
+                                   dict(self.totals), dict(self.reads), swept)
+        bootstrap_state.write_state(self.config.spark.checkpoint_dir, self.done)
 
     last_check: float = 0.0
     snapshot_lsn: int | None = None            # the snapshot reads' position (their partitions' fence)
@@ -131,11 +120,8 @@ def _topic_ends(config: Config) -> dict[str, dict[str, int]]:
     return end_offsets(config.kafka.client_config(), topics) if topics else {}
 
 
-RESNAPSHOT = "cdckit-resnapshot.json"
-
-
 def resnapshot_pending(config: Config) -> bool:
-    return (config.spark.checkpoint_dir / RESNAPSHOT).exists() and read_state(config) is None
+    return bootstrap_state.resnapshot_pending(config.spark.checkpoint_dir)
 
 
 def topics_lost(config: Config) -> list[str]:
@@ -170,8 +156,7 @@ def start_over(config: Config) -> Path:
     aside = ckpt.with_name(f"{ckpt.name}.lost-{time.strftime('%Y%m%dT%H%M%S')}")
     os.replace(ckpt, aside)
     ckpt.mkdir(parents=True)
-    # Remembered until the new snapshot is in, so an interrupted re-snapshot still sweeps when rerun.
-    write_json(ckpt / RESNAPSHOT, {"old_checkpoint": str(aside), "at": time.time()})
+    bootstrap_state.mark_resnapshot(ckpt, {"old_checkpoint": str(aside), "at": time.time()})
     client = client_for(config)
     try:
         _patiently(client.stop, config.connector_name)
@@ -209,7 +194,7 @@ def sweep_below_snapshot(config: Config, snapshot_lsn: int) -> dict[str, int]:
     """Entries the new snapshot did not rewrite are rows deleted while the topics were lost:
     remove them with a versioned delete at the snapshot's position (newer writes stay)."""
     from derived.change import Change, Position, Version
-    from pipelines.apply.batch import stores_from_config
+    from pipelines.apply.stores import stores_from_config
 
     stores = stores_from_config(config)
     cut = Version(snapshot_lsn, 0, 0)

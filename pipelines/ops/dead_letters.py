@@ -89,7 +89,8 @@ def _later_records(config: Config, letters: list[Letter]) -> dict[tuple[str, int
 
 def replay(config: Config, letters: list[Letter]) -> dict[str, Any]:
     """Apply the letters' keys' newest records to the live stores, in their source order."""
-    from pipelines.apply.batch import ApplyOptions, apply_records, stores_from_config
+    from pipelines.apply.batch import ApplyOptions, apply_records
+    from pipelines.apply.stores import stores_from_config
     from pipelines.state.fences import FenceStore
     from pipelines.state.truncate_cuts import TruncateCuts
 

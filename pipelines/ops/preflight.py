@@ -58,7 +58,7 @@ def _kafka(config: Config) -> None:
 
 
 def _search(config: Config) -> None:
-    from pipelines.apply.batch import search_engine
+    from pipelines.apply.stores import search_engine
 
     engine = search_engine(config)
     try:
@@ -76,7 +76,7 @@ def _search(config: Config) -> None:
 def _redis(config: Config) -> None:
     import redis
 
-    from pipelines.apply.batch import redis_client
+    from pipelines.apply.stores import redis_client
 
     try:
         redis_client(config).ping()

@@ -14,16 +14,13 @@ Phases (each recorded in the rebuild state file, so a rerun resumes where it sto
 """
 from __future__ import annotations
 
-import json
 import socket
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-import orjson
 
 from connectors.kafka.admin import existing_topics, min_delete_retention
 from connectors.kafka.offsets import begin_offsets, end_offsets
@@ -31,13 +28,12 @@ from derived import cache_generations as cachegen
 from derived import store_markers
 from derived.search_generations import (GenerationError, SearchGeneration, create_generation, drop_generation,
                                         plan_generation, switch_generation)
-from pipelines.state import rebuild as rebuild_state
-from derived.change import Version
-from pipelines.apply.batch import Targets, redis_client, search_engine
+from pipelines.apply.stores import redis_client, search_engine
 from pipelines.config import Config
 from pipelines.errors import CdckitError
 from pipelines.ops.faults import crash_point
-from pipelines.state.json_files import read_json, write_json
+from pipelines.state import rebuild as rebuild_state
+from pipelines.state.rebuild import RebuildState, Targets
 
 ASSUMED_RATE = 15_000          # events/s, until a finished rebuild has measured this machine
 RETENTION_SHARE = 0.5          # refuse when the estimate exceeds this share of delete.retention.ms
@@ -82,10 +78,10 @@ class Plan:
 def make_plan(config: Config, which: str, table: str | None) -> Plan:
     """What would be replayed where; resumes an unfinished rebuild instead of starting another."""
     state = rebuild_state.load(config.spark.checkpoint_dir)
-    if state and state.get("phase") != "done":
-        plan = Plan(**{k: state["plan"][k] for k in ("rebuild_id", "stores", "tables", "topics", "begin", "end",
-                                                    "search", "cache", "estimate_s", "retention_ms")})
-        plan.resumed_phase = state["phase"]
+    if state and state.phase != "done":
+        plan = Plan(**{k: state.plan[k] for k in ("rebuild_id", "stores", "tables", "topics", "begin", "end",
+                                                  "search", "cache", "estimate_s", "retention_ms")})
+        plan.resumed_phase = state.phase
         return plan
     stores = ["search", "cache"] if which == "all" else [which]
     missing = [s for s in stores if s not in config.sinks]
@@ -109,7 +105,7 @@ def make_plan(config: Config, which: str, table: str | None) -> Plan:
             plan.search[t.name] = {"alias": gen.alias, "current": gen.current, "target": gen.target}
     if "cache" in stores:
         plan.cache = {"live_db": config.redis.db, "spare_db": config.redis.spare_db}
-    plan.estimate_s = plan.records / _measured_rate(config)
+    plan.estimate_s = plan.records / (rebuild_state.measured_rate(config.spark.checkpoint_dir) or ASSUMED_RATE)
     plan.retention_ms = min_delete_retention(conf, topics)
     return plan
 
@@ -135,56 +131,57 @@ class Callbacks:
     bulk_progress: Callable[[dict[str, dict[str, Any]]], None] = lambda progress: None
 
 
-def run(spark, config: Config, plan: Plan, keep_old: bool = False, cb: Callbacks | None = None) -> dict[str, Any]:
-    """Carry the plan out from wherever it stopped; returns the summary."""
+def run(spark, config: Config, plan: Plan, keep_old: bool = False, cb: Callbacks | None = None) -> RebuildState:
+    """Carry the plan out from wherever it stopped; returns the state, with the summary."""
+    from pipelines.spark.rebuild_jobs import bulk, catchup
+
     cb = cb or Callbacks()
     ckpt = config.spark.checkpoint_dir
     work = rebuild_state.work_dir(ckpt, plan.rebuild_id)
     state = rebuild_state.load(ckpt) if plan.resumed_phase else None
     if state is None:
-        state = {"plan": plan.as_json(), "phase": "planned", "targets": plan.targets.as_json(), "dual_write": False,
-                 "started_at": time.time(), "summary": {}}
+        state = RebuildState(plan.as_json(), plan.targets, started_at=time.time())
         rebuild_state.save(ckpt, state)
     resuming = plan.resumed_phase is not None
-    if state["phase"] == "planned":
+    if state.phase == "planned":
         cb.phase("creating generations")
         _create_generations(config, plan, resuming)
         _advance(ckpt, state, "bulk")
-    if state["phase"] == "bulk":
+    if state.phase == "bulk":
         cb.phase("bulk replay")
         started = time.monotonic()
-        state["summary"]["bulk"] = _bulk(spark, config, plan, work, cb)
-        state["summary"]["bulk"]["seconds"] = round(time.monotonic() - started, 1)
-        state["dual_write"] = True           # from here the live pipeline writes the fresh generations too
+        state.summary["bulk"] = bulk(spark, config, plan, work, cb.bulk_progress)
+        state.summary["bulk"]["seconds"] = round(time.monotonic() - started, 1)
+        state.dual_write = True           # from here the live pipeline writes the fresh generations too
         _advance(ckpt, state, "catchup")
-    if state["phase"] == "catchup":
+    if state.phase == "catchup":
         cb.phase("catch-up")
         started = time.monotonic()
-        state["summary"]["catchup"] = _catchup(spark, config, plan, work, state["summary"]["bulk"]["fences"])
-        state["summary"]["catchup"]["seconds"] = round(time.monotonic() - started, 1)
+        state.summary["catchup"] = catchup(spark, config, plan, work, state.summary["bulk"]["fences"])
+        state.summary["catchup"]["seconds"] = round(time.monotonic() - started, 1)
         cb.phase("switching")
-        state["live_batch_at_switch"] = _live_batch(config)
+        state.live_batch_at_switch = _live_batch(config)
         _switch(config, plan)
         crash_point("rebuild.after_switch")   # the drill's worst moment: switched, not yet recorded
-        state["dual_write"] = False
-        state["switched_at"] = time.time()
+        state.dual_write = False
+        state.switched_at = time.time()
         _advance(ckpt, state, "switched")
-    if state["phase"] == "switched":
+    if state.phase == "switched":
         if plan.cache:
             cachegen.finish(redis_client(config), plan.rebuild_id)
         dropped = False
         if not keep_old:
             cb.phase("dropping the old generation")
-            dropped = _drop_old(config, plan, state.get("live_batch_at_switch"))
-        state["summary"]["old_generation"] = "dropped" if dropped else "kept"
+            dropped = _drop_old(config, plan, state.live_batch_at_switch)
+        state.summary["old_generation"] = "dropped" if dropped else "kept"
         _remember_rate(config, state)
         _advance(ckpt, state, "done")
-        write_json(work / "state.json", state, indent=2)
+        rebuild_state.keep_final_copy(work, state)
     return state
 
 
-def _advance(ckpt: Path, state: dict[str, Any], phase: str) -> None:
-    state["phase"] = phase
+def _advance(ckpt: Path, state: RebuildState, phase: str) -> None:
+    state.phase = phase
     rebuild_state.save(ckpt, state)
 
 
@@ -199,120 +196,6 @@ def _create_generations(config: Config, plan: Plan, resuming: bool) -> None:
         live, spare = redis_client(config), redis_client(config, plan.cache["spare_db"])
         cachegen.check_spare(live, spare, plan.cache["live_db"], plan.cache["spare_db"], resuming)
         cachegen.begin(spare, plan.rebuild_id)
-
-
-def _config_json(config: Config) -> bytes:
-    return orjson.dumps(config.model_dump(mode="json"))
-
-
-def _bulk(spark, config: Config, plan: Plan, work: Path, cb: Callbacks) -> dict[str, Any]:
-    from pipelines.spark.rebuild_jobs import BULK_DDL, RANGES_DDL, bulk_fn, read_progress
-
-    done = {k for k, v in read_progress(work).items() if v.get("done")}
-    todo = [(t, int(p), int(plan.begin.get(t, {}).get(p, 0)), int(e)) for t, parts in plan.end.items()
-            for p, e in parts.items() if f"{t}-{p}" not in done and int(e) > int(plan.begin.get(t, {}).get(p, 0))]
-    rows: list[dict[str, Any]] = []
-    if todo:
-        # One Spark partition per Kafka partition: a key and its snapshot fence live in one.
-        frame = spark.createDataFrame(spark.sparkContext.parallelize(todo, len(todo)), RANGES_DDL)
-        stop = threading.Event()
-        watcher = threading.Thread(target=_watch_progress, args=(work, cb, stop), daemon=True)
-        watcher.start()
-        try:
-            cuts = truncate_cuts(config, plan)
-            rows = (frame.mapInArrow(bulk_fn(_config_json(config), plan.targets, str(work), cuts), BULK_DDL)
-                    .toArrow().to_pylist())
-        finally:
-            stop.set()
-            watcher.join()
-    cb.bulk_progress(read_progress(work))
-    previous = read_json(work / "bulk.json", {})
-    for row in rows:
-        previous[f"{row['topic']}-{row['partition']}"] = row
-    write_json(work / "bulk.json", previous)
-    totals: dict[str, Any] = {k: sum(r[k] for r in previous.values()) for k in
-                              ("records", "tombstones", "survivors", "search_applied", "search_stale", "cache_applied",
-                               "cache_stale", "dead_letters", "unresolved_toast")}
-    for k in ("read_seconds", "fold_seconds", "apply_seconds"):  # summed over partitions (they run in parallel)
-        totals[k] = round(sum(r.get(k, 0) for r in previous.values()), 1)
-    totals["fences"] = {f"{r['topic']}:{r['partition']}": r["fence"] for r in previous.values() if r["fence"]}
-    return totals
-
-
-def truncate_cuts(config: Config, plan: Plan) -> dict[str, Version]:
-    """The newest truncate per table within the plan's ranges, read from the marker topic before
-    the bulk: a truncate's marker sits in one partition of its own topic, while the rows it removes
-    are in every partition of the table's; each partition's fold starts from these cuts."""
-    from connectors.envelope import RecordError, decode
-    from derived.change import Position
-    from pipelines.apply.batch import newest_cuts
-    from connectors.kafka.ranges import KafkaRange, read_messages
-
-    topic = config.truncate_topic
-    truncates = []
-    for p, end in plan.end.get(topic, {}).items():
-        begin = int(plan.begin.get(topic, {}).get(p, 0))
-        for msgs in read_messages(config.kafka.client_config(), KafkaRange(topic, int(p), begin, int(end))):
-            for m in msgs:
-                try:
-                    out = decode(m.key(), m.value(), Position(topic, int(p), m.offset()),
-                                 truncate_table=config.postgres.truncate_table)
-                except RecordError:
-                    continue  # not a marker the bulk can use; the live pipeline dead-lettered it
-                if out is not None and getattr(out, "op", None) == "truncate":
-                    truncates.append(out)
-    return newest_cuts(truncates)
-
-
-def _watch_progress(work: Path, cb: Callbacks, stop: threading.Event) -> None:
-    from pipelines.spark.rebuild_jobs import read_progress
-
-    while not stop.wait(0.5):
-        cb.bulk_progress(read_progress(work))
-
-
-def _catchup(spark, config: Config, plan: Plan, work: Path, bulk_fences: dict[str, int]) -> dict[str, Any]:
-    """Structured Streaming from the bulk's end to the log's end now (availableNow), into the fresh
-    generations only, with the fences the bulk ended with."""
-    from pipelines.state.fences import FenceStore
-    from pipelines.apply.batch import BatchStats, apply_truncates, stores_from_config
-    from pipelines.spark.partition_apply import STATS_DDL, add_stats, stats_of
-    from pipelines.spark.rebuild_jobs import catchup_fn
-
-    totals = {"records": 0, "search_applied": 0, "search_stale": 0, "cache_applied": 0, "cache_stale": 0}
-    if not plan.topics:
-        return totals
-    fences = FenceStore(work)
-    if not fences.path.exists():
-        fences.save(-1, bulk_fences)
-    config_json = _config_json(config)
-    cuts = truncate_cuts(config, plan)  # what the bulk started from: older changes stay out
-
-    def write(df, batch_id: int) -> None:
-        state = fences.before(batch_id)
-        out = df.mapInArrow(catchup_fn(config_json, plan.targets, state, cuts), STATS_DDL).toArrow().to_pylist()
-        batch = BatchStats()
-        for row in out:
-            key = f"{row['topic']}:{row['partition']}"
-            state[key] = max(state.get(key, 0), row["fence"])
-            for k in totals:
-                totals[k] += row[k]
-            add_stats(batch, stats_of(row))
-        if batch.truncate_cuts:  # after every task's writes: see apply_records
-            apply_truncates(stores_from_config(config, plan.targets), batch.truncate_cuts)
-        fences.save(batch_id, state)
-
-    reader = (spark.readStream.format("cdckit_kafka").option("subscribe", ",".join(plan.topics))
-              .option("startingOffsets", json.dumps(plan.end)))
-    for key, value in config.kafka.client_config().items():
-        reader = reader.option(f"kafka.{key}", value)
-    query = (reader.load().writeStream.foreachBatch(write).trigger(availableNow=True)
-             .option("checkpointLocation", str(work / "catchup")).queryName(f"cdckit-rebuild-{plan.rebuild_id}")
-             .start())
-    query.awaitTermination()
-    if query.exception():
-        raise CdckitError(f"rebuild catch-up failed: {query.exception()}")
-    return totals
 
 
 def _switch(config: Config, plan: Plan) -> None:
@@ -360,20 +243,10 @@ def _drop_old(config: Config, plan: Plan, batch_at_switch: int | None) -> bool:
     return True
 
 
-
-def _rate_path(config: Config) -> Path:
-    return config.spark.checkpoint_dir / "cdckit-rebuild-rate.json"
-
-
-def _measured_rate(config: Config) -> float:
-    return float(read_json(_rate_path(config), {}).get("events_per_s") or ASSUMED_RATE)
-
-
-def _remember_rate(config: Config, state: dict[str, Any]) -> None:
-    bulk = state["summary"].get("bulk", {})
+def _remember_rate(config: Config, state: RebuildState) -> None:
+    bulk = state.summary.get("bulk", {})
     if bulk.get("records", 0) >= 10_000 and bulk.get("seconds"):
-        write_json(_rate_path(config), {"events_per_s": round(bulk["records"] / bulk["seconds"]),
-                                        "measured_at": time.time()})
+        rebuild_state.remember_rate(config.spark.checkpoint_dir, bulk["records"] / bulk["seconds"])
 
 
 __all__ = ["GenerationError", "Plan", "RebuildRefused", "make_plan", "check_safety", "run"]

@@ -13,7 +13,7 @@ from typing import Callable
 from connectors import postgres
 from pipelines.ops import connector as connector_ops
 from pipelines.ops.bootstrap import prepare
-from pipelines.state.status import committed_offsets
+from pipelines.state.offsets import committed_offsets
 from pipelines.config import Config
 from pipelines.errors import ConfigError
 
@@ -47,7 +47,7 @@ def add_table(config: Config, table_name: str, on_progress: Callable[[int, int],
         _wait(lambda: _windows(config) > baseline, 30, "the incremental snapshot to start")
     except TimeoutError:
         signal_id = _signal(config, table_name)  # e.g. read by a task that was stopping: once more
-    from pipelines.apply.batch import stores_from_config
+    from pipelines.apply.stores import stores_from_config
 
     stores = stores_from_config(config)
     started = time.monotonic()

@@ -87,7 +87,7 @@ def _slot(config: Config, report: Report) -> None:
 def _topics(config: Config, report: Report) -> None:
     from connectors.kafka.admin import topic_names, topic_setting
     from connectors.kafka.offsets import end_offsets
-    from pipelines.state.status import committed_offsets
+    from pipelines.state.offsets import committed_offsets
 
     conf = config.kafka.client_config()
     try:
@@ -144,7 +144,7 @@ def _pipeline(config: Config, report: Report) -> None:
 
 
 def _stores(config: Config, report: Report, exact: bool) -> None:
-    from pipelines.apply.batch import stores_from_config
+    from pipelines.apply.stores import stores_from_config
 
     stores = stores_from_config(config)
     _lost(config, stores, report)
@@ -179,7 +179,7 @@ def _stores(config: Config, report: Report, exact: bool) -> None:
 
 def _lost(config: Config, stores, report: Report) -> None:
     from derived import store_markers
-    from pipelines.state.status import committed_offsets
+    from pipelines.state.offsets import committed_offsets
 
     if committed_offsets(config.spark.checkpoint_dir) is None:
         return  # the pipeline never ran: nothing was there to lose

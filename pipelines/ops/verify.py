@@ -20,7 +20,7 @@ from connectors.debezium_values import render, same
 from connectors.envelope import document_id
 from derived.redis_keys import render_key
 from derived.shape import shape
-from pipelines.state.status import committed_offsets
+from pipelines.state.offsets import committed_offsets
 from pipelines.config import Config, TableConfig
 
 BATCH = 1000
@@ -221,7 +221,7 @@ def _all_ids(config, table, key_cols):
 
 def verify(config: Config, table: str | None = None, sample: int | None = None, timeout_s: float = 120
            ) -> VerifyReport:
-    from pipelines.apply.batch import stores_from_config
+    from pipelines.apply.stores import stores_from_config
     from pipelines.errors import ConfigError
 
     chosen = [t for t in config.tables if table is None or t.name == table]

@@ -14,17 +14,21 @@ from typing import Callable
 
 import orjson
 
-from pipelines.apply.batch import ApplyOptions, BatchStats, apply_truncates, stores_from_config
+from pipelines.apply.batch import ApplyOptions, apply_truncates
+from pipelines.apply.stats import BatchStats
+from pipelines.apply.stores import stores_from_config
 from derived import store_markers
 from derived.errors import StoreUnavailable
-from pipelines.state.status import claim_status, committed_offsets, write_status
+from pipelines.state.offsets import committed_offsets
+from pipelines.state.status import claim_status, write_status
 from pipelines.config import load_config
 from pipelines.errors import CdckitError, ConfigError
 from pipelines.config import Config
 from connectors.kafka.admin import ensure_topic, topic_ids as current_ids
 from connectors.kafka.errors import TopicLost
-from pipelines.state.fences import FenceStore
-from pipelines.spark.partition_apply import STATS_DDL, add_stats, executor_fn, range_executor_fn, stats_of
+from pipelines.state.fences import FenceStore, fence_key
+from pipelines.apply.stats import add_stats
+from pipelines.spark.partition_apply import STATS_DDL, executor_fn, range_executor_fn, stats_of
 from pipelines.state.rebuild import live_targets
 from pipelines.state.topic_ids import TopicIds
 from pipelines.state.truncate_cuts import TruncateCuts
@@ -171,8 +175,8 @@ def batch_writer(config: Config, on_batch: Callable | None = None, config_path: 
         out = df.mapInArrow(apply_fn(config_json, state, rebuild, how), STATS_DDL).toArrow().to_pylist()
         stats = BatchStats()
         for row in out:
-            state[f"{row['topic']}:{row['partition']}"] = max(state.get(f"{row['topic']}:{row['partition']}", 0),
-                                                               row["fence"])
+            key = fence_key(row["topic"], row["partition"])
+            state[key] = max(state.get(key, 0), row["fence"])
             add_stats(stats, stats_of(row))
         if stats.truncate_cuts:  # after every task's writes: see apply_records
             if rebuild:

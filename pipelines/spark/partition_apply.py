@@ -14,9 +14,11 @@ import orjson
 import pyarrow as pa
 
 from derived.change import Version
-from derived.reduce import merge_cuts
+from pipelines.apply.batch import SPARK_TASK, ApplyOptions, apply_records, rows_from_arrow
+from pipelines.apply.stats import BatchStats, add_stats
 from pipelines.spark.schemas import ddl
-from pipelines.apply.batch import SPARK_TASK, ApplyOptions, BatchStats, Targets, apply_records, rows_from_arrow
+from pipelines.state.fences import fence_key
+from pipelines.state.rebuild import Targets
 
 STATS_SCHEMA = pa.schema([
     ("topic", pa.string()), ("partition", pa.int32()), ("fence", pa.int64()), ("records", pa.int64()),
@@ -31,12 +33,13 @@ _workers: dict[tuple[bytes, Targets | None], Any] = {}
 CHUNK = 20_000
 
 
-def _resources(config_json: bytes, targets: Targets | None = None):
-    """Stores and the dead-letter writer, built once per Python worker and config."""
+def worker_resources(config_json: bytes, targets: Targets | None = None):
+    """Stores and the dead-letter writer, built once per Python worker and config (given
+    `targets`: a rebuild's fresh generations alone, without a writer)."""
     key = (config_json, targets)
     if key not in _workers:
         from pipelines.config import parse_config
-        from pipelines.apply.batch import stores_from_config
+        from pipelines.apply.stores import stores_from_config
         from connectors.kafka.dead_letter_topic import DeadLetterWriter
 
         config = parse_config(orjson.loads(config_json))
@@ -81,7 +84,7 @@ def apply_rows(chunks: Iterable[list[dict[str, Any]]], stores, dlq, fences: dict
     if pending:
         flush()
     for (topic, partition), s in totals.items():
-        row = {"topic": topic, "partition": partition, "fence": fences.get(f"{topic}:{partition}", 0),
+        row = {"topic": topic, "partition": partition, "fence": fences.get(fence_key(topic, partition), 0),
                **{k: getattr(s, k) for k in STATS_SCHEMA.names[3:]}}
         row["truncate_cuts"] = (orjson.dumps({t: list(v) for t, v in s.truncate_cuts.items()}).decode()
                                 if s.truncate_cuts else None)
@@ -93,23 +96,6 @@ def stats_of(row: dict[str, Any]) -> BatchStats:
     fields = {k: row[k] for k in STATS_SCHEMA.names[3:]}
     fields["truncate_cuts"] = {t: Version(*v) for t, v in orjson.loads(row["truncate_cuts"] or "{}").items()}
     return BatchStats(**fields)
-
-
-def add_stats(total: BatchStats, s: BatchStats) -> None:
-    """Sum `s` into `total` (the newest timestamp and the snapshot marker by maximum)."""
-    for name in STATS_SCHEMA.names[3:]:
-        a, b = getattr(total, name), getattr(s, name)
-        if name == "visible_ms":
-            merged = (a or []) + (b or [])
-            setattr(total, name, merged[::max(1, len(merged) // 1000)])
-        elif name == "newest_source_ts_ms":
-            setattr(total, name, max(x for x in (a, b) if x is not None) if (a or b) else None)
-        elif name == "snapshot_last_lsn":
-            setattr(total, name, max(a, b))
-        elif name == "truncate_cuts":
-            setattr(total, name, merge_cuts(a, b))
-        else:
-            setattr(total, name, a + b)
 
 
 def executor_fn(config_json: bytes, fences: dict[str, int], rebuild: Targets | None = None,
@@ -138,8 +124,8 @@ def _apply_task(config_json: bytes, fences: dict[str, int], rebuild: Targets | N
                 chunks: Iterable[list[dict[str, Any]]], how: ApplyOptions) -> Iterator[pa.RecordBatch]:
     """One task's records applied with this worker's stores; its stats rows as one Arrow batch.
     Truncates are left to the driver (see apply_records)."""
-    stores, dlq = _resources(config_json)
-    extra = _resources(config_json, rebuild) if rebuild else None
+    stores, dlq = worker_resources(config_json)
+    extra = worker_resources(config_json, rebuild) if rebuild else None
     rows = list(apply_rows(chunks, stores, dlq, dict(fences), extra, how))
     if rows:
         yield pa.RecordBatch.from_pylist(rows, schema=STATS_SCHEMA)

@@ -7,14 +7,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pipelines.state.checkpoint import CheckpointDir
 from pipelines.state.json_files import read_json, write_json
 
-Fences = dict[str, int]  # "topic:partition" -> highest snapshot lsn seen
+Fences = dict[str, int]  # fence_key(topic, partition) -> highest snapshot lsn seen
+
+
+def fence_key(topic: str, partition: int) -> str:
+    """How fences name a partition: "topic:partition"."""
+    return f"{topic}:{partition}"
 
 
 class FenceStore:
     def __init__(self, directory: Path):
-        self.path = Path(directory) / "cdckit-fences.json"
+        self.path = CheckpointDir(directory).fences
 
     def _load(self) -> dict[str, Fences]:
         return read_json(self.path, {})

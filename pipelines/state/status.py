@@ -1,35 +1,19 @@
-"""What the pipeline leaves beside Spark's checkpoint, for `status` and `bootstrap` to read:
-the committed source offsets (Spark's own files) and a small per-batch status file."""
+"""The status file: the pipeline's last batch (its stats, when, which process), written after
+every batch, read by `status` and the rebuild (is a live pipeline running on this host?)."""
 from __future__ import annotations
 
-import json
 import os
 import socket
 import time
 from pathlib import Path
 from typing import Any
 
+from pipelines.state.checkpoint import CheckpointDir
 from pipelines.state.json_files import read_json, write_json
 
 
-def _latest(folder: Path) -> int | None:
-    ids = [int(p.name) for p in folder.glob("[0-9]*") if p.name.isdigit()]
-    return max(ids) if ids else None
-
-
-def committed_offsets(checkpoint_dir: Path) -> dict[str, dict[str, int]] | None:
-    """Source offsets up to which the pipeline has applied everything (Spark's last commit)."""
-    query = Path(checkpoint_dir) / "query"
-    batch = _latest(query / "commits")
-    if batch is None:
-        return None
-    lines = (query / "offsets" / str(batch)).read_text().splitlines()
-    # v1 / metadata / one line per source
-    return {t: {p: int(o) for p, o in parts.items()} for t, parts in json.loads(lines[2]).items()}
-
-
 def status_path(checkpoint_dir: Path) -> Path:
-    return Path(checkpoint_dir) / "cdckit-status.json"
+    return CheckpointDir(checkpoint_dir).status
 
 
 def write_status(checkpoint_dir: Path, batch_id: int, stats: Any, seconds: float) -> None:

@@ -9,15 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pipelines.state.checkpoint import CheckpointDir
 from pipelines.state.json_files import read_json, write_json
-
-FILE = "cdckit-topic-ids.json"
-
 
 
 class TopicIds:
     def __init__(self, directory: Path):
-        self.path = Path(directory) / FILE
+        self.path = CheckpointDir(directory).topic_ids
         self.known: dict[str, str] = read_json(self.path, {})
 
     def recreated(self, current: dict[str, str]) -> list[str]:

@@ -5,6 +5,7 @@ from pathlib import Path
 
 from derived.change import Version
 from derived.reduce import merge_cuts
+from pipelines.state.checkpoint import CheckpointDir
 from pipelines.state.json_files import read_json, write_json
 
 
@@ -13,7 +14,7 @@ class TruncateCuts:
     later batch drops changes older than their table's cut (see ApplyOptions.known_cuts)."""
 
     def __init__(self, directory: Path):
-        self.path = Path(directory) / "cdckit-truncates.json"
+        self.path = CheckpointDir(directory).truncates
         self.known = {t: Version(*v) for t, v in read_json(self.path, {}).items()}
 
     def learn(self, cuts: dict) -> None:

@@ -144,7 +144,7 @@ def test_incremental_snapshot_read_uses_its_sequence():
 
 
 def test_snapshot_final_marker_counts_even_on_a_table_not_synced():
-    from pipelines.apply.batch import decode_records
+    from pipelines.apply.decode import decode_records
 
     heartbeat = json.dumps({"op": "r", "after": {"id": 1}, "source": {
         "schema": "public", "table": "cdckit_heartbeat", "lsn": 900, "snapshot": "last",

@@ -223,9 +223,8 @@ def test_live_batches_write_the_fresh_generation_first_during_a_rebuild(stack, s
     requests.put(f"{stack.search_url}/{name}_v2", json={}, timeout=10)
     for db in (LIVE_DB, SPARE_DB):
         redis.Redis.from_url(own_db(stack, db).redis_url).flushdb()
-    rebuild_state.save(cfg.spark.checkpoint_dir, {"phase": "catchup", "dual_write": True,
-                                                  "targets": {"search": {"public.items": f"{name}_v2"},
-                                                              "cache_db": SPARE_DB}})
+    targets = rebuild_state.Targets((("public.items", f"{name}_v2"),), SPARE_DB)
+    rebuild_state.save(cfg.spark.checkpoint_dir, rebuild_state.RebuildState({}, targets, "catchup", dual_write=True))
     topic = f"{cfg.topic_prefix}.public.items"
 
     def batch(offset, id_, lsn):
@@ -233,7 +232,7 @@ def test_live_batches_write_the_fresh_generation_first_during_a_rebuild(stack, s
 
     write = batch_writer(cfg)
     write(spark.createDataFrame([batch(0, 1, 100)], SCHEMA), 0)
-    rebuild_state.save(cfg.spark.checkpoint_dir, {"phase": "done", "dual_write": False})
+    rebuild_state.save(cfg.spark.checkpoint_dir, rebuild_state.RebuildState({}, targets, "done"))
     write(spark.createDataFrame([batch(1, 2, 200)], SCHEMA), 1)
 
     def ids(url, index):

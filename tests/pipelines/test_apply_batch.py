@@ -2,8 +2,10 @@
 from derived.cache import CacheTable
 from derived.change import DeadLetter
 from derived.search import SearchStats, SearchTable
-from pipelines.apply.batch import SPARK_TASK, Stores, apply_records, apply_truncates
-from pipelines.spark.partition_apply import add_stats, apply_rows, stats_of
+from pipelines.apply.batch import SPARK_TASK, apply_records, apply_truncates
+from pipelines.apply.stores import Stores
+from pipelines.apply.stats import add_stats
+from pipelines.spark.partition_apply import apply_rows, stats_of
 from tests.records import MARKERS, key, rec, truncate_marker, value
 from tests.store_model import NoLetters, VersionedStore
 

@@ -1,7 +1,7 @@
 """Authentication and TLS settings reach each client library (no server needed to check that)."""
 import base64
 
-from pipelines.apply.batch import redis_client, search_engine
+from pipelines.apply.stores import redis_client, search_engine
 from pipelines.config import parse_config
 
 BASE = {

@@ -12,8 +12,10 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from derived.cache import CacheTable
 from derived.search import SearchTable
-from pipelines.apply.batch import ApplyOptions, Stores, apply_truncates
-from pipelines.spark.partition_apply import add_stats, apply_rows, stats_of
+from pipelines.apply.batch import ApplyOptions, apply_truncates
+from pipelines.apply.stores import Stores
+from pipelines.apply.stats import add_stats
+from pipelines.spark.partition_apply import apply_rows, stats_of
 from pipelines.apply.rebuild_fold import PartitionFold
 from tests.records import MARKERS
 from tests.store_model import NoLetters, VersionedStore
@@ -157,7 +159,8 @@ def test_live_path_and_rebuild_fold_equal_postgres(history, data):
     assert store.rows() == want
 
     # The rebuild: the marker topic read first, every table partition folded from those cuts.
-    from pipelines.apply.batch import decode_records, newest_cuts
+    from pipelines.apply.batch import newest_cuts
+    from pipelines.apply.decode import decode_records
 
     marker_rows = [r for (topic, _), rows in rebuilt_from.items() if topic == MARKER_TOPIC for r in rows]
     truncates = [c for c in decode_records(marker_rows, {}, {TABLE: None}, {TABLE}, None, MARKERS)[0]

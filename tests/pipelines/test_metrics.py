@@ -2,7 +2,7 @@ import socket
 
 import requests
 
-from pipelines.apply.batch import BatchStats
+from pipelines.apply.stats import BatchStats
 from pipelines.spark.metrics import PipelineMetrics
 
 
