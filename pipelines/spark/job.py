@@ -42,7 +42,7 @@ def spark_session(config: Config):
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
-    from pipelines.devstack.jars import spark_kafka_jars
+    from devstack.jars import spark_kafka_jars
 
     jars = spark_kafka_jars()
     if config.spark.kafka_source == "jvm" and not jars:

@@ -1,6 +1,6 @@
 import uuid
 
-from pipelines.devstack import servers
+from devstack import servers
 
 
 def test_kraft_cluster_id_never_starts_with_a_dash(monkeypatch):

@@ -4,9 +4,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from pipelines.devstack import processes
-from pipelines.devstack.servers import Connect, Server, server_classes
-from pipelines.devstack.settings import StackSettings
+from devstack import processes
+from devstack.servers import Connect, Server, server_classes
+from devstack.settings import StackSettings
 
 
 class DevstackError(Exception):

@@ -216,7 +216,7 @@ def rebuild_command(store: str, config_path: Path, table: str | None, dry_run: b
     if as_json and dry_run:
         _print_json({"plan": plan.as_json(), "notes": notes})
         return
-    from pipelines.rebuild_view import RebuildProgress, show_plan
+    from pipelines.cli.rebuild_view import RebuildProgress, show_plan
 
     if not as_json:
         show_plan(out, plan, notes)
@@ -434,8 +434,8 @@ def devstack_group() -> None:
 @devstack_group.command("up")
 def devstack_up() -> None:
     """Start the five servers (idempotent) and wait until each answers."""
-    from pipelines.devstack import stack
-    from pipelines.devstack.settings import StackSettings
+    from devstack import stack
+    from devstack.settings import StackSettings
 
     settings = StackSettings()
     say(f"local stack in {settings.state_dir}")
@@ -446,8 +446,8 @@ def devstack_up() -> None:
 @devstack_group.command("down")
 def devstack_down() -> None:
     """Stop exactly the processes `up` started."""
-    from pipelines.devstack import stack
-    from pipelines.devstack.settings import StackSettings
+    from devstack import stack
+    from devstack.settings import StackSettings
 
     stack.down(StackSettings(), say=say)
 
@@ -455,8 +455,8 @@ def devstack_down() -> None:
 @devstack_group.command("status")
 def devstack_status() -> None:
     """Which servers run and answer. Exit 1 unless all five are healthy."""
-    from pipelines.devstack import stack
-    from pipelines.devstack.settings import StackSettings
+    from devstack import stack
+    from devstack.settings import StackSettings
 
     states = stack.status(StackSettings())
     _show_stack(states)
@@ -475,9 +475,9 @@ def _show_stack(states) -> None:
 def _known_errors() -> tuple[type[BaseException], ...]:
     from connectors.connect_client import ConnectError
     from connectors.postgres import PostgresUnreachable
-    from pipelines.devstack.packages import MissingPackage
+    from devstack.packages import MissingPackage
     from derived.search_generations import GenerationError
-    from pipelines.devstack.stack import DevstackError
+    from devstack.stack import DevstackError
 
     return (CdckitError, ConnectError, PostgresUnreachable, MissingPackage, DevstackError, GenerationError)
 

@@ -1,5 +1,5 @@
 import sys
 
-from pipelines.cli import main
+from pipelines.cli.app import main
 
 sys.exit(main(["devstack", *sys.argv[1:]]))

@@ -1,0 +1,3 @@
+from pipelines.cli.app import entry
+
+entry()
