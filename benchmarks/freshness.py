@@ -413,7 +413,7 @@ def _throughput(s, topic: str, tmp: Path, sources: list[str]) -> dict:
     with each Kafka source (each after an unmeasured replay of its own: JIT, Python workers, as a
     running job is)."""
     from benchmarks.sync_throughput import config_for, plain_consumer, spark_job
-    from pipelines.spark import job
+    from pipelines.spark.session import spark_session
     from connectors.kafka.offsets import end_offsets
 
     out = {}
@@ -421,7 +421,7 @@ def _throughput(s, topic: str, tmp: Path, sources: list[str]) -> dict:
         partitions = len(end_offsets({"bootstrap.servers": s.bootstrap_servers}, [topic]).get(topic, {}))
         plain = plain_consumer(config_for(s, topic, tmp, only), topic, partitions)
         row = {"plain_events_per_s": round(plain)}
-        spark = job.spark_session(config_for(s, topic, tmp, only, source=sources[0]))
+        spark = spark_session(config_for(s, topic, tmp, only, source=sources[0]))
         for source in sources:
             spark_job(spark, config_for(s, topic, tmp, only, source=source))  # warm-up
             rate, records = spark_job(spark, config_for(s, topic, tmp, only, source=source))

@@ -109,7 +109,7 @@ def main() -> None:
                     help="search.bulk_chunk of the rebuild (osmem-server is fastest at 1,000; see the raw sweep)")
     ap.add_argument("--raw-chunks", default="1000,2000,5000", help="bulk sizes of the raw runs; the best one counts")
     args = ap.parse_args()
-    from pipelines.spark.job import spark_session
+    from pipelines.spark.session import spark_session
 
     tmp = Path(tempfile.mkdtemp(prefix="cdckit-bench-"))
     with bench_stack() as s:

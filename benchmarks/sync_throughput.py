@@ -100,7 +100,7 @@ def main() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     import tempfile
 
-    from pipelines.spark import job
+    from pipelines.spark.session import spark_session
 
     tmp = Path(tempfile.mkdtemp(prefix="cdckit-bench-"))
     with bench_stack() as settings:
@@ -114,8 +114,8 @@ def main() -> None:
             print(f"[{only}] plain consumer: {plain:,.0f} events/s", flush=True)
             t0 = time.perf_counter()
             # One session for both sources: it registers cdckit_kafka and has the built-in source's
-            # jars on its class path (job.spark_session adds them whenever they are fetched).
-            spark = job.spark_session(config_for(settings, topic, tmp, only, source=sources[0]))
+            # jars on its class path (spark_session adds them whenever they are fetched).
+            spark = spark_session(config_for(settings, topic, tmp, only, source=sources[0]))
             session_s = time.perf_counter() - t0
             # Warm up the session (JIT, Python workers) on a small topic, as a long-running job is;
             # each source gets its own warm-up replay (its own classes, consumers, code paths).

@@ -1,3 +1,3 @@
-from pipelines.cli.app import entry
+from pipelines.cli.main import entry
 
 entry()

@@ -5,15 +5,37 @@ from dataclasses import dataclass, field
 
 from connectors import postgres
 from connectors.connect_client import ConnectClient, ConnectorStatus
-from connectors.debezium_config import POSTGRES_CONNECTOR, connector_config, diff, masked
+from connectors.debezium_config import POSTGRES_CONNECTOR, SECRET_KEYS, ConnectorSettings, connector_config, diff
 from pipelines.config import Config
 from pipelines.errors import ConfigError
+from pipelines.secrets import MASK, mask
 
 
 @dataclass
 class ApplyResult:
     action: str  # "created" | "updated" | "unchanged"
     changes: list[tuple[str, str | None, str | None]] = field(default_factory=list)
+
+
+def connector_settings(config: Config) -> ConnectorSettings:
+    """The connector's settings from cdckit's config (the database password resolved)."""
+    pg = config.postgres
+    return ConnectorSettings(
+        config.topic_prefix, pg.connector_host or pg.host, pg.connector_port or pg.port, pg.user,
+        pg.password.get() if pg.password is not None else None, pg.database, pg.sslmode,
+        str(pg.sslrootcert) if pg.sslrootcert else None, pg.slot, pg.publication, [t.name for t in config.tables],
+        pg.signal_table, pg.heartbeat_table, pg.truncate_table, config.connect.heartbeat_interval_ms,
+        config.kafka.replication_factor, config.kafka.partitions, dict(config.kafka.topic_config))
+
+
+def wanted_config(config: Config) -> dict[str, str]:
+    """The connector config this cdckit config asks for."""
+    return connector_config(connector_settings(config))
+
+
+def masked(config: dict[str, str]) -> dict[str, str]:
+    """A copy safe to print: secret-looking keys replaced, known secret values masked anywhere."""
+    return {k: (MASK if any(s in k.lower() for s in SECRET_KEYS) else mask(v)) for k, v in config.items()}
 
 
 def client_for(config: Config) -> ConnectClient:
@@ -34,7 +56,7 @@ def prepare_database(config: Config) -> None:
 
 def apply(config: Config, client: ConnectClient | None = None) -> ApplyResult:
     client = client or client_for(config)
-    wanted = connector_config(config)
+    wanted = wanted_config(config)
     current = client.get_config(config.connector_name)
     changes = diff(current, wanted)
     if not changes:

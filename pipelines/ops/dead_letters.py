@@ -16,9 +16,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from connectors.kafka import dead_letter_topic
 from connectors.kafka.dead_letter_topic import Letter
 from derived.change import DeadLetter
 from pipelines.config import Config
+
+
+def read_letters(config: Config, from_offset: int = 0) -> list[Letter]:
+    """The letters of the config's dead-letter topic from an offset on."""
+    return dead_letter_topic.read_letters(config.kafka.client_config(), config.dead_letter_topic, from_offset)
 
 
 class _Collect:

@@ -8,17 +8,9 @@ from __future__ import annotations
 import logging
 
 from pipelines.config import Config
-from pipelines.errors import CdckitError, EndpointUnreachable
+from pipelines.errors import CredentialsRefused, EndpointUnreachable
 
 log = logging.getLogger("cdckit.preflight")
-
-
-class CredentialsRefused(CdckitError):
-    exit_code = 3
-
-    def __init__(self, what: str, endpoint: str, fields: str, detail: str = ""):
-        super().__init__(f"{what} at {endpoint} refused the credentials (check {fields})"
-                         + (f": {detail}" if detail else ""))
 
 
 def check(config: Config, kafka: bool = True, postgres: str = "no") -> None:

@@ -30,7 +30,7 @@ from derived.search_generations import (GenerationError, SearchGeneration, creat
                                         plan_generation, switch_generation)
 from pipelines.apply.stores import redis_client, search_engine
 from pipelines.config import Config
-from pipelines.errors import CdckitError
+from pipelines.errors import RebuildRefused
 from pipelines.ops.faults import crash_point
 from pipelines.state import rebuild as rebuild_state
 from pipelines.state.rebuild import RebuildState, Targets
@@ -38,10 +38,6 @@ from pipelines.state.rebuild import RebuildState, Targets
 ASSUMED_RATE = 15_000          # events/s, until a finished rebuild has measured this machine
 RETENTION_SHARE = 0.5          # refuse when the estimate exceeds this share of delete.retention.ms
 LIVE_BATCH_WAIT_S = 120.0
-
-
-class RebuildRefused(CdckitError):
-    exit_code = 2
 
 
 @dataclass

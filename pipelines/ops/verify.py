@@ -22,6 +22,7 @@ from derived.redis_keys import render_key
 from derived.shape import shape
 from pipelines.state.offsets import committed_offsets
 from pipelines.config import Config, TableConfig
+from pipelines.errors import NotCaughtUp
 
 BATCH = 1000
 SHOWN = 20
@@ -61,10 +62,6 @@ class VerifyReport:
 
     def as_json(self) -> dict[str, Any]:
         return asdict(self)
-
-
-class NotCaughtUp(Exception):
-    exit_code = 3
 
 
 def wait_applied(config: Config, timeout_s: float) -> tuple[int, float]:

@@ -1,12 +1,10 @@
 """`cdckit run`: one Structured Streaming query over every change topic, applying each micro-batch
-to the search index and the cache. Spark schedules; `apply_batch` does the work."""
+to the search index and the cache. Spark schedules; pipelines/apply does the work."""
 from __future__ import annotations
 
 import json
 import logging
-import os
 import signal
-import sys
 import threading
 import time
 from pathlib import Path
@@ -14,54 +12,26 @@ from typing import Callable
 
 import orjson
 
-from pipelines.apply.batch import ApplyOptions, apply_truncates
-from pipelines.apply.stats import BatchStats
-from pipelines.apply.stores import stores_from_config
+from connectors.kafka.admin import ensure_topic, topic_ids
+from connectors.kafka.errors import TopicLost
 from derived import store_markers
 from derived.errors import StoreUnavailable
-from pipelines.state.offsets import committed_offsets
-from pipelines.state.status import claim_status, write_status
-from pipelines.config import load_config
-from pipelines.errors import CdckitError, ConfigError
-from pipelines.config import Config
-from connectors.kafka.admin import ensure_topic, topic_ids as current_ids
-from connectors.kafka.errors import TopicLost
-from pipelines.state.fences import FenceStore, fence_key
-from pipelines.apply.stats import add_stats
+from pipelines.apply.batch import ApplyOptions, apply_truncates
+from pipelines.apply.stats import BatchStats, add_stats
+from pipelines.apply.stores import stores_from_config
+from pipelines.config import Config, load_config
+from pipelines.errors import CdckitError
 from pipelines.spark.partition_apply import STATS_DDL, executor_fn, range_executor_fn, stats_of
+from pipelines.spark.session import spark_session
+from pipelines.state.fences import FenceStore, fence_key
+from pipelines.state.offsets import committed_offsets
 from pipelines.state.rebuild import live_targets
+from pipelines.state.status import claim_status, write_status
 from pipelines.state.topic_ids import TopicIds
 from pipelines.state.truncate_cuts import TruncateCuts
 
 log = logging.getLogger("cdckit.job")
 STOP_GRACE_S = 30.0
-
-
-def spark_session(config: Config):
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    from devstack.jars import spark_kafka_jars
-
-    jars = spark_kafka_jars()
-    if config.spark.kafka_source == "jvm" and not jars:
-        raise ConfigError("spark.kafka_source", "'jvm' needs the spark-sql-kafka-0-10 jar, which is not "
-                          "fetched (run scripts/setup, or set CDCKIT_JARS_DIR)")
-    builder = SparkSession.builder
-    if jars:  # Spark's built-in kafka source, for `spark.kafka_source: jvm`
-        builder = builder.config("spark.jars", ",".join(str(j) for j in jars))
-    spark = (builder.master(config.spark.master).appName("cdckit")
-             .config("spark.sql.shuffle.partitions", str(config.spark.shuffle_partitions))
-             .config("spark.ui.enabled", "false")
-             .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("WARN")
-    if config.spark.kafka_source == "python":
-        from pipelines.spark.kafka_source import KafkaDataSource
-
-        spark.dataSource.register(KafkaDataSource)
-    return spark
 
 
 def change_stream(spark, config: Config):
@@ -162,7 +132,7 @@ def batch_writer(config: Config, on_batch: Callable | None = None, config_path: 
         live.check_stores(fresh)
         fresh = False
         config_json = live.json
-        ids = current_ids(config.kafka.client_config(), config.topic_pattern)
+        ids = topic_ids(config.kafka.client_config(), config.topic_pattern)
         recreated = topic_ids.recreated(ids)
         if recreated:
             raise TopicLost(f"change topics recreated since the pipeline read them: {', '.join(recreated[:5])}. "

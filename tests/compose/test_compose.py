@@ -5,7 +5,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from connectors.debezium_config import connector_config
+from pipelines.ops.connector import wanted_config
 from pipelines.config import load_config
 from tests.stack import ROOT
 
@@ -70,7 +70,7 @@ def test_registered_connector_is_the_one_cdckit_generates(compose, env, monkeypa
     config_path = svc["environment"]["CDCKIT_CONFIG"]
     assert config_path in mounted and svc["entrypoint"] == ["cdckit", "bootstrap"]  # applies the connector
     cfg = load_config(COMPOSE / mounted[config_path])
-    generated = connector_config(cfg)
+    generated = wanted_config(cfg)
     services = compose["services"]
     # The generated connector reaches the compose services by their names and container ports.
     assert generated["database.hostname"] in services

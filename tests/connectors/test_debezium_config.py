@@ -1,11 +1,12 @@
-from connectors.debezium_config import connector_config, diff, masked
+from connectors.debezium_config import diff
+from pipelines.ops.connector import masked, wanted_config
 from pipelines.config import parse_config
 from tests.pipelines.test_config import BASE, with_
 
 
 def test_generated_config_carries_what_the_sync_relies_on():
     cfg = parse_config(BASE)
-    c = connector_config(cfg)
+    c = wanted_config(cfg)
     assert c["plugin.name"] == "pgoutput"
     assert c["snapshot.mode"] == "initial"
     assert c["tombstones.on.delete"] == "true"
@@ -28,7 +29,7 @@ def test_generated_config_carries_what_the_sync_relies_on():
 def test_password_is_in_config_but_masked_when_shown(monkeypatch):
     monkeypatch.setenv("PGPW", "pa55-w0rd")
     cfg = parse_config(with_("postgres.password", {"env": "PGPW"}))
-    c = connector_config(cfg)
+    c = wanted_config(cfg)
     assert c["database.password"] == "pa55-w0rd"
     shown = masked(c)
     assert shown["database.password"] == "****"
@@ -44,7 +45,7 @@ def test_diff_ignores_name_and_reports_changes():
 
 def test_topic_config_reaches_the_topics_debezium_creates():
     cfg = parse_config(with_("kafka.topic_config", {"segment.ms": 1000, "min.cleanable.dirty.ratio": 0.01}))
-    c = connector_config(cfg)
+    c = wanted_config(cfg)
     assert c["topic.creation.default.segment.ms"] == "1000"
     assert c["topic.creation.default.min.cleanable.dirty.ratio"] == "0.01"
     assert c["topic.creation.default.cleanup.policy"] == "compact"

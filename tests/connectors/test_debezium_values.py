@@ -37,9 +37,9 @@ def test_different_values(stored, expected, pg_type):
 
 
 def test_human_output_cuts_long_values():
-    from pipelines.cli import _cut
+    from pipelines.cli.render import cut
 
-    assert _cut("short") == "'short'"
-    long = _cut("x" * 14_000)
+    assert cut("short") == "'short'"
+    long = cut("x" * 14_000)
     assert len(long) < 200 and "14,002 chars" in long and "sha256" in long
-    assert _cut("x" * 14_000) != _cut("x" * 13_999 + "y")
+    assert cut("x" * 14_000) != cut("x" * 13_999 + "y")
