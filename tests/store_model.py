@@ -5,7 +5,7 @@ one, truncates removing what is older than their version."""
 from __future__ import annotations
 
 from derived.change import Version
-from derived.search import SearchStats
+from derived.sinks.search.sink import SearchStats
 
 
 class VersionedStore:

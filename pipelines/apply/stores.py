@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from derived.cache import CacheTable, RedisCache
-from derived.search import SearchSink, SearchTable
+from derived.sinks.cache.sink import CacheTable, RedisCache
+from derived.sinks.search.sink import SearchSink, SearchTable
 from pipelines.apply.toast_reread import ToastReread
 from pipelines.config import Config
 from pipelines.state.rebuild import Targets
@@ -38,7 +38,7 @@ def redis_client(config: Config, db: int | None = None):
 
 
 def search_engine(config: Config):
-    from derived.search import ElasticsearchEngine, OpenSearchEngine
+    from derived.sinks.search.sink import ElasticsearchEngine, OpenSearchEngine
 
     s = config.search
     auth = (s.username, s.password.get()) if s.username and s.password else None
@@ -56,7 +56,7 @@ def _search_sink(config: Config, live: bool) -> SearchSink:
 def stores_from_config(config: Config, targets: Targets | None = None) -> Stores:
     """The live stores (through the alias and the live database), or, given `targets`, only a
     rebuild's fresh generations."""
-    from derived.null_store import NullStore
+    from derived.sinks.memory import NullStore
 
     search_tables = {t.name: SearchTable(t.index_name, t.columns, dict(t.rename), t.mappings) for t in config.tables}
     cache_tables = {t.name: CacheTable(t.redis_key_template, t.redis_format, t.redis_ttl_s, t.columns,

@@ -24,9 +24,9 @@ from typing import Any, Callable
 
 from connectors.kafka.admin import existing_topics, min_delete_retention
 from connectors.kafka.offsets import begin_offsets, end_offsets
-from derived import cache_generations as cachegen
-from derived import store_markers
-from derived.search_generations import (GenerationError, SearchGeneration, create_generation, drop_generation,
+from derived.sinks.cache import generations as cachegen
+from derived.sinks import markers as store_markers
+from derived.sinks.search.generations import (GenerationError, SearchGeneration, create_generation, drop_generation,
                                         plan_generation, switch_generation)
 from pipelines.apply.stores import redis_client, search_engine
 from pipelines.config import Config

@@ -178,7 +178,7 @@ def _stores(config: Config, report: Report, exact: bool) -> None:
 
 
 def _lost(config: Config, stores, report: Report) -> None:
-    from derived import store_markers
+    from derived.sinks import markers as store_markers
     from pipelines.state.offsets import committed_offsets
 
     if committed_offsets(config.spark.checkpoint_dir) is None:

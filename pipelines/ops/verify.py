@@ -18,7 +18,7 @@ import orjson
 from connectors import postgres
 from connectors.debezium_values import render, same
 from connectors.envelope import document_id
-from derived.redis_keys import render_key
+from derived.sinks.cache.keys import render_key
 from derived.shape import shape
 from pipelines.state.offsets import committed_offsets
 from pipelines.config import Config, TableConfig
@@ -125,7 +125,7 @@ def _compare(doc: dict[str, Any], expected: dict[str, Any], types: dict[str, str
         want, got = expected.get(fld), doc.get(fld)
         pg_type = types.get(reverse.get(fld, fld), "")
         if as_strings:  # hash format: every value is a string
-            from derived.cache import _hash_value
+            from derived.sinks.cache.sink import _hash_value
 
             want = _hash_value(want)
         if not same(got, want, pg_type):

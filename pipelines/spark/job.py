@@ -14,8 +14,8 @@ import orjson
 
 from connectors.kafka.admin import ensure_topic, topic_ids
 from connectors.kafka.errors import TopicLost
-from derived import store_markers
-from derived.errors import StoreUnavailable
+from derived.sinks import markers as store_markers
+from derived.sinks.errors import StoreUnavailable
 from pipelines.apply.batch import ApplyOptions, apply_truncates
 from pipelines.apply.stats import BatchStats, add_stats
 from pipelines.apply.stores import stores_from_config
@@ -70,7 +70,7 @@ class LiveConfig:
 
     def check_stores(self, fresh: bool) -> None:
         """A fresh pipeline (no batch committed) marks its stores; later batches refuse to write
-        stores whose marker vanished (they lost their data: see derived/store_markers.py) and never
+        stores whose marker vanished (they lost their data: see derived/sinks/markers.py) and never
         create their indices again (a rebuild does that). A table's first index is created here."""
         cfg, s = self.config, self.stores
         engine = s.search.engine if "search" in cfg.sinks else None

@@ -5,8 +5,8 @@ from urllib.parse import urlsplit
 import pytest
 import redis
 
-from derived import cache_generations as cachegen
-from derived.search_generations import GenerationError
+from derived.sinks.cache import generations as cachegen
+from derived.sinks.search.generations import GenerationError
 
 pytestmark = pytest.mark.integration
 LIVE, SPARE = 11, 12

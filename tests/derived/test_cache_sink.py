@@ -3,7 +3,7 @@ import uuid
 import pytest
 import redis
 
-from derived.cache import CacheTable, RedisCache
+from derived.sinks.cache.sink import CacheTable, RedisCache
 from derived.change import Change, Position, Version
 
 pytestmark = pytest.mark.integration
@@ -114,7 +114,7 @@ def test_a_key_holding_another_type_is_a_dead_letter_and_the_rest_is_written(sta
 
 
 def test_out_of_memory_is_an_outage_not_a_letter(stack):
-    from derived.errors import StoreUnavailable
+    from derived.sinks.errors import StoreUnavailable
 
     r = redis.Redis.from_url(stack.redis_url)
     cache = RedisCache(r, deleted_version_ttl_s=60)

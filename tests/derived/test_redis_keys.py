@@ -1,6 +1,6 @@
 import pytest
 
-from derived.redis_keys import adjacent_placeholders, render_key
+from derived.sinks.cache.keys import adjacent_placeholders, render_key
 
 
 def test_one_placeholder_is_written_as_it_is():

@@ -3,9 +3,9 @@ import uuid
 
 import pytest
 
-from derived.errors import StoreUnavailable
+from derived.sinks.errors import StoreUnavailable
 from derived.change import Change, Position, Version
-from derived.search import ElasticsearchEngine, OpenSearchEngine, SearchSink, SearchTable
+from derived.sinks.search.sink import ElasticsearchEngine, OpenSearchEngine, SearchSink, SearchTable
 
 TABLES = {"public.t": SearchTable("t")}
 

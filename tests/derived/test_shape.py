@@ -1,6 +1,6 @@
 from dataclasses import dataclass, field
 
-from derived.cache import CacheTable
+from derived.sinks.cache.sink import CacheTable
 from derived.change import Change, Position, Version
 from derived.shape import shape, shaped_field
 

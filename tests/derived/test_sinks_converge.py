@@ -6,9 +6,9 @@ import pytest
 import redis
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from derived.cache import CacheTable, RedisCache
+from derived.sinks.cache.sink import CacheTable, RedisCache
 from derived.change import Change, Position, Version
-from derived.search import OpenSearchEngine, SearchSink, SearchTable
+from derived.sinks.search.sink import OpenSearchEngine, SearchSink, SearchTable
 
 pytestmark = pytest.mark.integration
 

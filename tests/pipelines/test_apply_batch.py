@@ -1,7 +1,7 @@
 """Truncates in the live path: a keyed marker row, applied after every other write of its batch."""
-from derived.cache import CacheTable
+from derived.sinks.cache.sink import CacheTable
 from derived.change import DeadLetter
-from derived.search import SearchStats, SearchTable
+from derived.sinks.search.sink import SearchStats, SearchTable
 from pipelines.apply.batch import SPARK_TASK, apply_records, apply_truncates
 from pipelines.apply.stores import Stores
 from pipelines.apply.stats import add_stats

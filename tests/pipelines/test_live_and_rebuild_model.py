@@ -10,8 +10,8 @@ import zlib
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from derived.cache import CacheTable
-from derived.search import SearchTable
+from derived.sinks.cache.sink import CacheTable
+from derived.sinks.search.sink import SearchTable
 from pipelines.apply.batch import ApplyOptions, apply_truncates
 from pipelines.apply.stores import Stores
 from pipelines.apply.stats import add_stats

@@ -11,8 +11,8 @@ import orjson
 import redis
 
 from derived.change import Change, DeadLetter
-from derived.errors import StoreUnavailable
-from derived.redis_keys import render_key
+from derived.sinks.errors import StoreUnavailable
+from derived.sinks.cache.keys import render_key
 from derived.shape import shape, shaped_field
 
 
@@ -75,10 +75,10 @@ class RedisCache:
         self.r = client
         self.deleted_ttl = deleted_version_ttl_s
         self.retries = retries
-        scripts = resources.files("derived")
-        self._upsert = self.r.register_script(scripts.joinpath("cache_upsert.lua").read_text())
-        self._delete = self.r.register_script(scripts.joinpath("cache_delete.lua").read_text())
-        self._forget = self.r.register_script(scripts.joinpath("cache_forget.lua").read_text())
+        scripts = resources.files("derived.sinks.cache")
+        self._upsert = self.r.register_script(scripts.joinpath("upsert.lua").read_text())
+        self._delete = self.r.register_script(scripts.joinpath("delete.lua").read_text())
+        self._forget = self.r.register_script(scripts.joinpath("forget.lua").read_text())
 
     COUNT_PREFIX = "cdckit:count:"
 

@@ -1,7 +1,7 @@
 """A store that accepts everything and keeps nothing: for a pipeline that writes only one store."""
 from __future__ import annotations
 
-from derived.search import SearchStats
+from derived.sinks.search.sink import SearchStats
 
 
 class NullStore:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from derived.search import Engine
+from derived.sinks.search.sink import Engine
 
 
 class GenerationError(RuntimeError):

@@ -13,7 +13,7 @@ from typing import Any, Iterable, Iterator, Protocol
 import orjson
 
 from derived.change import Change, DeadLetter, Version
-from derived.errors import StoreUnavailable
+from derived.sinks.errors import StoreUnavailable
 from derived.shape import shape, shaped_field
 
 RETRYABLE = {429, 500, 502, 503, 504}

@@ -1,5 +1,5 @@
 -- Delete after a tombstone whose op=d record is not in the batch (derived/reduce.py: settle_tombstones).
--- KEYS as cache_delete.lua. ARGV: seconds to keep the version.
+-- KEYS as delete.lua. ARGV: seconds to keep the version.
 -- Removes whatever is held. The version kept is the one just below the held one: a redelivered
 -- copy of that very change is applied again, anything older stays refused.
 local held = redis.call('GET', KEYS[2])
