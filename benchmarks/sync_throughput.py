@@ -63,7 +63,7 @@ def plain_consumer(config, topic: str, partitions: int) -> float:
 
     stores = stores_from_config(config)
     for t in stores.search_tables.values():
-        stores.search.ensure_index(t)
+        stores.search.prepare(t)
     dlq = DeadLetterWriter(config.kafka.client_config(), config.dead_letter_topic)
     end = end_offsets(config.kafka.client_config(), [topic])[topic]
     started = time.perf_counter()

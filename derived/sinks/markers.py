@@ -9,7 +9,7 @@ from typing import Any
 
 import redis
 
-from derived.sinks.search.sink import Engine
+from derived.sinks.search.engines import Engine
 
 
 def search_marker(prefix: str) -> str:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from derived.sinks.cache.sink import CacheTable, RedisCache
+from derived.sinks.protocol import Sink
 from derived.sinks.search.sink import SearchSink, SearchTable
 from pipelines.apply.toast_reread import ToastReread
 from pipelines.config import Config
@@ -14,8 +15,8 @@ from pipelines.state.rebuild import Targets
 
 @dataclass
 class Stores:
-    search: SearchSink
-    cache: RedisCache
+    search: Sink      # SearchSink, or NullStore when the config does not write it
+    cache: Sink       # RedisCache, or NullStore
     search_tables: dict[str, SearchTable]
     cache_tables: dict[str, CacheTable]
     key_columns: dict[str, list[str] | None] = field(default_factory=dict)
@@ -38,7 +39,7 @@ def redis_client(config: Config, db: int | None = None):
 
 
 def search_engine(config: Config):
-    from derived.sinks.search.sink import ElasticsearchEngine, OpenSearchEngine
+    from derived.sinks.search.engines import ElasticsearchEngine, OpenSearchEngine
 
     s = config.search
     auth = (s.username, s.password.get()) if s.username and s.password else None

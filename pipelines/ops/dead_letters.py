@@ -18,22 +18,13 @@ from typing import Any
 
 from connectors.kafka import dead_letter_topic
 from connectors.kafka.dead_letter_topic import Letter
-from derived.change import DeadLetter
+from derived.sinks.memory import CollectedLetters
 from pipelines.config import Config
 
 
 def read_letters(config: Config, from_offset: int = 0) -> list[Letter]:
     """The letters of the config's dead-letter topic from an offset on."""
     return dead_letter_topic.read_letters(config.kafka.client_config(), config.dead_letter_topic, from_offset)
-
-
-class _Collect:
-    def __init__(self) -> None:
-        self.failed: list[DeadLetter] = []
-
-    def write(self, letters) -> int:
-        self.failed.extend(letters)
-        return 0
 
 
 def newest_records(letters: list[Letter], later: dict[tuple[str, int], list[dict[str, Any]]]
@@ -103,7 +94,7 @@ def replay(config: Config, letters: list[Letter]) -> dict[str, Any]:
     stores = stores_from_config(config)
     fences = FenceStore(config.spark.checkpoint_dir).before(1 << 62)
     rows = newest_records(letters, _later_records(config, letters))
-    collect = _Collect()
+    collect = CollectedLetters()
     how = ApplyOptions(known_cuts=TruncateCuts(config.spark.checkpoint_dir).known)
     stats = apply_records(rows, stores, dict(fences), collect, how=how) if rows else None
     failed = {(d.position.topic, d.position.partition, d.position.offset): d.reason for d in collect.failed}

@@ -26,7 +26,8 @@ from connectors.kafka.admin import existing_topics, min_delete_retention
 from connectors.kafka.offsets import begin_offsets, end_offsets
 from derived.sinks.cache import generations as cachegen
 from derived.sinks import markers as store_markers
-from derived.sinks.search.generations import (GenerationError, SearchGeneration, create_generation, drop_generation,
+from derived.sinks.errors import GenerationError
+from derived.sinks.search.generations import (SearchGeneration, create_generation, drop_generation,
                                         plan_generation, switch_generation)
 from pipelines.apply.stores import redis_client, search_engine
 from pipelines.config import Config

@@ -125,9 +125,9 @@ def _compare(doc: dict[str, Any], expected: dict[str, Any], types: dict[str, str
         want, got = expected.get(fld), doc.get(fld)
         pg_type = types.get(reverse.get(fld, fld), "")
         if as_strings:  # hash format: every value is a string
-            from derived.sinks.cache.sink import _hash_value
+            from derived.sinks.cache.sink import hash_value
 
-            want = _hash_value(want)
+            want = hash_value(want)
         if not same(got, want, pg_type):
             return fld
     return None

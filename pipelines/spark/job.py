@@ -86,7 +86,7 @@ class LiveConfig:
                 gone = store_markers.missing(cfg.topic_prefix, engine, client)
             if not self.indexes_ensured and not gone:
                 for table in s.search_tables.values():
-                    s.search.ensure_index(table)
+                    s.search.prepare(table)
                 self.indexes_ensured = True
         except Exception as exc:  # noqa: BLE001 - connection errors of either client: pause, then retry
             raise StoreUnavailable(f"a store did not answer before the batch: {type(exc).__name__}: {exc}") from exc

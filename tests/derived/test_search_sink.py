@@ -5,7 +5,8 @@ import pytest
 
 from derived.sinks.errors import StoreUnavailable
 from derived.change import Change, Position, Version
-from derived.sinks.search.sink import ElasticsearchEngine, OpenSearchEngine, SearchSink, SearchTable
+from derived.sinks.search.engines import ElasticsearchEngine, OpenSearchEngine
+from derived.sinks.search.sink import SearchSink, SearchTable
 
 TABLES = {"public.t": SearchTable("t")}
 
@@ -56,8 +57,8 @@ def test_both_client_adapters_write_versioned(stack, engine_cls):
     alias = f"adapt{uuid.uuid4().hex[:8]}"
     table = SearchTable(alias, mappings={"id": {"type": "long"}})
     tables = {"public.t": table}
-    sink.ensure_index(table)
-    sink.ensure_index(table)  # idempotent
+    sink.prepare(table)
+    sink.prepare(table)  # idempotent
     assert sink.engine.alias_targets(alias) == [f"{alias}_v1"]
     assert sink.apply([ch(1, version=20)], tables).applied == 1
     assert sink.apply([ch(1, version=10)], tables).stale == 1      # older: refused
@@ -86,7 +87,7 @@ def test_indices_remember_deleted_versions_as_configured(stack):
 
     sink = SearchSink(OpenSearchEngine(stack.search_url), gc_deletes_s=86_400)
     alias = f"gc{uuid.uuid4().hex[:8]}"
-    sink.ensure_index(SearchTable(alias))
+    sink.prepare(SearchTable(alias))
     settings = requests.get(f"{stack.search_url}/{alias}_v1/_settings", timeout=10).json()
     assert settings[f"{alias}_v1"]["settings"]["index"]["gc_deletes"] == "86400s"
     sink.engine.delete_index(f"{alias}_v1")
@@ -97,7 +98,7 @@ def test_a_truncate_never_deletes_what_was_written_at_its_own_version(stack):
     sink = SearchSink(OpenSearchEngine(stack.search_url))
     alias = f"tr{uuid.uuid4().hex[:8]}"
     table = SearchTable(alias)
-    sink.ensure_index(table)
+    sink.prepare(table)
     tables = {"public.t": table}
     cut = Change("public.t", "truncate", {}, "", None, Version(50, 1, 500), Position("x", 0, 0))
     sink.apply([ch(1, version=40), ch(2, version=40)], tables)
@@ -138,7 +139,7 @@ def test_a_delete_of_a_document_not_there_yet_refuses_its_older_write(stack):
     sink = SearchSink(OpenSearchEngine(stack.search_url), gc_deletes_s=86_400)
     alias = f"dm{uuid.uuid4().hex[:8]}"
     table = SearchTable(alias)
-    sink.ensure_index(table)
+    sink.prepare(table)
     tables = {"public.t": table}
     sink.apply([ch(1, "delete", version=50)], tables)
     stats = sink.apply([ch(1, version=40)], tables)

@@ -8,7 +8,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from derived.sinks.cache.sink import CacheTable, RedisCache
 from derived.change import Change, Position, Version
-from derived.sinks.search.sink import OpenSearchEngine, SearchSink, SearchTable
+from derived.sinks.search.engines import OpenSearchEngine
+from derived.sinks.search.sink import SearchSink, SearchTable
 
 pytestmark = pytest.mark.integration
 
@@ -34,7 +35,7 @@ def test_any_replay_converges_to_the_last_change(stores, ops, data):
     cache, sink = stores
     name = f"prop{uuid.uuid4().hex[:8]}"
     ctable, stable = CacheTable(f"{name}:{{id}}"), SearchTable(name)
-    sink.ensure_index(stable)
+    sink.prepare(stable)
     changes = [change(i + 1, op, snap) for i, (op, snap) in enumerate(ops)]
     cut = data.draw(st.integers(0, len(changes) - 1))
     order = data.draw(st.permutations(changes + changes[cut:]))

@@ -1,13 +1,15 @@
 """Truncates in the live path: a keyed marker row, applied after every other write of its batch."""
 from derived.sinks.cache.sink import CacheTable
 from derived.change import DeadLetter
-from derived.sinks.search.sink import SearchStats, SearchTable
+from derived.sinks.protocol import SinkResult
+from derived.sinks.search.sink import SearchTable
 from pipelines.apply.batch import SPARK_TASK, apply_records, apply_truncates
 from pipelines.apply.stores import Stores
 from pipelines.apply.stats import add_stats
 from pipelines.spark.partition_apply import apply_rows, stats_of
 from tests.records import MARKERS, key, rec, truncate_marker, value
-from tests.store_model import NoLetters, VersionedStore
+from derived.sinks.memory import VersionedStore
+from tests.store_model import NoLetters
 
 
 def names(store):
@@ -79,7 +81,7 @@ class RefusingStore(VersionedStore):
     """A search generation whose mappings refuse every document."""
 
     def apply(self, changes, tables):
-        stats = SearchStats()
+        stats = SinkResult()
         stats.dead = [DeadLetter(ch.position, None, None, "apply", "mapper_parsing_exception") for ch in changes]
         return stats
 

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import string
-import time
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Iterable
@@ -12,6 +11,8 @@ import redis
 
 from derived.change import Change, DeadLetter
 from derived.sinks.errors import StoreUnavailable
+from derived.sinks.protocol import SinkResult
+from derived.sinks.retry import retried
 from derived.sinks.cache.keys import render_key
 from derived.shape import shape, shaped_field
 
@@ -41,19 +42,12 @@ def _default(value: Any) -> Any:
     return str(value)
 
 
-def _hash_value(value: Any) -> str:
+def hash_value(value: Any) -> str:
     if value is None:
         return ""
     if isinstance(value, str):
         return value
     return orjson.dumps(value, default=_default).decode()
-
-
-@dataclass
-class ApplyStats:
-    applied: int = 0
-    stale: int = 0
-    dead: list[DeadLetter] = field(default_factory=list)
 
 
 # Server states that pass (memory freed, a failover done, a load finished): the batch is re-run
@@ -95,28 +89,24 @@ class RedisCache:
         pattern = table.pattern()
         return sum(1 for k in self.r.scan_iter(match=pattern, count=1000) if not k.startswith(b"cdckit:"))
 
-    def apply(self, changes: Iterable[Change], tables: dict[str, CacheTable]) -> ApplyStats:
+    def prepare(self, table: CacheTable) -> None:
+        """Nothing to create: a key is written where its template says."""
+
+    def apply(self, changes: Iterable[Change], tables: dict[str, CacheTable]) -> SinkResult:
         """Apply reduced changes (at most one per key). Retries connection errors, then raises."""
         return self._retried(self._apply_once, list(changes), tables)
 
     def _retried(self, call, *args):
         """Connection errors retried with backoff, then StoreUnavailable (the job pauses and re-runs
         the batch: every write here is versioned, so repeating it is harmless)."""
-        delay = 0.2
-        for attempt in range(self.retries + 1):
-            try:
-                return call(*args)
-            except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError) as exc:
-                if attempt == self.retries:
-                    raise StoreUnavailable(f"redis: {exc}") from exc
-                time.sleep(delay)
-                delay = min(delay * 2, 5.0)
-        raise AssertionError("unreachable")
+        return retried(call, *args, retries=self.retries, cap=5.0,
+                       retry_on=(redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError),
+                       give_up=lambda exc: StoreUnavailable(f"redis: {exc}"))
 
     MERGE_ATTEMPTS = 5
 
-    def _apply_once(self, changes: list[Change], tables: dict[str, CacheTable]) -> ApplyStats:
-        stats = ApplyStats()
+    def _apply_once(self, changes: list[Change], tables: dict[str, CacheTable]) -> SinkResult:
+        stats = SinkResult()
         pending = changes
         for _ in range(self.MERGE_ATTEMPTS):
             pending = self._write(pending, tables, stats)
@@ -124,7 +114,7 @@ class RedisCache:
                 return stats
         raise StoreUnavailable(f"redis: {len(pending)} keys kept changing while their TOAST fields were merged")
 
-    def _write(self, changes: list[Change], tables: dict[str, CacheTable], stats: ApplyStats) -> list[Change]:
+    def _write(self, changes: list[Change], tables: dict[str, CacheTable], stats: SinkResult) -> list[Change]:
         """One pipelined round; returns the changes to write again (their key moved meanwhile)."""
         stored = self._stored_json(changes, tables)
         pipe = self.r.pipeline(transaction=False)
@@ -146,7 +136,7 @@ class RedisCache:
                 args = [ch.version.redis(), t.format, orjson.dumps(doc, default=_default), t.ttl_s or 0,
                         orjson.dumps(merge), guard]
                 if t.format == "hash":
-                    args += [x for f, v in doc.items() for x in (f, _hash_value(v))]
+                    args += [x for f, v in doc.items() for x in (f, hash_value(v))]
                 self._upsert(keys=keys, args=args, client=pipe)
         again = []
         for ch, result in zip(changes, pipe.execute(raise_on_error=False)):

@@ -9,11 +9,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from derived.sinks.search.sink import Engine
-
-
-class GenerationError(RuntimeError):
-    """A generation that cannot be created or switched safely."""
+from derived.sinks.errors import GenerationError
+from derived.sinks.search.engines import Engine
 
 
 @dataclass(frozen=True)
