@@ -46,7 +46,7 @@ def bulk_rate(url: str, index: str, docs: list[dict], chunk: int, versioned: boo
 
 def main() -> None:
     from devstack import processes
-    from devstack.servers import SEARCH_ENGINES
+    from devstack.search_servers import SEARCH_ENGINES
     from devstack.settings import StackSettings
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -5,7 +5,8 @@ import time
 from dataclasses import dataclass
 
 from devstack import processes
-from devstack.servers import Connect, Server, server_classes
+from devstack.search_servers import SEARCH_ENGINES
+from devstack.servers import Connect, Kafka, Postgres, Redis, Server
 from devstack.settings import StackSettings
 
 
@@ -21,6 +22,10 @@ class ServerState:
     pid: int | None
     healthy: bool
     log: str
+
+
+def server_classes(settings: StackSettings) -> tuple[type[Server], ...]:
+    return (Postgres, Kafka, Redis, SEARCH_ENGINES[settings.search_engine], Connect)
 
 
 def servers(settings: StackSettings) -> list[Server]:
