@@ -26,7 +26,7 @@ def stack():
     """The real servers, once for the whole run."""
     import shutil
 
-    from tests.stack import provide
+    from tests.support.stack import provide
 
     state = server_state_dir("cdckit-test-stack-")
     with provide(state) as endpoints:

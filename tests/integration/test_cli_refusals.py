@@ -1,8 +1,8 @@
 """Config and endpoint mistakes refuse to start, name the field or endpoint, and leak no secret."""
 import pytest
 
-from tests.helpers import cli, write_config
-from tests.pipelines.test_config import with_
+from tests.support.integration import cli, write_config
+from tests.unit.pipelines.test_config import with_
 
 SECRET = "Sup3r-S3cret-Pa55"
 
@@ -34,7 +34,7 @@ def test_unreachable_connect_is_named_and_secret_not_printed(tmp_path):
 
 @pytest.mark.integration
 def test_connector_status_masks_password(stack, tmp_path):
-    from tests.helpers import drop_connector, pg
+    from tests.support.integration import drop_connector, pg
 
     with pg(stack) as conn:
         conn.execute("CREATE TABLE IF NOT EXISTS public.masked_pw (id int PRIMARY KEY)")
@@ -56,7 +56,7 @@ def test_connector_status_masks_password(stack, tmp_path):
 @pytest.mark.integration
 def test_tables_are_checked_against_the_database(stack, tmp_path):
     from connectors.postgres import key_identity
-    from tests.helpers import pg
+    from tests.support.integration import pg
 
     with pg(stack) as conn:
         conn.execute("DROP TABLE IF EXISTS public.keyed_by_email")

@@ -1,12 +1,12 @@
 """The local broker is Apache Kafka: it refuses what production refuses and really compacts the
-change topics (the test stack makes its cleaner act within seconds: tests/stack.py)."""
+change topics (the test stack makes its cleaner act within seconds: tests/support/stack.py)."""
 import uuid
 
 import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
-from tests.helpers import by_key, cli, drop_connector, pg, read_topic, wait_for, wait_streaming, write_config
+from tests.support.integration import by_key, cli, drop_connector, pg, read_topic, wait_for, wait_streaming, write_config
 
 pytestmark = pytest.mark.integration
 

@@ -13,9 +13,9 @@ import pytest
 import redis
 import requests
 
-from tests import records
-from tests.drills import converged, record
-from tests.helpers import (cli, drop_connector, pg, start_job, wait_for, wait_streaming,
+from tests.support import records
+from tests.support.drills import converged, record
+from tests.support.integration import (cli, drop_connector, pg, start_job, wait_for, wait_streaming,
                            write_config)
 
 pytestmark = [pytest.mark.integration]

@@ -9,7 +9,7 @@ import redis
 import requests
 
 from pipelines.config import parse_config
-from tests.helpers import cache_docs, cli, drop_connector, pg, search_docs, wait_streaming, write_config
+from tests.support.integration import cache_docs, cli, drop_connector, pg, search_docs, wait_streaming, write_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # Tests get their own ports and state so they never touch a developer's running stack.
 # CDCKIT_TEST_PORT_SHIFT moves them all, e.g. to run two suites side by side.
 TEST_PORTS = {name: port + int(os.environ.get("CDCKIT_TEST_PORT_SHIFT", "0")) for name, port in

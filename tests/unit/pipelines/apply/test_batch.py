@@ -7,9 +7,9 @@ from pipelines.apply.batch import SPARK_TASK, apply_records, apply_truncates
 from pipelines.apply.stores import Stores
 from pipelines.apply.stats import add_stats
 from pipelines.spark.partition_apply import apply_rows, stats_of
-from tests.records import MARKERS, key, rec, truncate_marker, value
+from tests.support.records import MARKERS, key, rec, truncate_marker, value
 from derived.sinks.memory import VersionedStore
-from tests.store_model import NoLetters
+from tests.support.letters import NoLetters
 
 
 def names(store):

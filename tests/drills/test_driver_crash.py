@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.drills import converged, record
-from tests.helpers import (cli, diff_stores, drop_connector, pg, start_job, wait_for, wait_streaming,
+from tests.support.drills import converged, record
+from tests.support.integration import (cli, diff_stores, drop_connector, pg, start_job, wait_for, wait_streaming,
                            write_config)
 
 pytestmark = [pytest.mark.integration, pytest.mark.drill]

@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 import yaml
 
-from tests.stack import ROOT, Endpoints
+from tests.support.stack import ROOT, Endpoints
 
 
 def write_config(tmp_path: Path, data: dict[str, Any], name: str = "cdckit.yaml") -> Path:

@@ -13,8 +13,8 @@ from typing import Any
 
 import psycopg
 
-from tests.helpers import diff_stores, pg
-from tests.stack import ROOT, Endpoints
+from tests.support.integration import diff_stores, pg
+from tests.support.stack import ROOT, Endpoints
 
 RESULTS = Path(os.environ.get("CDCKIT_DRILL_RESULTS", ROOT / ".drills" / "results.jsonl"))
 

@@ -112,7 +112,7 @@ def test_yaml_errors_and_relative_checkpoint(tmp_path):
 
 
 def test_shipped_example_configs_are_valid():
-    from tests.stack import ROOT
+    from tests.support.stack import ROOT
 
     cfg = load_config(ROOT / "cdckit.example.yaml")
     assert cfg.tables[0].redis_key_template == "customer:{id}"

@@ -17,9 +17,9 @@ from pipelines.apply.stores import Stores
 from pipelines.apply.stats import add_stats
 from pipelines.spark.partition_apply import apply_rows, stats_of
 from pipelines.apply.rebuild_fold import PartitionFold
-from tests.records import MARKERS
+from tests.support.records import MARKERS
 from derived.sinks.memory import VersionedStore
-from tests.store_model import NoLetters
+from tests.support.letters import NoLetters
 
 TABLE, PARTS = "public.items", 3
 TOPIC, MARKER_TOPIC = f"cdc.{TABLE}", f"cdc.{MARKERS}"

@@ -7,7 +7,7 @@ import yaml
 
 from pipelines.ops.connector import wanted_config
 from pipelines.config import load_config
-from tests.stack import ROOT
+from tests.support.stack import ROOT
 
 COMPOSE = ROOT / "compose"
 

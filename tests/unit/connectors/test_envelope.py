@@ -38,7 +38,7 @@ def test_delete_tombstone_truncate():
 
 
 def test_truncate_marker_row_is_the_named_tables_truncate():
-    from tests.records import MARKERS, truncate_marker
+    from tests.support.records import MARKERS, truncate_marker
 
     k, v = truncate_marker(lsn=300, prev_commit=250, table="public.items")
     t = decode(k, v, POS, truncate_table=MARKERS)
@@ -52,7 +52,7 @@ def test_truncate_marker_row_is_the_named_tables_truncate():
 
 
 def test_truncate_marker_without_a_table_name_is_a_record_error():
-    from tests.records import MARKERS, truncate_marker
+    from tests.support.records import MARKERS, truncate_marker
 
     k, v = truncate_marker(lsn=300, prev_commit=250, table="nodot")
     with pytest.raises(RecordError, match="truncate marker"):

@@ -3,7 +3,7 @@ from hypothesis import assume, given, settings, strategies as st
 
 from derived.reduce import last_per_key
 from pipelines.apply.rebuild_fold import fold
-from tests.records import TOPIC, key, rec, value
+from tests.support.records import TOPIC, key, rec, value
 
 KEYS = {"public.items": None}
 TOPICS = {TOPIC: "public.items"}
@@ -138,7 +138,7 @@ def test_a_fold_starts_from_cuts_read_in_another_partition():
     # The marker of a truncate is in the marker topic; this partition holds only rows. The rebuild
     # reads the cut first: rows older than it are gone, newer ones stay.
     from derived.change import Version
-    from tests.records import MARKERS
+    from tests.support.records import MARKERS
 
     f = fold([rec(0, key(1), value("c", 1, 100, "old", 90)), rec(1, key(2), value("c", 2, 300, "new", 290))],
              KEYS, TOPICS)
@@ -152,7 +152,7 @@ def test_a_fold_starts_from_cuts_read_in_another_partition():
 
 def test_a_marker_in_the_folded_partition_is_a_truncate_too():
     from pipelines.apply.rebuild_fold import PartitionFold
-    from tests.records import MARKERS, truncate_marker
+    from tests.support.records import MARKERS, truncate_marker
 
     f = PartitionFold(KEYS, TOPICS, truncate_table=MARKERS)
     f.add([rec(0, key(1), value("c", 1, 100, "old", 90)), rec(1, *truncate_marker(210, 200)),

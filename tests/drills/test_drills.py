@@ -1,6 +1,6 @@
 """Fault drills on the real stack: a write workload runs, a fault is injected, the system recovers
 (by itself, or by the documented command), and then the stores equal Postgres: nothing lost, nothing
-stale, nothing resurrected, and `cdckit verify` agrees. Results: tests/drills.py -> scripts/drills."""
+stale, nothing resurrected, and `cdckit verify` agrees. Results: tests/support/drills.py -> scripts/drills."""
 from __future__ import annotations
 
 import dataclasses
@@ -15,8 +15,8 @@ from urllib.parse import urlsplit
 import pytest
 import redis
 
-from tests.drills import Workload, converged, record
-from tests.helpers import (cli, diff_stores, drop_connector, key_history, pg, start_job, wait_for, wait_streaming,
+from tests.support.drills import Workload, converged, record
+from tests.support.integration import (cli, diff_stores, drop_connector, key_history, pg, start_job, wait_for, wait_streaming,
                            write_config)
 
 pytestmark = [pytest.mark.integration, pytest.mark.drill]
@@ -210,7 +210,7 @@ def test_broker_restarted_under_load_loses_nothing(stack, tmp_path):
 def test_job_behind_a_compacted_log_applies_tombstones_without_their_delete(stack, tmp_path):
     """A job that lags behind the log cleaner reads deleted keys as a tombstone whose op=d record
     was compacted away: the rows must still leave both stores."""
-    from tests.helpers import read_topic
+    from tests.support.integration import read_topic
 
     with drill_pipeline(stack, tmp_path) as d:
         os.killpg(d.job.pid, signal.SIGTERM)

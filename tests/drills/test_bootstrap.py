@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import (assert_exact, cli, diff_stores, drop_connector, pg, stores_exact, wait_for,
+from tests.support.integration import (assert_exact, cli, diff_stores, drop_connector, pg, stores_exact, wait_for,
                            write_config)
 from pipelines.state.status import read_status
-from tests.stack import ROOT
+from tests.support.stack import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.drill]
 

@@ -6,7 +6,7 @@ import pytest
 
 from derived.change import Change, Position, Version
 from pipelines.apply.toast_reread import ToastReread
-from tests.helpers import pg
+from tests.support.integration import pg
 
 pytestmark = pytest.mark.integration
 
