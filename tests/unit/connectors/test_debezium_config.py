@@ -1,7 +1,7 @@
 from connectors.debezium_config import diff
 from pipelines.ops.connector import masked, wanted_config
 from pipelines.config import parse_config
-from tests.unit.pipelines.test_config import BASE, with_
+from tests.support.configs import BASE, with_
 
 
 def test_generated_config_carries_what_the_sync_relies_on():

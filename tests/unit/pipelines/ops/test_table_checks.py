@@ -6,7 +6,7 @@ from connectors.postgres import KeyIdentity
 from pipelines.config import parse_config
 from pipelines.errors import ConfigError
 from pipelines.ops.table_checks import check_tables
-from tests.unit.pipelines.test_config import BASE
+from tests.support.configs import BASE
 
 DEFAULT = KeyIdentity(("id",), "default", ("id",))
 

@@ -3,7 +3,7 @@ from types import SimpleNamespace
 
 from pipelines.config import parse_config
 from pipelines.spark.job import change_stream
-from tests.unit.pipelines.test_config import with_
+from tests.support.configs import with_
 
 
 class FakeReader:
