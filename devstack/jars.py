@@ -37,7 +37,7 @@ def _pom(component: str) -> Path:
     return POMS / f"{component}.pom.xml"
 
 
-def _pom_hash(component: str) -> str:
+def pom_hash(component: str) -> str:
     digest = hashlib.sha256(_pom(component).read_bytes())
     if component in _SOURCES:
         digest.update(_SOURCES[component].read_bytes())
@@ -48,7 +48,7 @@ def component_dir(component: str) -> Path:
     """The component's jars; raises MissingPackage when `scripts/setup` has not fetched them."""
     folder = jars_dir() / component
     stamp = folder / _STAMP
-    if not stamp.exists() or stamp.read_text().strip() != _pom_hash(component):
+    if not stamp.exists() or stamp.read_text().strip() != pom_hash(component):
         raise MissingPackage(component, f"the jars of {_pom(component).name} (in {folder})")
     return folder
 
@@ -75,7 +75,7 @@ def fetch(component: str, say=print) -> Path:
             javac = system_binary("javac", component, "openjdk-17-jdk-headless")
             subprocess.run([str(javac), "-d", str(out / "classes"), "-cp", f"{out}/*", str(_SOURCES[component])],
                            check=True, capture_output=True)
-        (out / _STAMP).write_text(_pom_hash(component) + "\n")
+        (out / _STAMP).write_text(pom_hash(component) + "\n")
         if folder.exists():
             shutil.rmtree(folder)
         out.rename(folder)

@@ -18,7 +18,7 @@ from devstack.packages import MissingPackage, postgres_binary, system_binary
 from devstack.settings import StackSettings
 
 
-def _kraft_cluster_id() -> str:
+def kraft_cluster_id() -> str:
     """A random KRaft cluster id as Kafka makes them: one starting with '-' reads as an option."""
     while True:
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
@@ -212,7 +212,7 @@ class Kafka(Server):
                                   "kafka.coordinator", "org.apache.kafka.coordinator"))
         if not (self.data / "meta.properties").exists():
             # KRaft needs its log directory formatted once with a cluster id.
-            cluster_id = _kraft_cluster_id()
+            cluster_id = kraft_cluster_id()
             subprocess.run(self._java("kafka.tools.StorageTool", "format", "--standalone", "-t", cluster_id,
                                       "-c", str(self.home / "server.properties"), heap="-Xmx256m"),
                            check=True, capture_output=True)

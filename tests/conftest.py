@@ -39,10 +39,9 @@ def _isolated_secrets():
     """Secrets registered by one test must not mask (or fail to mask) in another."""
     from pipelines import secrets
 
-    before = set(secrets._known)
+    before = secrets.registered()
     yield
-    secrets._known.clear()
-    secrets._known.update(before)
+    secrets.keep_only(before)
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,7 @@
 """Unchanged TOAST columns that no store can fill, read again from Postgres.
 
 Postgres logs an UPDATE's unchanged out-of-line (TOASTed) values as "unchanged", and Debezium sends
-a placeholder for them. The stores fill them from the row they hold (derived/sinks/cache/sink.py, search.py),
+a placeholder for them. The stores fill them from the row they hold (derived/sinks/cache/sink.py, derived/sinks/search/sink.py),
 and Debezium's re-select post-processor fills them at the source. Two cases are left where nothing
 holds them:
 - a primary-key change is sent as a delete of the old key and a create of the new one; the

@@ -19,7 +19,7 @@ def test_a_changed_pom_invalidates_the_cache(tmp_path, monkeypatch):
     (folder / ".pom-sha256").write_text("not the pom's hash\n")
     with pytest.raises(MissingPackage):
         jars.component_dir("kafka")
-    (folder / ".pom-sha256").write_text(jars._pom_hash("kafka") + "\n")
+    (folder / ".pom-sha256").write_text(jars.pom_hash("kafka") + "\n")
     (folder / "kafka_2.13-4.3.1.jar").write_text("")
     assert jars.component_dir("kafka") == folder
     assert jars.jar_version("kafka", "kafka_2.13") == "4.3.1"
