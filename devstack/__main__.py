@@ -56,21 +56,18 @@ def show(states) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command's exit code; a stack that cannot start is one line on stderr (`status` exits itself)."""
     try:
-        devstack.main(args=argv, prog_name="scripts/devstack", standalone_mode=False)
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else 0
-    except click.exceptions.Exit as exc:
-        return exc.exit_code
+        code = devstack.main(args=argv, prog_name="scripts/devstack", standalone_mode=False)
+    except click.exceptions.Abort:
+        return 130
     except click.ClickException as exc:
         exc.show()
         return exc.exit_code
-    except click.exceptions.Abort:
-        return 130
     except (MissingPackage, stack.DevstackError) as exc:
         err.print(f"error: {exc}", highlight=False, markup=False)
         return 1
-    return 0
+    return code if isinstance(code, int) else 0
 
 
 if __name__ == "__main__":

@@ -8,62 +8,17 @@ from __future__ import annotations
 from pathlib import Path
 
 
-class CheckpointDir:
-    def __init__(self, root: Path | str):
-        self.root = Path(root)
+class _File:
+    """A path under a directory's root, named once: `CheckpointDir.status` is the status file."""
 
-    @property
-    def query(self) -> Path:
-        """Spark's checkpoint of the streaming query (pipelines/state/offsets.py reads it)."""
-        return self.root / "query"
+    def __init__(self, name: str, doc: str):
+        self.name, self.__doc__ = name, doc
 
-    @property
-    def status(self) -> Path:
-        """The last batch's status (pipelines/state/status.py)."""
-        return self.root / "cdckit-status.json"
-
-    @property
-    def fences(self) -> Path:
-        """Snapshot fences per batch (pipelines/state/fences.py)."""
-        return self.root / "cdckit-fences.json"
-
-    @property
-    def topic_ids(self) -> Path:
-        """The ids of the topics read (pipelines/state/topic_ids.py)."""
-        return self.root / "cdckit-topic-ids.json"
-
-    @property
-    def truncates(self) -> Path:
-        """The truncates applied (pipelines/state/truncate_cuts.py)."""
-        return self.root / "cdckit-truncates.json"
-
-    @property
-    def bootstrap(self) -> Path:
-        """The snapshot's watermark once bootstrapped (pipelines/state/bootstrap.py)."""
-        return self.root / "cdckit-bootstrap.json"
-
-    @property
-    def resnapshot(self) -> Path:
-        """Present while a re-snapshot after lost topics is under way (pipelines/state/bootstrap.py)."""
-        return self.root / "cdckit-resnapshot.json"
-
-    @property
-    def rebuild(self) -> Path:
-        """The running or last rebuild (pipelines/state/rebuild.py)."""
-        return self.root / "cdckit-rebuild.json"
-
-    @property
-    def rebuild_rate(self) -> Path:
-        """Events per second a finished rebuild measured (pipelines/state/rebuild.py)."""
-        return self.root / "cdckit-rebuild-rate.json"
-
-    def rebuild_work(self, rebuild_id: str) -> "RebuildWork":
-        return RebuildWork(self.root / "rebuild" / rebuild_id)
+    def __get__(self, folder, owner) -> Path:
+        return self if folder is None else folder.root / self.name
 
 
-class RebuildWork:
-    """One rebuild's folder: its catch-up is a streaming query with a checkpoint of its own."""
-
+class _Folder:
     def __init__(self, root: Path | str):
         self.root = Path(root)
 
@@ -71,26 +26,30 @@ class RebuildWork:
     def name(self) -> str:
         return self.root.name
 
-    @property
-    def state_copy(self) -> Path:
-        """The state as the rebuild finished."""
-        return self.root / "state.json"
 
-    @property
-    def bulk(self) -> Path:
-        """The bulk's result per partition."""
-        return self.root / "bulk.json"
+class CheckpointDir(_Folder):
+    query = _File("query", "Spark's checkpoint of the streaming query (pipelines/state/offsets.py reads it).")
+    status = _File("cdckit-status.json", "The last batch's status (pipelines/state/status.py).")
+    fences = _File("cdckit-fences.json", "Snapshot fences per batch (pipelines/state/fences.py).")
+    topic_ids = _File("cdckit-topic-ids.json", "The ids of the topics read (pipelines/state/topic_ids.py).")
+    truncates = _File("cdckit-truncates.json", "The truncates applied (pipelines/state/truncate_cuts.py).")
+    bootstrap = _File("cdckit-bootstrap.json", "The snapshot's watermark (pipelines/state/bootstrap.py).")
+    resnapshot = _File("cdckit-resnapshot.json", "A re-snapshot after lost topics under way (state/bootstrap.py).")
+    rebuild = _File("cdckit-rebuild.json", "The running or last rebuild (pipelines/state/rebuild.py).")
+    rebuild_rate = _File("cdckit-rebuild-rate.json", "Events/s a finished rebuild measured (state/rebuild.py).")
 
-    @property
-    def progress_dir(self) -> Path:
-        return self.root / "progress"
+    def rebuild_work(self, rebuild_id: str) -> "RebuildWork":
+        return RebuildWork(self.root / "rebuild" / rebuild_id)
+
+
+class RebuildWork(_Folder):
+    """One rebuild's folder. Its catch-up is a streaming query with a checkpoint of its own
+    (`catchup`); that query's fences are kept in this folder, as CheckpointDir names them."""
+
+    state_copy = _File("state.json", "The state as the rebuild finished.")
+    bulk = _File("bulk.json", "The bulk's result per partition.")
+    progress_dir = _File("progress", "The bulk tasks' progress, which the driver draws as bars.")
+    catchup = _File("catchup", "The catch-up query's checkpoint (Spark's).")
 
     def progress(self, topic: str, partition: int) -> Path:
-        """A bulk task's progress, which the driver draws as bars."""
         return self.progress_dir / f"{topic}-{partition}.json"
-
-    @property
-    def catchup(self) -> Path:
-        """The catch-up query's checkpoint (Spark's); its fences are kept in this folder, as
-        CheckpointDir names them (pipelines/state/fences.py)."""
-        return self.root / "catchup"
