@@ -31,7 +31,7 @@ def main() -> None:
     import psycopg
     import yaml
 
-    from pipelines.kafka_source import end_offsets
+    from connectors.kafka.offsets import end_offsets
 
     tmp = Path(tempfile.mkdtemp(prefix="cdckit-bench-"))
     with bench_stack() as s:

@@ -31,20 +31,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import RESULTS, ROOT, bench_stack, write_result  # noqa: E402
+from benchmarks.common import ROOT, bench_stack, write_result  # noqa: E402
+from benchmarks.freshness_report import histogram_percentiles, percentiles, plot, print_tables  # noqa: E402
 
 ROWS = 20_000
 HOT = 2_000          # rows the load updates (and the pollers watch a sample of)
 WATCHED = 100
 METRICS_PORT = 59764
-
-
-def percentiles(values: list[float]) -> dict[str, float | None]:
-    if not values:
-        return {"p50": None, "p95": None, "p99": None, "max": None, "n": 0}
-    v = sorted(values)
-    pick = lambda q: round(v[min(len(v) - 1, int(q * len(v)))], 3)  # noqa: E731
-    return {"p50": pick(0.50), "p95": pick(0.95), "p99": pick(0.99), "max": round(v[-1], 3), "n": len(v)}
 
 
 class Load:
@@ -117,25 +110,6 @@ def histogram(metrics_url: str) -> dict[float, float]:
         if line.startswith("cdckit_change_visible_seconds_bucket"):
             le = line.split('le="', 1)[1].split('"', 1)[0]
             out[float("inf") if le == "+Inf" else float(le)] = float(line.rsplit(" ", 1)[1])
-    return out
-
-
-def histogram_percentiles(before: dict, after: dict) -> dict[str, float | None]:
-    """Percentiles from the bucket counts added between two scrapes (linear inside a bucket)."""
-    bounds = sorted(after)
-    counts = [after[b] - before.get(b, 0) for b in bounds]
-    total = counts[-1] if counts else 0
-    if not total:
-        return {"p50": None, "p95": None, "p99": None, "n": 0}
-    out: dict[str, float | None] = {"n": int(total)}
-    for name, q in (("p50", 0.5), ("p95", 0.95), ("p99", 0.99)):
-        want, prev_b, prev_c = q * total, 0.0, 0.0
-        for b, c in zip(bounds, counts):
-            if c >= want:
-                out[name] = round(prev_b + (b - prev_b) * (want - prev_c) / max(c - prev_c, 1e-9), 3) \
-                    if b != float("inf") else prev_b
-                break
-            prev_b, prev_c = b, c
     return out
 
 
@@ -215,7 +189,7 @@ def _measure_source(s, source: str, base: dict, args, rates: list[int], dsn: dic
     import requests
     import yaml
 
-    from pipelines.kafka_source import end_offsets
+    from connectors.kafka.offsets import end_offsets
 
     prefix = base["topic_prefix"]
     name = f"{prefix}_{source}"  # index and Redis key prefix of this source's stores
@@ -334,30 +308,6 @@ def _measure_source(s, source: str, base: dict, args, rates: list[int], dsn: dic
     return out
 
 
-def print_tables(result: dict) -> None:
-    """Latency per commit rate, a column per source; then the replay rates: sources vs plain consumer."""
-    sources = result["sources"]
-    fmt = lambda v: "-" if v is None else f"{v:.3f}"  # noqa: E731
-    cells = {}
-    for source in sources:
-        for p in result["by_source"][source]["phases"]:
-            c, se = p["outside"]["cache"], p["outside"]["search"]
-            cells[(p["rate"], source)] = (f"{fmt(c['p50'])}/{fmt(c['p99'])}  {fmt(se['p99'])}  "
-                                          f"{p['pipeline_vs_debezium'] or 0:.3f}x {'ok' if p['keeps_up'] else 'LAG'}")
-    width = max([len(v) for v in cells.values()] + [32])
-    print()
-    print("commit to visible, outside (s): Redis p50/p99  index p99  pipeline/Debezium  lag back to 0")
-    print(f"{'commits/s':>10}  " + "  ".join(f"{s + ' source':<{width}}" for s in sources))
-    for rate in result["rates"]:
-        print(f"{rate:>10,}  " + "  ".join(f"{cells.get((rate, s), '-'):<{width}}" for s in sources))
-    t = result["throughput"]["redis"]
-    print()
-    print(f"replay of the run's topic into Redis ({t['records']:,} records), events/s:")
-    print("".join(f"{s + ' source':>16}" for s in sources) + f"{'plain consumer':>16}")
-    print("".join(f"{t[f'{s}_events_per_s']:>16,}" for s in sources) + f"{t['plain_events_per_s']:>16,}")
-    print("".join(f"{t[f'{s}_vs_plain']:>15.2f}x" for s in sources) + f"{'1.00x':>16}", flush=True)
-
-
 def _drop_earlier_slots(conn) -> None:
     """The bench stack's Postgres outlives a run: slots of earlier runs (inactive now) would use up
     max_replication_slots and hold WAL."""
@@ -379,8 +329,8 @@ def _applied(metrics_url: str) -> float:
 
 
 def _wait_caught_up(bootstrap: str, ckpt: Path, topic: str, timeout_s: float = 120) -> None:
-    from pipelines.checkpoint_state import committed_offsets
-    from pipelines.kafka_source import end_offsets
+    from pipelines.state.offsets import committed_offsets
+    from connectors.kafka.offsets import end_offsets
 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -395,8 +345,8 @@ def _trace_lag(bootstrap: str, ckpts: list[Path], topic: str, rate: int, run_sta
                done: threading.Event) -> None:
     """Records between the topic's end and the last committed batch of the job furthest behind,
     twice a second."""
-    from pipelines.checkpoint_state import committed_offsets
-    from pipelines.kafka_source import end_offsets
+    from pipelines.state.offsets import committed_offsets
+    from connectors.kafka.offsets import end_offsets
 
     while not done.wait(0.5):
         try:
@@ -413,15 +363,15 @@ def _throughput(s, topic: str, tmp: Path, sources: list[str]) -> dict:
     with each Kafka source (each after an unmeasured replay of its own: JIT, Python workers, as a
     running job is)."""
     from benchmarks.sync_throughput import config_for, plain_consumer, spark_job
-    from pipelines import job
-    from pipelines.kafka_source import end_offsets
+    from pipelines.spark.session import spark_session
+    from connectors.kafka.offsets import end_offsets
 
     out = {}
     for only in ("redis",):
         partitions = len(end_offsets({"bootstrap.servers": s.bootstrap_servers}, [topic]).get(topic, {}))
         plain = plain_consumer(config_for(s, topic, tmp, only), topic, partitions)
         row = {"plain_events_per_s": round(plain)}
-        spark = job.spark_session(config_for(s, topic, tmp, only, source=sources[0]))
+        spark = spark_session(config_for(s, topic, tmp, only, source=sources[0]))
         for source in sources:
             spark_job(spark, config_for(s, topic, tmp, only, source=source))  # warm-up
             rate, records = spark_job(spark, config_for(s, topic, tmp, only, source=source))
@@ -430,58 +380,6 @@ def _throughput(s, topic: str, tmp: Path, sources: list[str]) -> dict:
         spark.stop()
         out[only] = row
     return out
-
-
-def plot(result: dict, name: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    sources = result["sources"]
-    dash = {"python": "-", "jvm": "--"}
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for source in sources:
-        phases = result["by_source"][source]["phases"]
-        rates = [p["rate"] for p in phases]
-        for store, marker, color in (("cache", "o", "#d62728"), ("search", "s", "#1f77b4")):
-            for q, alpha in (("p50", 1.0), ("p99", 0.45)):
-                ax.plot(rates, [p["outside"][store][q] for p in phases], dash[source] + marker, color=color,
-                        alpha=alpha, mfc=color if source == "python" else "white",
-                        label=f"{source} source: {store} {q}")
-    ax.set_xlabel("commits/s")
-    ax.set_ylabel("commit to visible (s)")
-    ax.set_title(f"Freshness by commit rate (trigger {result['trigger']})")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
-    fig.tight_layout()
-    fig.savefig(RESULTS / f"{name}_latency.png", dpi=110)
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for source in sources:
-        trace = result["by_source"][source]["lag_trace"]
-        for rate in result["rates"]:
-            pts = [t for t in trace if t["rate"] == rate]
-            ax.plot([t["t"] for t in pts], [t["lag"] for t in pts], dash[source], label=f"{source}: {rate} commits/s")
-    ax.set_xlabel("seconds since the first phase")
-    ax.set_ylabel("records behind the topic end")
-    ax.set_title("Pipeline lag over time")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(RESULTS / f"{name}_lag.png", dpi=110)
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    t = result["throughput"]["redis"]
-    labels = [f"Spark, {s} source" for s in sources] + ["plain consumer"]
-    values = [t[f"{s}_events_per_s"] for s in sources] + [t["plain_events_per_s"]]
-    colors = {"python": "#e25a1c", "jvm": "#3c78b4"}
-    ax.bar(labels, values, color=[colors[s] for s in sources] + ["#888"])
-    ax.set_ylabel("events/s into Redis")
-    ax.set_title("Replay of the run's topic: " + ", ".join(f"{s}/plain {t[f'{s}_vs_plain']:.2f}x" for s in sources))
-    fig.tight_layout()
-    fig.savefig(RESULTS / f"{name}_throughput.png", dpi=110)
-    print(f"wrote {RESULTS}/{name}_*.png")
 
 
 if __name__ == "__main__":

@@ -38,13 +38,13 @@ def config_for(settings, topic: str, tmp: Path, bulk_chunk: int = 2000):
 
 
 def rebuild_once(spark, config, store: str) -> dict:
-    from pipelines import rebuild
+    from pipelines.ops import rebuild
 
     plan = rebuild.make_plan(config, store, None)
     t0 = time.perf_counter()
     state = rebuild.run(spark, config, plan)
     total = time.perf_counter() - t0
-    bulk = state["summary"]["bulk"]
+    bulk = state.summary["bulk"]
     return {"events": bulk["records"], "keys_written": bulk["survivors"], "bulk_seconds": bulk["seconds"],
             "total_seconds": round(total, 1), "events_per_s": round(bulk["records"] / bulk["seconds"]),
             "keys_per_s": round(bulk["survivors"] / bulk["seconds"]),
@@ -109,7 +109,7 @@ def main() -> None:
                     help="search.bulk_chunk of the rebuild (osmem-server is fastest at 1,000; see the raw sweep)")
     ap.add_argument("--raw-chunks", default="1000,2000,5000", help="bulk sizes of the raw runs; the best one counts")
     args = ap.parse_args()
-    from pipelines.job import spark_session
+    from pipelines.spark.session import spark_session
 
     tmp = Path(tempfile.mkdtemp(prefix="cdckit-bench-"))
     with bench_stack() as s:

@@ -1,7 +1,7 @@
 """Events/s of a large replay into each store, three ways over the same topic in the same run: the
 Spark job with the project's Python Kafka source (`spark.kafka_source: python`, `cdckit_kafka`), the
 Spark job with Spark's built-in JVM `kafka` source (`spark.kafka_source: jvm`, spark-sql-kafka-0-10),
-and a plain confluent-kafka consumer applying the same logic (pipelines/partition_apply.py).
+and a plain confluent-kafka consumer applying the same logic (pipelines/spark/partition_apply.py).
 
     .venv/bin/python benchmarks/sync_throughput.py [--events 300000] [--keys 100000] [--search-events 60000]
                                                    [--partitions 3] [--sources python,jvm]
@@ -55,14 +55,15 @@ def config_for(settings, topic: str, tmp: Path, only: str, trigger: str = "avail
 def plain_consumer(config, topic: str, partitions: int) -> float:
     """One process: read each partition to its end with confluent-kafka and apply it with the
     job's own per-partition function; events/s."""
-    from pipelines.apply_batch import stores_from_config
-    from pipelines.dead_letters import DeadLetterWriter
-    from pipelines.kafka_source import KafkaRange, close_readers, end_offsets, read_range
-    from pipelines.partition_apply import apply_partition
+    from pipelines.apply.stores import stores_from_config
+    from connectors.kafka.dead_letter_topic import DeadLetterWriter
+    from connectors.kafka.offsets import end_offsets
+    from connectors.kafka.ranges import KafkaRange, close_readers, read_range
+    from pipelines.spark.partition_apply import apply_partition
 
     stores = stores_from_config(config)
     for t in stores.search_tables.values():
-        stores.search.ensure_index(t)
+        stores.search.prepare(t)
     dlq = DeadLetterWriter(config.kafka.client_config(), config.dead_letter_topic)
     end = end_offsets(config.kafka.client_config(), [topic])[topic]
     started = time.perf_counter()
@@ -76,7 +77,7 @@ def plain_consumer(config, topic: str, partitions: int) -> float:
 
 
 def spark_job(spark, config) -> tuple[float, int]:
-    from pipelines import job
+    from pipelines.spark import job
 
     applied = []
     started = time.perf_counter()
@@ -99,7 +100,7 @@ def main() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     import tempfile
 
-    from pipelines import job
+    from pipelines.spark.session import spark_session
 
     tmp = Path(tempfile.mkdtemp(prefix="cdckit-bench-"))
     with bench_stack() as settings:
@@ -113,8 +114,8 @@ def main() -> None:
             print(f"[{only}] plain consumer: {plain:,.0f} events/s", flush=True)
             t0 = time.perf_counter()
             # One session for both sources: it registers cdckit_kafka and has the built-in source's
-            # jars on its class path (job.spark_session adds them whenever they are fetched).
-            spark = job.spark_session(config_for(settings, topic, tmp, only, source=sources[0]))
+            # jars on its class path (spark_session adds them whenever they are fetched).
+            spark = spark_session(config_for(settings, topic, tmp, only, source=sources[0]))
             session_s = time.perf_counter() - t0
             # Warm up the session (JIT, Python workers) on a small topic, as a long-running job is;
             # each source gets its own warm-up replay (its own classes, consumers, code paths).

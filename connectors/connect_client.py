@@ -5,11 +5,12 @@ docs advise, before giving up with ConnectConflict.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any
 
 import requests
+
+from derived.sinks.retry import retried
 
 
 class ConnectError(Exception):
@@ -78,22 +79,19 @@ class ConnectClient:
         self._http = session or requests.Session()
 
     def _request(self, method: str, path: str, json: Any = None, params: dict | None = None) -> Any:
+        return retried(self._request_once, method, path, json, params, retries=self.conflict_retries,
+                       retry_on=(ConnectConflict,), first=0.25, cap=4.0)
+
+    def _request_once(self, method: str, path: str, json: Any, params: dict | None) -> Any:
         endpoint = f"{self.url}{path}"
-        delay = 0.25
-        for attempt in range(self.conflict_retries + 1):
-            try:
-                resp = self._http.request(method, endpoint, json=json, params=params, timeout=self.timeout_s,
-                                          headers={"Accept": "application/json"})
-            except requests.Timeout:
-                raise ConnectUnreachable(f"no answer within {self.timeout_s:g} s", endpoint) from None
-            except requests.ConnectionError as exc:
-                raise ConnectUnreachable(f"cannot connect ({type(exc).__name__})", endpoint) from None
-            if resp.status_code == 409 and attempt < self.conflict_retries:
-                time.sleep(delay)
-                delay = min(delay * 2, 4.0)
-                continue
-            return self._result(resp, endpoint)
-        raise AssertionError("unreachable")
+        try:
+            resp = self._http.request(method, endpoint, json=json, params=params, timeout=self.timeout_s,
+                                      headers={"Accept": "application/json"})
+        except requests.Timeout:
+            raise ConnectUnreachable(f"no answer within {self.timeout_s:g} s", endpoint) from None
+        except requests.ConnectionError as exc:
+            raise ConnectUnreachable(f"cannot connect ({type(exc).__name__})", endpoint) from None
+        return self._result(resp, endpoint)
 
     @staticmethod
     def _result(resp: requests.Response, endpoint: str) -> Any:

@@ -1,17 +1,40 @@
-"""The Debezium Postgres connector config, generated from cdckit's YAML config.
+"""The Debezium Postgres connector config, generated from plain settings (pipelines/ops/connector.py
+takes them from cdckit's YAML config).
 
 Every choice here is one the sync depends on; the comments say which part relies on it.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from pipelines.config import Config
+from dataclasses import dataclass, field
+from typing import Any
 
 POSTGRES_CONNECTOR = "io.debezium.connector.postgresql.PostgresConnector"
 _JSON = "org.apache.kafka.connect.json.JsonConverter"
-_SECRET_KEYS = ("password", "sasl.jaas.config", "api.key", "secret")
+SECRET_KEYS = ("password", "sasl.jaas.config", "api.key", "secret")  # keys whose values are never shown
+
+
+@dataclass(frozen=True)
+class ConnectorSettings:
+    """What the connector config is made of: the database, the tables, the topics."""
+
+    topic_prefix: str
+    hostname: str                        # as Kafka Connect reaches the database
+    port: int
+    user: str
+    password: str | None
+    database: str
+    sslmode: str
+    sslrootcert: str | None
+    slot: str
+    publication: str
+    tables: list[str]                    # schema.table, the synced ones
+    signal_table: str
+    heartbeat_table: str
+    truncate_table: str
+    heartbeat_interval_ms: int
+    replication_factor: int
+    partitions: int
+    topic_config: dict[str, Any] = field(default_factory=dict)
 
 
 def heartbeat_query(table: str) -> str:
@@ -21,28 +44,26 @@ def heartbeat_query(table: str) -> str:
             f"ON CONFLICT (id) DO UPDATE SET ts = EXCLUDED.ts")
 
 
-def connector_config(config: "Config") -> dict[str, str]:
-    pg = config.postgres
+def connector_config(s: ConnectorSettings) -> dict[str, str]:
     out: dict[str, str] = {
         "connector.class": POSTGRES_CONNECTOR,
         "tasks.max": "1",
         "plugin.name": "pgoutput",
-        "database.hostname": pg.connector_host or pg.host,
-        "database.port": str(pg.connector_port or pg.port),
-        "database.user": pg.user,
-        "database.dbname": pg.database,
-        "database.sslmode": pg.sslmode,
-        **({"database.sslrootcert": str(pg.sslrootcert)} if pg.sslrootcert else {}),
-        "topic.prefix": config.topic_prefix,
-        "slot.name": pg.slot,
-        "publication.name": pg.publication,
+        "database.hostname": s.hostname,
+        "database.port": str(s.port),
+        "database.user": s.user,
+        "database.dbname": s.database,
+        "database.sslmode": s.sslmode,
+        **({"database.sslrootcert": s.sslrootcert} if s.sslrootcert else {}),
+        "topic.prefix": s.topic_prefix,
+        "slot.name": s.slot,
+        "publication.name": s.publication,
         "publication.autocreate.mode": "filtered",
         # The signal table must be captured, or incremental snapshots cannot be signalled; so must
         # the heartbeat table: its writes are what lets an idle slot confirm WAL and move on.
         # The truncate marker table carries the tables' truncates (see connectors/postgres.py).
-        "table.include.list": ",".join([t.name for t in config.tables]
-                                       + [pg.signal_table, pg.heartbeat_table, pg.truncate_table]),
-        "signal.data.collection": pg.signal_table,
+        "table.include.list": ",".join([*s.tables, s.signal_table, s.heartbeat_table, s.truncate_table]),
+        "signal.data.collection": s.signal_table,
         "signal.enabled.channels": "source",
         "snapshot.mode": "initial",
         # Deletes must reach the stores and compaction must be able to drop the key afterwards.
@@ -51,12 +72,12 @@ def connector_config(config: "Config") -> dict[str, str]:
         # Truncates reach the stores as keyed marker rows instead.
         "skipped.operations": "t",
         "topic.creation.enable": "true",
-        "topic.creation.default.replication.factor": str(config.kafka.replication_factor),
-        "topic.creation.default.partitions": str(config.kafka.partitions),
+        "topic.creation.default.replication.factor": str(s.replication_factor),
+        "topic.creation.default.partitions": str(s.partitions),
         "topic.creation.default.cleanup.policy": "compact",
-        **{f"topic.creation.default.{k}": str(v) for k, v in config.kafka.topic_config.items()},
-        "heartbeat.interval.ms": str(config.connect.heartbeat_interval_ms),
-        "heartbeat.action.query": heartbeat_query(pg.heartbeat_table),
+        **{f"topic.creation.default.{k}": str(v) for k, v in s.topic_config.items()},
+        "heartbeat.interval.ms": str(s.heartbeat_interval_ms),
+        "heartbeat.action.query": heartbeat_query(s.heartbeat_table),
         "key.converter": _JSON,
         "key.converter.schemas.enable": "false",
         "value.converter": _JSON,
@@ -82,16 +103,9 @@ def connector_config(config: "Config") -> dict[str, str]:
         "producer.override.linger.ms": "20",
         "producer.override.batch.size": "1048576",
     }
-    if pg.password is not None:
-        out["database.password"] = pg.password.get()
+    if s.password is not None:
+        out["database.password"] = s.password
     return out
-
-
-def masked(config: dict[str, str]) -> dict[str, str]:
-    """A copy safe to print: secret-looking keys replaced, known secret values masked anywhere."""
-    from pipelines.secrets import MASK, mask
-
-    return {k: (MASK if any(s in k.lower() for s in _SECRET_KEYS) else mask(v)) for k, v in config.items()}
 
 
 def diff(current: dict[str, str] | None, wanted: dict[str, str]) -> list[tuple[str, str | None, str | None]]:

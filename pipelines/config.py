@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from derived.redis_keys import adjacent_placeholders
+from derived.sinks.cache.keys import adjacent_placeholders
 from pipelines.errors import ConfigError
 from pipelines.secrets import SecretRef
 

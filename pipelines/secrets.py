@@ -58,6 +58,17 @@ def register(value: str) -> None:
         _known.add(value)
 
 
+def registered() -> frozenset[str]:
+    """The secret values registered so far."""
+    return frozenset(_known)
+
+
+def keep_only(values: frozenset[str]) -> None:
+    """Forget every registered value but these (tests isolate their secrets with it)."""
+    _known.intersection_update(values)
+    _known.update(values)
+
+
 def mask(text: str) -> str:
     # Longest first so a secret that contains another is masked whole.
     for value in sorted(_known, key=len, reverse=True):

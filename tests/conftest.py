@@ -26,7 +26,7 @@ def stack():
     """The real servers, once for the whole run."""
     import shutil
 
-    from tests.stack import provide
+    from tests.support.stack import provide
 
     state = server_state_dir("cdckit-test-stack-")
     with provide(state) as endpoints:
@@ -39,10 +39,9 @@ def _isolated_secrets():
     """Secrets registered by one test must not mask (or fail to mask) in another."""
     from pipelines import secrets
 
-    before = set(secrets._known)
+    before = secrets.registered()
     yield
-    secrets._known.clear()
-    secrets._known.update(before)
+    secrets.keep_only(before)
 
 
 @pytest.fixture(scope="session")
@@ -50,8 +49,8 @@ def spark():
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from pipelines.devstack.jars import spark_kafka_jars
-    from pipelines.kafka_source import KafkaDataSource
+    from devstack.jars import spark_kafka_jars
+    from pipelines.spark.kafka_source import KafkaDataSource
 
     builder = SparkSession.builder
     jars = spark_kafka_jars()  # the built-in kafka source too, as `cdckit run` has it

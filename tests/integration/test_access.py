@@ -5,7 +5,7 @@ import uuid
 import pytest
 import redis
 
-from tests.helpers import cli, drop_connector, pg, write_config
+from tests.support.integration import cli, drop_connector, pg, write_config
 
 pytestmark = [pytest.mark.integration]
 SECRET = "Acl-Pa55-7f3e91c2"

@@ -1,12 +1,12 @@
 """The local broker is Apache Kafka: it refuses what production refuses and really compacts the
-change topics (the test stack makes its cleaner act within seconds: tests/stack.py)."""
+change topics (the test stack makes its cleaner act within seconds: tests/support/stack.py)."""
 import uuid
 
 import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
-from tests.helpers import by_key, cli, drop_connector, pg, read_topic, wait_for, wait_streaming, write_config
+from tests.support.integration import by_key, cli, drop_connector, pg, read_topic, wait_for, wait_streaming, write_config
 
 pytestmark = pytest.mark.integration
 
@@ -73,8 +73,9 @@ def test_the_broker_compacts_a_change_topic(stack, tmp_path):
 
 def test_a_recreated_topic_is_told_apart_by_its_id(stack, tmp_path):
     """Offsets cannot tell a recreated topic whose log grew past the checkpoint's position from
-    the old one; its id can (pipelines/topic_ids.py)."""
-    from pipelines.topic_ids import TopicIds, current_ids
+    the old one; its id can (pipelines/state/topic_ids.py)."""
+    from connectors.kafka.admin import topic_ids as current_ids
+    from pipelines.state.topic_ids import TopicIds
 
     prefix = f"ids{uuid.uuid4().hex[:6]}"
     topic = f"{prefix}.public.t"

@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from pipelines.config import parse_config
-from tests.helpers import cache_docs, cli, drop_connector, pg, search_docs, wait_for, wait_streaming, write_config
+from tests.support.integration import cache_docs, cli, drop_connector, pg, search_docs, wait_for, wait_streaming, write_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -50,7 +50,7 @@ def test_bad_records_are_dead_lettered_and_the_rest_applied(stack, spark, tmp_pa
     try:
         assert cli("connector", "apply", "-c", str(write_config(tmp_path, data))).returncode == 0
         wait_streaming(stack, data)
-        from pipelines import job
+        from pipelines.spark import job
 
         query = job.start(spark, cfg)
         wait_for(lambda: "1" in cache_docs(stack, f"{name}:"), 90, 1, "the snapshot row")
@@ -122,7 +122,7 @@ def test_bad_records_are_dead_lettered_and_the_rest_applied(stack, spark, tmp_pa
         result = json.loads(replayed.stdout)
         assert replayed.returncode == 1  # some letters are beyond any fix
         assert search_docs(stack, name)["7"]["blob"] == "x" * 5000
-        # The letters of 8 and 9 were replaced by their keys' newest records (pipelines/dlq.py).
+        # The letters of 8 and 9 were replaced by their keys' newest records (pipelines/ops/dead_letters.py).
         assert search_docs(stack, name)["8"]["n"] == 82 and cache_docs(stack, f"{name}:")["8"]["n"] == 82
         assert "9" not in search_docs(stack, name) and "9" not in cache_docs(stack, f"{name}:")
         still = " ".join(f["reason"] for f in result["still_failing"])

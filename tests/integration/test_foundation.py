@@ -4,7 +4,7 @@ import uuid
 import pytest
 
 from connectors.connect_client import ConnectClient
-from tests.helpers import by_key, cli, drop_connector, pg, read_topic, wait_streaming, write_config
+from tests.support.integration import by_key, cli, drop_connector, pg, read_topic, wait_streaming, write_config
 
 pytestmark = pytest.mark.integration
 

@@ -13,9 +13,9 @@ import pytest
 import redis
 import requests
 
-from tests import records
-from tests.drills import converged, record
-from tests.helpers import (cli, drop_connector, pg, start_job, wait_for, wait_streaming,
+from tests.support import records
+from tests.support.drills import converged, record
+from tests.support.integration import (cli, drop_connector, pg, start_job, wait_for, wait_streaming,
                            write_config)
 
 pytestmark = [pytest.mark.integration]
@@ -207,10 +207,13 @@ def test_rebuild_over_compacted_log_shapes(stack, tmp_path):
 
 def test_live_batches_write_the_fresh_generation_first_during_a_rebuild(stack, spark, tmp_path):
     """While the rebuild state asks for it, each live batch also writes the rebuild's targets."""
-    from pipelines import rebuild_state
+    from pipelines.state import rebuild as rebuild_state
     from pipelines.config import parse_config
-    from pipelines.job import batch_writer
-    from pipelines.kafka_source import SCHEMA
+    from pipelines.spark.job import batch_writer
+    from connectors.kafka.ranges import ARROW_SCHEMA
+    from pipelines.spark.schemas import struct_type
+
+    SCHEMA = struct_type(ARROW_SCHEMA)
 
     name = f"dw_{uuid.uuid4().hex[:6]}"
     data = stack.config(tables=[{"name": "public.items", "redis_key": f"{name}:{{id}}", "index": name}],
@@ -220,9 +223,8 @@ def test_live_batches_write_the_fresh_generation_first_during_a_rebuild(stack, s
     requests.put(f"{stack.search_url}/{name}_v2", json={}, timeout=10)
     for db in (LIVE_DB, SPARE_DB):
         redis.Redis.from_url(own_db(stack, db).redis_url).flushdb()
-    rebuild_state.save(cfg.spark.checkpoint_dir, {"phase": "catchup", "dual_write": True,
-                                                  "targets": {"search": {"public.items": f"{name}_v2"},
-                                                              "cache_db": SPARE_DB}})
+    targets = rebuild_state.Targets((("public.items", f"{name}_v2"),), SPARE_DB)
+    rebuild_state.save(cfg.spark.checkpoint_dir, rebuild_state.RebuildState({}, targets, "catchup", dual_write=True))
     topic = f"{cfg.topic_prefix}.public.items"
 
     def batch(offset, id_, lsn):
@@ -230,7 +232,7 @@ def test_live_batches_write_the_fresh_generation_first_during_a_rebuild(stack, s
 
     write = batch_writer(cfg)
     write(spark.createDataFrame([batch(0, 1, 100)], SCHEMA), 0)
-    rebuild_state.save(cfg.spark.checkpoint_dir, {"phase": "done", "dual_write": False})
+    rebuild_state.save(cfg.spark.checkpoint_dir, rebuild_state.RebuildState({}, targets, "done"))
     write(spark.createDataFrame([batch(1, 2, 200)], SCHEMA), 1)
 
     def ids(url, index):

@@ -9,7 +9,7 @@ import redis
 import requests
 
 from pipelines.config import parse_config
-from tests.helpers import cache_docs, cli, drop_connector, pg, search_docs, wait_streaming, write_config
+from tests.support.integration import cache_docs, cli, drop_connector, pg, search_docs, wait_streaming, write_config
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -52,7 +52,7 @@ def test_snapshot_then_mixed_workload_ends_exact(stack, spark, tmp_path, source)
     try:
         assert cli("connector", "apply", "-c", str(path)).returncode == 0
         wait_streaming(stack, data)
-        from pipelines import job
+        from pipelines.spark import job
 
         query = job.start(spark, cfg)
 

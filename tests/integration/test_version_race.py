@@ -15,10 +15,10 @@ import redis
 import requests
 
 from connectors.connect_client import ConnectClient
-from connectors.debezium_config import connector_config
+from pipelines.ops.connector import wanted_config
 from pipelines.config import parse_config
-from pipelines.connector_ops import prepare_database
-from tests.helpers import drop_connector, pg, read_topic, wait_for
+from pipelines.ops.connector import prepare_database
+from tests.support.integration import drop_connector, pg, read_topic, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 
@@ -81,7 +81,7 @@ def test_transaction_straddling_the_consistent_point_wins(stack, spark, tmp_path
         # 1. A transaction with an xid is running: the slot's snapshot builder must wait for it.
         ta, _ = _open_tx(stack, f"INSERT INTO {other} DEFAULT VALUES")
         opened.append(ta)
-        ConnectClient(cfg.connect.url).put_config(cfg.connector_name, connector_config(cfg))
+        ConnectClient(cfg.connect.url).put_config(cfg.connector_name, wanted_config(cfg))
         wait_for(lambda: _wal_reserved(stack, slot), 60, 0.1, "slot to reserve WAL")
         time.sleep(0.5)  # the first running-xacts record follows restart_lsn in the same call
         # 2. tb starts after that record, so only what was running before it holds the builder in
@@ -112,7 +112,7 @@ def test_transaction_straddling_the_consistent_point_wins(stack, spark, tmp_path
         # The race really happened: the streamed change sits below the snapshot's position.
         assert int(raced["source"]["lsn"]) < int(snap["source"]["lsn"])
 
-        from pipelines import job
+        from pipelines.spark import job
 
         query = job.start(spark, cfg)
         r = redis.Redis.from_url(stack.redis_url)

@@ -26,7 +26,7 @@ import psycopg
 import pytest
 import redis
 
-from tests.helpers import (cli, drop_connector, key_history, pg, search_docs, start_job, wait_for, wait_streaming,
+from tests.support.integration import (cli, drop_connector, key_history, pg, search_docs, start_job, wait_for, wait_streaming,
                            write_config)
 
 pytestmark = pytest.mark.integration

@@ -1,0 +1,90 @@
+"""Topic administration: which topics exist, their ids and settings, and creating one."""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from connectors.kafka.errors import KafkaUnavailable
+
+
+def _admin(conf: dict[str, Any]):
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient(conf)
+
+
+def topic_names(conf: dict[str, Any]) -> dict[str, Any]:
+    """name -> metadata of every topic the broker has (raises KafkaException when it does not answer)."""
+    return _admin(conf).list_topics(timeout=10).topics
+
+
+def existing_topics(conf: dict[str, Any], topics: list[str]) -> list[str]:
+    """Those of `topics` that exist, in their order."""
+    existing = topic_names(conf)
+    return [t for t in topics if t in existing]
+
+
+def matching_topics(conf: dict[str, Any], pattern: str) -> list[str]:
+    """The existing topics whose whole name matches the pattern."""
+    compiled = re.compile(pattern)
+    return [t for t in topic_names(conf) if compiled.fullmatch(t)]
+
+
+def topic_ids(conf: dict[str, Any], pattern: str) -> dict[str, str]:
+    """name -> topic id of the existing topics matching the pattern (a recreated topic gets a new one)."""
+    from confluent_kafka import KafkaException, TopicCollection
+
+    admin = _admin(conf)
+    try:
+        names = [t for t in admin.list_topics(timeout=10).topics if re.fullmatch(pattern, t)]
+        if not names:
+            return {}
+        futures = admin.describe_topics(TopicCollection(names), request_timeout=10)
+        out = {}
+        for name, future in futures.items():
+            try:
+                out[name] = str(future.result().topic_id)
+            except KafkaException:
+                continue  # deleted between the two calls: absent
+        return out
+    except KafkaException as exc:
+        raise KafkaUnavailable(f"kafka did not answer a topic description: {exc}") from None
+
+
+def topic_setting(conf: dict[str, Any], topic: str, name: str) -> str | None:
+    """One setting of a topic (e.g. cleanup.policy) as the broker reports it."""
+    from confluent_kafka.admin import ConfigResource
+
+    entries = list(_admin(conf).describe_configs([ConfigResource("topic", topic)]).values())[0].result(10)
+    return entries[name].value
+
+
+def min_delete_retention(conf: dict[str, Any], topics: list[str]) -> int | None:
+    """The smallest delete.retention.ms of these topics: how long a tombstone outlives compaction."""
+    from confluent_kafka.admin import ConfigResource
+
+    if not topics:
+        return None
+    admin = _admin(conf)
+    values = []
+    for res, fut in admin.describe_configs([ConfigResource("topic", t) for t in topics]).items():
+        entry = fut.result(10).get("delete.retention.ms")
+        if entry is not None and entry.value is not None:
+            values.append(int(entry.value))
+    return min(values) if values else None
+
+
+def ensure_topic(kafka_conf: dict, topic: str, partitions: int = 1) -> None:
+    """Create a topic of kept records (not compacted), unless it exists: the dead-letter topic,
+    where every letter matters."""
+    from confluent_kafka.admin import NewTopic
+
+    admin = _admin(kafka_conf)
+    if topic in admin.list_topics(timeout=10).topics:
+        return
+    futures = admin.create_topics([NewTopic(topic, partitions, config={"cleanup.policy": "delete"})])
+    try:
+        futures[topic].result(15)
+    except Exception as exc:  # noqa: BLE001 - created concurrently by another writer
+        if "TOPIC_ALREADY_EXISTS" not in str(exc).upper():
+            raise

@@ -1,0 +1,95 @@
+"""The dead-letter topic: a record that cannot be decoded or applied goes there with the reason
+in its headers; `cdckit dlq` reads the letters back."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from connectors.kafka.admin import ensure_topic
+from connectors.kafka.errors import KafkaUnavailable
+from connectors.kafka.offsets import end_offsets
+from derived.change import DeadLetter
+
+
+class DeadLetterWriter:
+    """The dead-letter sink of the pipeline: a Kafka producer."""
+
+    def __init__(self, kafka_conf: dict, topic: str):
+        from confluent_kafka import Producer
+
+        self.topic = topic
+        # One partition, kept, not compacted: every letter matters.
+        ensure_topic(kafka_conf, topic)
+        self._producer = Producer({**kafka_conf, "linger.ms": 5, "enable.idempotence": False})
+        self._errors: list[str] = []
+
+    def _delivered(self, err, _msg) -> None:
+        if err is not None:
+            self._errors.append(str(err))
+
+    def write(self, letters: Iterable[DeadLetter]) -> int:
+        """Produce and wait for every letter; raises if any is not acknowledged (the batch is retried)."""
+        count = 0
+        for dl in letters:
+            headers = {"cdckit.reason": dl.reason, "cdckit.stage": dl.stage,
+                       "cdckit.source.topic": dl.position.topic,
+                       "cdckit.source.partition": str(dl.position.partition),
+                       "cdckit.source.offset": str(dl.position.offset), **{f"cdckit.{k}": v for k, v in dl.extra.items()}}
+            self._producer.produce(self.topic, key=dl.key, value=dl.value,
+                                   headers=[(k, v.encode()) for k, v in headers.items()], on_delivery=self._delivered)
+            count += 1
+        if count:
+            remaining = self._producer.flush(30)
+            if remaining or self._errors:
+                errors, self._errors = self._errors, []
+                # Restartable: the batch is re-run later (nothing of it is committed), so no letter is lost.
+                raise KafkaUnavailable(f"dead-letter topic {self.topic}: {remaining} unsent, errors: {errors[:3]}")
+        return count
+
+
+@dataclass
+class Letter:
+    """A dead letter as read back: where its record came from, why it was refused, the record."""
+
+    offset: int
+    source_topic: str
+    source_partition: int
+    source_offset: int
+    stage: str
+    reason: str
+    key: bytes | None
+    value: bytes | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {"offset": self.offset, "source": f"{self.source_topic}[{self.source_partition}]@{self.source_offset}",
+                "stage": self.stage, "reason": self.reason,
+                "key": None if self.key is None else self.key.decode(errors="replace")[:200],
+                "value_bytes": None if self.value is None else len(self.value)}
+
+
+def read_letters(conf: dict[str, Any], topic: str, from_offset: int = 0) -> list[Letter]:
+    """The letters of the topic from an offset to its end now."""
+    end = int(end_offsets(conf, [topic]).get(topic, {}).get("0", 0))
+    letters: list[Letter] = []
+    if end <= from_offset:
+        return letters
+    from confluent_kafka import Consumer, TopicPartition
+
+    # The reasons travel in headers, which the Spark source does not carry: read with a plain consumer.
+    c = Consumer({**conf, "group.id": "cdckit-dlq", "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition(topic, 0, from_offset)])
+    try:
+        while not letters or letters[-1].offset < end - 1:
+            msgs = c.consume(1000, 5)
+            if not msgs:
+                break
+            for m in msgs:
+                if m.error() is not None or m.offset() >= end:
+                    continue
+                h = {k: (v or b"").decode(errors="replace") for k, v in (m.headers() or [])}
+                letters.append(Letter(m.offset(), h.get("cdckit.source.topic", ""),
+                                      int(h.get("cdckit.source.partition", 0)), int(h.get("cdckit.source.offset", -1)),
+                                      h.get("cdckit.stage", ""), h.get("cdckit.reason", ""), m.key(), m.value()))
+    finally:
+        c.close()
+    return letters

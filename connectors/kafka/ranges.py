@@ -1,0 +1,209 @@
+"""Offset ranges of one partition, and the consumers that read them.
+
+Compaction leaves gaps in offsets: a range is read until the consumer's position reaches its end,
+not until a record with offset end-1 arrives. Consumers are kept per Python process (a Spark
+worker, a benchmark) across ranges: creating one and connecting costs more than a small range.
+"""
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import pyarrow as pa
+
+from connectors.kafka.errors import KafkaUnavailable
+
+# The records of a range as Arrow batches: the columns of Spark's built-in kafka source.
+ARROW_SCHEMA = pa.schema([
+    ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()), ("partition", pa.int32()),
+    ("offset", pa.int64()), ("timestamp", pa.timestamp("us", tz="UTC")), ("timestampType", pa.int32()),
+])
+# The ranges themselves, one row each (the Spark source's `ranges` mode).
+RANGE_ARROW_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("start", pa.int64()),
+                                ("end", pa.int64())])
+STALE_WATERMARK_S = 2.0
+
+
+@dataclass
+class KafkaRange:
+    """[start, end) of one partition."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+
+def pack_ranges(ranges: list[KafkaRange], tasks: int) -> list[list[KafkaRange]]:
+    """At most `tasks` sets of ranges with record counts as even as greedy packing makes them.
+    Why: a micro-batch with more tasks than cores runs a second wave of tasks; a heartbeat topic's
+    one record must not cost a batch that wave (the largest ranges are placed first, each in the
+    lightest set, so the small ones fill in beside them)."""
+    sets: list[list[KafkaRange]] = [[] for _ in range(max(1, min(tasks, len(ranges))))]
+    loads = [0] * len(sets)
+    for r in sorted(ranges, key=lambda r: r.end - r.start, reverse=True):
+        i = loads.index(min(loads))
+        sets[i].append(r)
+        loads[i] += r.end - r.start
+    return [s for s in sets if s]
+
+
+def read_range(conf: dict[str, Any], r: KafkaRange, poll_timeout_s: float = 120,
+               chunk: int = 20_000) -> Iterator[pa.RecordBatch]:
+    """Records of [start, end) of one partition as Arrow batches of ARROW_SCHEMA."""
+    cols: dict[str, list] = {n: [] for n in ARROW_SCHEMA.names}
+    for msgs in read_messages(conf, r, poll_timeout_s):
+        for m in msgs:
+            ts_type, ts = m.timestamp()
+            cols["key"].append(m.key())
+            cols["value"].append(m.value())
+            cols["offset"].append(m.offset())
+            cols["timestamp"].append(ts * 1000 if ts and ts > 0 else None)
+            cols["timestampType"].append(ts_type)
+        if len(cols["offset"]) >= chunk:
+            yield _batch(r, cols)
+            cols = {n: [] for n in ARROW_SCHEMA.names}
+    if cols["offset"]:
+        yield _batch(r, cols)
+
+
+def _transient_codes() -> frozenset[int]:
+    from confluent_kafka import KafkaError
+
+    return frozenset({KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT,
+                      KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE})
+
+
+_TRANSIENT = _transient_codes()
+
+
+def _log_end(c, r: KafkaRange) -> int | None:
+    """The partition's high watermark from the broker now, or None when it does not answer."""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    try:
+        return c.get_watermark_offsets(TopicPartition(r.topic, r.partition), timeout=5, cached=False)[1]
+    except KafkaException:
+        return None
+
+
+def _partition_exists(c, r: KafkaRange) -> bool:
+    """Whether the broker still has the range's partition (True when it does not answer: that is
+    an outage, not a loss)."""
+    from confluent_kafka import KafkaException
+
+    try:
+        meta = c.list_topics(r.topic, timeout=5).topics.get(r.topic)
+    except KafkaException:
+        return True
+    return meta is not None and meta.error is None and r.partition in meta.partitions
+
+
+def read_messages(conf: dict[str, Any], r: KafkaRange, poll_timeout_s: float = 120) -> Iterator[list]:
+    """The consumer's messages of [start, end) of one partition, a list per fetch (no error
+    messages, nothing at or past `end`). Offsets may have gaps (compaction, transaction markers):
+    the range is done when the consumer's position reaches `end`, not when a record with offset
+    end-1 arrives. A range the broker can no longer serve raises."""
+    from confluent_kafka import KafkaError, TopicPartition
+
+    tp = TopicPartition(r.topic, r.partition, r.start)
+    c = _reader(conf)
+    c.assign([tp])
+    healthy = False
+    next_offset = r.start
+    last_progress = time.monotonic()
+    where = f"{r.topic}[{r.partition}]"
+    try:
+        while next_offset < r.end:
+            # consume() waits for its whole timeout unless it fills the batch: ask for no more
+            # than the range still holds, so a small micro-batch returns as soon as it arrived.
+            msgs = c.consume(max(1, min(10_000, r.end - next_offset)), 0.5)
+            if not msgs:
+                position = c.position([TopicPartition(r.topic, r.partition)])[0].offset
+                if position >= r.end:
+                    break
+                stalled = time.monotonic() - last_progress
+                # No progress for longer than a fetch takes: ask the broker where the log ends (the
+                # cached watermark may predate this assignment, or the broker's restart). A broker
+                # that does not answer is an outage, not a shorter log.
+                high = _log_end(c, r) if stalled > STALE_WATERMARK_S else None
+                if high is not None and 0 <= high < r.end and max(position, next_offset) >= high:
+                    raise RuntimeError(f"{where}: the log ends at {high}, before the range end {r.end} "
+                                       f"(the topic was recreated or the broker lost its data: recover with `cdckit bootstrap`)")
+                if stalled > STALE_WATERMARK_S and not _partition_exists(c, r):
+                    raise RuntimeError(f"{where}: the topic or partition no longer exists (it was deleted or the "
+                                       f"broker lost its data: recover with `cdckit bootstrap`)")
+                if stalled > poll_timeout_s:
+                    raise KafkaUnavailable(f"{where}: no record between offsets {next_offset} and {r.end} "
+                                           f"within {poll_timeout_s:g} s")
+                continue
+            last_progress = time.monotonic()
+            # Errors librdkafka recovers from by itself (a broker restarting) are reports, not data.
+            msgs = [m for m in msgs if m.error() is None or m.error().code() not in _TRANSIENT]
+            good = msgs
+            for i, m in enumerate(msgs):
+                err = m.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        if m.offset() < r.end:
+                            raise RuntimeError(f"{where}: the log ends at {m.offset()}, before the range end "
+                                               f"{r.end} (the topic was recreated or the broker lost its data: recover with `cdckit bootstrap`)")
+                        good, next_offset = msgs[:i], r.end
+                        break
+                    raise RuntimeError(f"{where} at offset {next_offset}: {err} "
+                                       f"(range {r.start}-{r.end} can no longer be served)")
+                if m.offset() >= r.end:
+                    good, next_offset = msgs[:i], r.end
+                    break
+            else:
+                next_offset = msgs[-1].offset() + 1
+            if good:
+                yield good
+        healthy = True
+    finally:
+        _release(conf, c, healthy)
+
+
+_readers: dict[str, Any] = {}
+
+
+def _reader(conf: dict[str, Any]):
+    """A consumer kept per Python worker across micro-batches: creating one and connecting costs
+    more than a small batch's whole read."""
+    from confluent_kafka import Consumer
+
+    key = json.dumps(conf, sort_keys=True, default=str)
+    c = _readers.pop(key, None)
+    if c is None:
+        # fetch.wait.max.ms: a fetch left in flight at a range's log end would otherwise be held by
+        # the broker up to 500 ms, and the next range's fetch (next batch, or the same task) waits behind it.
+        c = Consumer({**conf, "group.id": "cdckit-source-reader", "enable.auto.commit": False,
+                      "auto.offset.reset": "error", "enable.partition.eof": True, "fetch.max.bytes": 52428800,
+                      "fetch.wait.max.ms": 10, "log_level": 3})
+    return c
+
+
+def _release(conf: dict[str, Any], c, healthy: bool) -> None:
+    key = json.dumps(conf, sort_keys=True, default=str)
+    if healthy and key not in _readers:
+        c.unassign()
+        _readers[key] = c
+    else:
+        c.close()
+
+
+def close_readers() -> None:
+    """Close this process's kept range readers (a process that outlives its broker, e.g. a
+    benchmark, would otherwise log their reconnect attempts)."""
+    while _readers:
+        _readers.popitem()[1].close()
+
+
+def _batch(r: KafkaRange, cols: dict[str, list]) -> pa.RecordBatch:
+    n = len(cols["offset"])
+    cols["topic"], cols["partition"] = [r.topic] * n, [r.partition] * n
+    arrays = [pa.array(cols[f.name], type=f.type) if f.name != "timestamp"
+              else pa.array(cols["timestamp"], type=pa.int64()).cast(f.type) for f in ARROW_SCHEMA]
+    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)

@@ -1,0 +1,60 @@
+"""Redis cache generations: a rebuild fills a spare database, then SWAPDB exchanges it with the
+live one in a single atomic command. Readers keep using the live database number and see either
+the whole old cache or the whole new one: no window with a missing or half-written key.
+
+SWAPDB needs a standalone server (Redis Cluster has only database 0); that is checked before a
+rebuild starts.
+"""
+from __future__ import annotations
+
+import redis
+
+from derived.sinks.errors import GenerationError
+
+MARK = "cdckit:generation"   # in the spare database while a rebuild fills it
+
+
+def check_spare(live: redis.Redis, spare: redis.Redis, live_db: int, spare_db: int, resume: bool) -> None:
+    """The spare database must be empty, or hold this same rebuild's partial work when resuming."""
+    if live_db == spare_db:
+        raise GenerationError("redis.rebuild_db must differ from the live database")
+    try:
+        live.execute_command("SWAPDB", live_db, live_db)   # a no-op that fails where SWAPDB is unsupported
+    except redis.ResponseError as exc:
+        raise GenerationError(f"redis: SWAPDB is not available ({exc}); a cache rebuild needs a standalone "
+                              "server with more than one database") from None
+    size = spare.dbsize()
+    if size and not (resume and spare.exists(MARK)):
+        raise GenerationError(f"redis database {spare_db} (redis.rebuild_db) holds {size} keys that are not "
+                              "a cdckit rebuild; empty it or choose another redis.rebuild_db")
+
+
+def begin(spare: redis.Redis, label: str) -> None:
+    spare.set(MARK, label)
+
+
+def switch(live: redis.Redis, spare: redis.Redis, live_db: int, spare_db: int, label: str) -> None:
+    """Atomically exchange the databases. Idempotent: the marker travels with the new data, so a
+    rerun after a crash right after SWAPDB finds this rebuild live already and does not swap back
+    (which would serve the old generation and then flush the new one). `finish` removes it."""
+    if _holds(live, label):
+        return
+    if not _holds(spare, label):
+        raise GenerationError(f"redis: neither database {live_db} nor {spare_db} holds rebuild {label}")
+    live.execute_command("SWAPDB", live_db, spare_db)
+
+
+def finish(live: redis.Redis, label: str) -> None:
+    """The switch is recorded: the marker of this rebuild leaves the live database."""
+    if _holds(live, label):
+        live.delete(MARK)
+
+
+def _holds(client: redis.Redis, label: str) -> bool:
+    held = client.get(MARK)
+    return held is not None and held.decode() == label
+
+
+def drop_old(spare: redis.Redis) -> None:
+    """After the switch the spare database holds the old generation."""
+    spare.flushdb()

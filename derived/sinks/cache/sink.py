@@ -1,0 +1,208 @@
+"""Redis cache sink: pipelined, server-side compare-and-set on the version (Lua)."""
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any, Iterable
+
+import orjson
+import redis
+
+from derived.change import Change, DeadLetter
+from derived.sinks.errors import StoreUnavailable
+from derived.sinks.protocol import SinkResult
+from derived.sinks.retry import retried
+from derived.sinks.cache.keys import render_key
+from derived.shape import shape, shaped_field
+
+
+@dataclass
+class CacheTable:
+    key_template: str
+    format: str = "json"
+    ttl_s: int | None = None
+    columns: list[str] | None = None
+    rename: dict[str, str] = field(default_factory=dict)
+
+    def key(self, change: Change) -> str:
+        return render_key(self.key_template, change.key, change.doc_id)
+
+    def pattern(self) -> str:
+        """A SCAN pattern matching every key of this table."""
+        parts = string.Formatter().parse(self.key_template)
+        return "".join(_glob_escape(lit) + ("*" if field is not None else "") for lit, field, _, _ in parts)
+
+
+def _glob_escape(text: str) -> str:
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+
+
+def _default(value: Any) -> Any:
+    return str(value)
+
+
+def hash_value(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return orjson.dumps(value, default=_default).decode()
+
+
+# Server states that pass (memory freed, a failover done, a load finished): the batch is re-run
+# later. Any other error of one key's command (WRONGTYPE: the key holds something else; a script
+# error) is that record's, and dead-lettered like a search rejection.
+_PASSING = (redis.exceptions.OutOfMemoryError, redis.exceptions.ReadOnlyError, redis.exceptions.BusyLoadingError,
+            redis.exceptions.ClusterDownError, redis.exceptions.TryAgainError, redis.exceptions.MasterDownError)
+_PASSING_TEXT = ("OOM", "READONLY", "LOADING", "MASTERDOWN", "BUSY ", "NOREPLICAS", "CLUSTERDOWN", "TRYAGAIN")
+
+
+def _passing(exc: object) -> bool:
+    return isinstance(exc, _PASSING) or (isinstance(exc, Exception) and str(exc).startswith(_PASSING_TEXT))
+
+
+class RedisCache:
+    VERSION_PREFIX = "cdckit:v:"
+
+    def __init__(self, client: redis.Redis, deleted_version_ttl_s: int, retries: int = 5):
+        self.r = client
+        self.deleted_ttl = deleted_version_ttl_s
+        self.retries = retries
+        scripts = resources.files("derived.sinks.cache")
+        self._upsert = self.r.register_script(scripts.joinpath("upsert.lua").read_text())
+        self._delete = self.r.register_script(scripts.joinpath("delete.lua").read_text())
+        self._forget = self.r.register_script(scripts.joinpath("forget.lua").read_text())
+
+    COUNT_PREFIX = "cdckit:count:"
+
+    def _keys(self, data_key: str, table: CacheTable) -> list[str]:
+        return [data_key, self.VERSION_PREFIX + data_key, self._count_key(table)]
+
+    def _count_key(self, table: CacheTable) -> str:
+        # Counted per key template: an O(1) estimate for `status` (keys with a TTL expire uncounted).
+        return f"{self.COUNT_PREFIX}{table.key_template}"
+
+    def count(self, table: CacheTable, exact: bool = False) -> int:
+        if not exact:
+            return int(self.r.get(self._count_key(table)) or 0)
+        pattern = table.pattern()
+        return sum(1 for k in self.r.scan_iter(match=pattern, count=1000) if not k.startswith(b"cdckit:"))
+
+    def prepare(self, table: CacheTable) -> None:
+        """Nothing to create: a key is written where its template says."""
+
+    def apply(self, changes: Iterable[Change], tables: dict[str, CacheTable]) -> SinkResult:
+        """Apply reduced changes (at most one per key). Retries connection errors, then raises."""
+        return self._retried(self._apply_once, list(changes), tables)
+
+    def _retried(self, call, *args):
+        """Connection errors retried with backoff, then StoreUnavailable (the job pauses and re-runs
+        the batch: every write here is versioned, so repeating it is harmless)."""
+        return retried(call, *args, retries=self.retries, cap=5.0,
+                       retry_on=(redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError),
+                       give_up=lambda exc: StoreUnavailable(f"redis: {exc}"))
+
+    MERGE_ATTEMPTS = 5
+
+    def _apply_once(self, changes: list[Change], tables: dict[str, CacheTable]) -> SinkResult:
+        stats = SinkResult()
+        pending = changes
+        for _ in range(self.MERGE_ATTEMPTS):
+            pending = self._write(pending, tables, stats)
+            if not pending:
+                return stats
+        raise StoreUnavailable(f"redis: {len(pending)} keys kept changing while their TOAST fields were merged")
+
+    def _write(self, changes: list[Change], tables: dict[str, CacheTable], stats: SinkResult) -> list[Change]:
+        """One pipelined round; returns the changes to write again (their key moved meanwhile)."""
+        stored = self._stored_json(changes, tables)
+        pipe = self.r.pipeline(transaction=False)
+        for ch in changes:
+            t = tables[ch.table]
+            keys = self._keys(t.key(ch), t)
+            if ch.tombstone:
+                self._forget(keys=keys, args=[self.deleted_ttl], client=pipe)
+            elif ch.op == "delete":
+                self._delete(keys=keys, args=[ch.version.redis(), self.deleted_ttl], client=pipe)
+            else:
+                doc = shape(ch.row, t)
+                merge = [f for f in (shaped_field(c, t) for c in ch.unavailable) if f is not None]
+                guard = ""
+                if merge and t.format == "json":
+                    held, old = stored.get(keys[0], (None, None))
+                    guard = held or ""
+                    doc = {**{f: old[f] for f in merge if old and f in old}, **doc}
+                args = [ch.version.redis(), t.format, orjson.dumps(doc, default=_default), t.ttl_s or 0,
+                        orjson.dumps(merge), guard]
+                if t.format == "hash":
+                    args += [x for f, v in doc.items() for x in (f, hash_value(v))]
+                self._upsert(keys=keys, args=args, client=pipe)
+        again = []
+        for ch, result in zip(changes, pipe.execute(raise_on_error=False)):
+            if isinstance(result, redis.ResponseError) and not _passing(result):
+                stats.dead.append(DeadLetter(ch.position, None, None, "apply", f"redis: {result}"[:1000]))
+            elif isinstance(result, Exception):
+                raise StoreUnavailable(f"redis: {result}") from result
+            elif result == 1:
+                stats.applied += 1
+            elif result == 2:
+                again.append(ch)
+            else:
+                stats.stale += 1
+        return again
+
+    def _stored_json(self, changes: list[Change], tables: dict[str, CacheTable]
+                     ) -> dict[str, tuple[str | None, dict[str, Any] | None]]:
+        """Held version and stored document of each JSON key whose change has unchanged TOAST
+        fields: they are merged here, exactly (orjson keeps every integer and the shortest
+        round-trip of every double), and written only if the held version is still the one read."""
+        keys = [tables[ch.table].key(ch) for ch in changes
+                if ch.op == "upsert" and ch.unavailable and not ch.tombstone and tables[ch.table].format == "json"]
+        if not keys:
+            return {}
+        pipe = self.r.pipeline(transaction=False)
+        for key in keys:
+            pipe.get(self.VERSION_PREFIX + key)
+            pipe.get(key)
+        found = pipe.execute(raise_on_error=False)
+        out = {}
+        for i, key in enumerate(keys):
+            held, raw = found[2 * i], found[2 * i + 1]
+            if isinstance(held, Exception) or isinstance(raw, Exception):
+                if _passing(held) or _passing(raw):
+                    raise StoreUnavailable(f"redis: {held if isinstance(held, Exception) else raw}")
+                continue  # the key holds another type: its write fails and is dead-lettered
+            try:
+                doc = orjson.loads(raw) if raw is not None else None
+            except orjson.JSONDecodeError:
+                doc = None  # not a document of ours: nothing to merge from
+            out[key] = (held.decode() if held is not None else None, doc if isinstance(doc, dict) else None)
+        return out
+
+    def truncate(self, change: Change, table: CacheTable) -> int:
+        """Delete, at the truncate's version, every key of the table not written after it
+        (idempotent: retried as a whole on connection errors)."""
+        return self._retried(self._truncate_once, change, table)
+
+    def _truncate_once(self, change: Change, table: CacheTable) -> int:
+        deleted = 0
+        args = [change.version.redis(), self.deleted_ttl]
+        pipe = self.r.pipeline(transaction=False)
+        for key in self.r.scan_iter(match=table.pattern(), count=1000):
+            key = key.decode() if isinstance(key, bytes) else key
+            if key.startswith("cdckit:"):
+                continue
+            self._delete(keys=[key, self.VERSION_PREFIX + key, self._count_key(table)], args=args, client=pipe)
+            if len(pipe) >= 1000:
+                deleted += sum(pipe.execute())
+        deleted += sum(pipe.execute())
+        return deleted
+
+    def read(self, key: str, table: CacheTable) -> dict[str, Any] | None:
+        data_key = key
+        if table.format == "json":
+            raw = self.r.get(data_key)
+            return None if raw is None else orjson.loads(raw)
+        raw = self.r.hgetall(data_key)
+        return {k.decode(): v.decode() for k, v in raw.items()} or None

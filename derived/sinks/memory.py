@@ -1,0 +1,73 @@
+"""Sinks in memory: the null store (a pipeline that writes only one store), a versioned store that
+keeps the stores' promise for tests of the pipeline's logic (tests/integration checks the real
+stores keep it), and a dead-letter sink that collects."""
+from __future__ import annotations
+
+from derived.change import DeadLetter, Version
+from derived.sinks.protocol import SinkResult
+
+
+class NullStore:
+    """Accepts everything and keeps nothing."""
+
+    def prepare(self, table) -> None:
+        pass
+
+    def apply(self, changes, tables) -> SinkResult:
+        return SinkResult(applied=len(list(changes)))
+
+    def truncate(self, change, table) -> int:
+        return 0
+
+
+class VersionedStore:
+    """Versioned writes (a version not above the held one is stale), unchanged TOAST fields merged
+    from what is held, tombstone-only deletes keeping the version just below the held one,
+    truncates removing what is older than their version."""
+
+    def __init__(self):
+        self.docs = {}  # doc_id -> (version, row or None)
+
+    def prepare(self, table) -> None:
+        pass
+
+    def apply(self, changes, tables) -> SinkResult:
+        stats = SinkResult()
+        for ch in changes:
+            held = self.docs.get(ch.doc_id)
+            if ch.tombstone:
+                if held is not None:
+                    v = held[0]
+                    self.docs[ch.doc_id] = (Version(v.epoch, v.kind, v.lsn - 1), None)
+                    stats.applied += 1
+                continue
+            if held is not None and ch.version <= held[0]:
+                stats.stale += 1
+                continue
+            row = None
+            if ch.op == "upsert":
+                kept = {c: held[1][c] for c in ch.unavailable if held and held[1] and c in held[1]}
+                row = {**kept, **ch.row}
+            self.docs[ch.doc_id] = (ch.version, row)
+            stats.applied += 1
+        return stats
+
+    def truncate(self, change, table):
+        older = [d for d, (v, row) in self.docs.items() if row is not None and v < change.version]
+        for d in older:
+            self.docs[d] = (change.version, None)
+        return len(older)
+
+    def rows(self):
+        return {d: row for d, (_, row) in self.docs.items() if row is not None}
+
+
+class CollectedLetters:
+    """A dead-letter sink that keeps the letters (`dlq replay` reports them instead of writing them back)."""
+
+    def __init__(self) -> None:
+        self.failed: list[DeadLetter] = []
+
+    def write(self, letters) -> int:
+        self.failed.extend(letters)
+        return 0

@@ -1,0 +1,43 @@
+"""What every sink promises, so the pipeline writes the search index, the Redis cache and the
+in-memory stores of tests alike.
+
+Writes are versioned (derived/change.py): a change not newer than what a store holds is `stale`,
+never an error, so any batch can be applied again. A change the store refuses for itself (a
+mapping conflict, a key of another type) is a dead letter in the result; a store that does not
+answer raises StoreUnavailable (derived/sinks/errors.py) after its retries (derived/sinks/retry.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Protocol
+
+from derived.change import Change, DeadLetter
+
+
+@dataclass
+class SinkResult:
+    """What one `apply` did."""
+
+    applied: int = 0
+    stale: int = 0
+    dead: list[DeadLetter] = field(default_factory=list)
+
+
+class Sink(Protocol):
+    """A derived store. `table` is the store's own per-table settings (SearchTable, CacheTable)."""
+
+    def prepare(self, table: Any) -> None:
+        """Make the table writable (e.g. its first index behind the alias); idempotent."""
+
+    def apply(self, changes: Iterable[Change], tables: dict[str, Any]) -> SinkResult:
+        """Reduced changes (at most one per key), each of a table in `tables`."""
+
+    def truncate(self, change: Change, table: Any) -> int:
+        """Remove every entry of the table not written after the truncate's version; returns how many."""
+
+
+class DeadLetterSink(Protocol):
+    """Where dead letters go: the dead-letter topic, or a collection (tests, `dlq replay`)."""
+
+    def write(self, letters: Iterable[DeadLetter]) -> int:
+        """Keep the letters; returns how many were written."""

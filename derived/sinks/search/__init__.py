@@ -1,0 +1,1 @@
+"""The search index sink (Elasticsearch, OpenSearch) and its generations behind an alias."""

@@ -1,0 +1,189 @@
+"""Search engine adapters: the few calls cdckit makes, one adapter per client library
+(opensearch-py, elasticsearch-py), both able to talk to either engine."""
+from __future__ import annotations
+
+from typing import Any, Iterator, Protocol
+
+import orjson
+
+
+class Engine(Protocol):
+    """The few calls cdckit makes; one adapter per client library."""
+
+    def bulk(self, operations: list[dict[str, Any]]) -> dict[str, Any]: ...
+    def alias_exists(self, alias: str) -> bool: ...
+    def create_index(self, index: str, mappings: dict[str, Any] | None, gc_deletes_s: int | None = None) -> None: ...
+    def point_alias(self, alias: str, index: str, remove_from: list[str]) -> None: ...
+    def alias_targets(self, alias: str) -> list[str]: ...
+    def mget(self, index: str, ids: list[str]) -> dict[str, dict[str, Any]]: ...
+    def versions(self, index: str, ids: list[str]) -> dict[str, int]: ...
+    def search(self, index: str, body: dict[str, Any]) -> dict[str, Any]: ...
+    def count(self, index: str) -> int: ...
+    def delete_index(self, index: str) -> None: ...
+    def index_exists(self, index: str) -> bool: ...
+    def scan_versions(self, index: str, page: int = 5000) -> Iterator[tuple[str, int]]: ...
+    def refresh(self, index: str) -> None: ...
+
+
+class _Common:
+    client: Any
+
+    def alias_exists(self, alias: str) -> bool:
+        return bool(self.client.indices.exists_alias(name=alias))
+
+    def alias_targets(self, alias: str) -> list[str]:
+        if not self.alias_exists(alias):
+            return []
+        return sorted(self.client.indices.get_alias(name=alias))
+
+    def point_alias(self, alias: str, index: str, remove_from: list[str]) -> None:
+        actions = [{"remove": {"index": old, "alias": alias}} for old in remove_from]
+        actions.append({"add": {"index": index, "alias": alias, "is_write_index": True}})
+        self._aliases(actions)
+
+    def mget(self, index: str, ids: list[str]) -> dict[str, dict[str, Any]]:
+        body = self._mget(index, ids)
+        return {d["_id"]: d["_source"] for d in body["docs"] if d.get("found")}
+
+    def versions(self, index: str, ids: list[str]) -> dict[str, int]:
+        """The stored version of each of these documents that exists."""
+        body = self._mget(index, ids)
+        return {d["_id"]: int(d["_version"]) for d in body["docs"] if d.get("found")}
+
+    def count(self, index: str) -> int:
+        return int(self.client.count(index=index)["count"])
+
+    def scan_ids(self, index: str, page: int = 5000):
+        """Every document id, by scroll (constant memory)."""
+        yield from (i for i, _ in self.scan_versions(index, page))
+
+    def scan_versions(self, index: str, page: int = 5000):
+        """Every (document id, version), by scroll (constant memory)."""
+        body = self._scroll_start(index, page)
+        try:
+            while body["hits"]["hits"]:
+                yield from ((h["_id"], int(h.get("_version", 0))) for h in body["hits"]["hits"])
+                body = self._scroll_next(body["_scroll_id"])
+        finally:
+            try:
+                self.client.clear_scroll(scroll_id=body.get("_scroll_id"))
+            except Exception:  # noqa: BLE001 - best effort; the scroll expires anyway
+                pass
+
+    def delete_index(self, index: str) -> None:
+        self.client.indices.delete(index=index)
+
+    def index_exists(self, index: str) -> bool:
+        return bool(self.client.indices.exists(index=index))
+
+    def refresh(self, index: str) -> None:
+        self.client.indices.refresh(index=index)
+
+
+class OpenSearchEngine(_Common):
+    def __init__(self, url: str, http_auth: tuple[str, str] | None = None, api_key: str | None = None,
+                 verify_certs: bool = True, ca_certs: str | None = None, timeout: float = 30):
+        from opensearchpy import OpenSearch
+
+        headers = {"Authorization": f"ApiKey {api_key}"} if api_key else None
+        self.client = OpenSearch(url, http_auth=http_auth, headers=headers, verify_certs=verify_certs,
+                                 ca_certs=ca_certs, timeout=timeout, max_retries=0)
+
+    def bulk(self, operations):
+        return self.client.bulk(body=_ndjson(operations))
+
+    def create_index(self, index, mappings, gc_deletes_s=None):
+        body: dict[str, Any] = {"settings": _index_settings(gc_deletes_s)}
+        if mappings:
+            body["mappings"] = {"properties": mappings}
+        self.client.indices.create(index=index, body=body)
+
+    def _aliases(self, actions):
+        self.client.indices.update_aliases(body={"actions": actions})
+
+    def _mget(self, index, ids):
+        return self.client.mget(index=index, body={"ids": ids})
+
+    def search(self, index, body):
+        return self.client.search(index=index, body=body)
+
+    def _scroll_start(self, index, page):
+        return self.client.search(index=index, scroll="2m", body={"size": page, "_source": False, "version": True,
+                                                                  "query": {"match_all": {}}})
+
+    def _scroll_next(self, scroll_id):
+        return self.client.scroll(scroll_id=scroll_id, scroll="2m")
+
+
+class ElasticsearchEngine(_Common):
+    def __init__(self, url: str, http_auth: tuple[str, str] | None = None, api_key: str | None = None,
+                 verify_certs: bool = True, ca_certs: str | None = None, timeout: float = 30):
+        from elasticsearch import Elasticsearch
+
+        self.client = Elasticsearch(url, basic_auth=http_auth, api_key=api_key, verify_certs=verify_certs,
+                                    ca_certs=ca_certs, request_timeout=timeout, max_retries=0,
+                                    node_class=_plain_json_node())
+
+    def bulk(self, operations):
+        return self.client.bulk(operations=_ndjson(operations)).body
+
+    def create_index(self, index, mappings, gc_deletes_s=None):
+        self.client.indices.create(index=index, settings=_index_settings(gc_deletes_s),
+                                   mappings={"properties": mappings} if mappings else None)
+
+    def _aliases(self, actions):
+        self.client.indices.update_aliases(actions=actions)
+
+    def _mget(self, index, ids):
+        return self.client.mget(index=index, ids=ids).body
+
+    def search(self, index, body):
+        return self.client.search(index=index, **body).body
+
+    def _scroll_start(self, index, page):
+        return self.client.search(index=index, scroll="2m", size=page, source=False, version=True,
+                                  query={"match_all": {}}).body
+
+    def _scroll_next(self, scroll_id):
+        return self.client.scroll(scroll_id=scroll_id, scroll="2m").body
+
+
+def _index_settings(gc_deletes_s: int | None) -> dict[str, Any]:
+    settings: dict[str, Any] = {"number_of_replicas": 0}
+    if gc_deletes_s:
+        settings["index.gc_deletes"] = f"{gc_deletes_s}s"
+    return settings
+
+
+def _ndjson(operations: list[dict[str, Any]]) -> bytes:
+    """The bulk body serialised with orjson: the client libraries' stdlib json costs more CPU
+    than the engine spends indexing a small document."""
+    return b"\n".join(orjson.dumps(op, default=str) for op in operations) + b"\n"
+
+
+def _plain_json_node():
+    """A transport node that sends plain JSON media types. elasticsearch-py always rewrites them to
+    `application/vnd.elasticsearch+json; compatible-with=N`, which OpenSearch-API servers refuse;
+    Elasticsearch 8/9 accept plain JSON too, so one client works against both (the product check
+    is answered for servers that do not send Elasticsearch's product header)."""
+    import re
+
+    from elastic_transport import Urllib3HttpNode
+
+    compat = re.compile(r"application/vnd\.elasticsearch\+([a-z\-]+); compatible-with=\d+")
+
+    class PlainJsonNode(Urllib3HttpNode):
+        def perform_request(self, method, target, body=None, headers=None, request_timeout=None):
+            if headers:
+                headers = headers.copy()
+                for name in ("accept", "content-type"):
+                    if name in headers:
+                        headers[name] = compat.sub(r"application/\1", headers[name])
+            response = super().perform_request(method, target, body=body, headers=headers,
+                                               request_timeout=request_timeout)
+            # The client refuses a server that does not say it is Elasticsearch (OpenSearch does not).
+            if "x-elastic-product" not in response.meta.headers:
+                response.meta.headers["X-Elastic-Product"] = "Elasticsearch"
+            return response
+
+    return PlainJsonNode

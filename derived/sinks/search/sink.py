@@ -1,0 +1,222 @@
+"""Search index sink: versioned bulk writes through an alias, for Elasticsearch and OpenSearch.
+
+External versions (`external_gte`) make every write idempotent and order-independent: a 409 is
+"the index already holds something newer", not an error. Deletes are versioned too, so the
+engine remembers (for `index.gc_deletes`) that an older upsert must not bring the document back.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Iterable
+
+import orjson
+
+from derived.change import Change, DeadLetter, Version
+from derived.shape import shape, shaped_field
+from derived.sinks.errors import StoreUnavailable
+from derived.sinks.protocol import SinkResult
+from derived.sinks.retry import pauses, retried
+from derived.sinks.search.engines import Engine
+
+RETRYABLE = {429, 500, 502, 503, 504}
+
+
+@dataclass
+class SearchTable:
+    alias: str
+    columns: list[str] | None = None
+    rename: dict[str, str] = field(default_factory=dict)
+    mappings: dict[str, Any] | None = None
+
+
+class SearchSink:
+    def __init__(self, engine: Engine, chunk: int = 2000, retries: int = 5, max_document_bytes: int | None = None,
+                 require_alias: bool = True, gc_deletes_s: int | None = None):
+        self.engine, self.chunk, self.retries = engine, chunk, retries
+        self.gc_deletes_s = gc_deletes_s
+        self.max_document_bytes = max_document_bytes
+        # Live writes go through the alias and must never auto-create an index in its place (after
+        # the engine lost its data, that index would block the rebuild's alias).
+        self.require_alias = require_alias
+
+    def target(self, table: SearchTable) -> str:
+        return table.alias  # an alias for the live store; a concrete index for a rebuild's generation
+
+    def prepare(self, table: SearchTable) -> None:
+        """A first generation `<alias>_v1` behind the alias, unless the alias exists already."""
+        if self.engine.alias_exists(table.alias):
+            return
+        index = f"{table.alias}_v1"
+        try:
+            self.engine.create_index(index, table.mappings, self.gc_deletes_s)
+        except Exception as exc:  # noqa: BLE001 - exists already (e.g. a crash between the two calls)
+            if "already_exists" not in str(exc) and "already exists" not in str(exc):
+                raise
+        self.engine.point_alias(table.alias, index, [])
+
+    def _op(self, ch: Change, table: SearchTable, kept: dict[str, Any]) -> list[dict[str, Any]]:
+        meta = {"_index": self.target(table), "_id": ch.doc_id, "version": ch.version.external(),
+                "version_type": "external_gte"}
+        if ch.op == "delete":
+            return [{"delete": meta}]
+        if self.require_alias:
+            meta["require_alias"] = True
+        return [{"index": meta}, {**kept, **shape(ch.row, table)}]
+
+    def apply(self, changes: Iterable[Change], tables: dict[str, SearchTable]) -> SinkResult:
+        stats = SinkResult()
+        changes = [ch for ch in changes if self._fits(ch, tables[ch.table], stats)]
+        if any(ch.tombstone for ch in changes):
+            changes = self._tombstone_deletes(changes, tables, stats)
+        kept = self._stored_unavailable(changes, tables)
+        for start in range(0, len(changes), self.chunk):
+            self._apply_chunk(changes[start:start + self.chunk], tables, stats, kept)
+        return stats
+
+    def _read(self, call, *args):
+        """A read the writes depend on, retried like them: an engine that is restarting is an
+        outage (StoreUnavailable: the job pauses and re-runs the batch), not a failed batch."""
+        # Any exception: connection errors, timeouts, 5xx of either client.
+        return retried(call, *args, retries=self.retries, retry_on=(Exception,), cap=8.0,
+                       give_up=lambda exc: StoreUnavailable(f"search: {type(exc).__name__}: {exc}"))
+
+    def _tombstone_deletes(self, changes: list[Change], tables: dict[str, SearchTable], stats: SinkResult
+                           ) -> list[Change]:
+        """A tombstone-only delete (derived/reduce.py: settle_tombstones) becomes a versioned delete
+        at the stored document's version: external_gte accepts it, and a redelivered copy of that
+        very change again (an equal version) while anything older stays refused."""
+        by_table: dict[str, list[Change]] = {}
+        for ch in changes:
+            if ch.tombstone:
+                by_table.setdefault(ch.table, []).append(ch)
+        held: dict[tuple[str, str], int] = {}
+        for name, group in by_table.items():
+            found = self._read(self.engine.versions, self.target(tables[name]), [ch.doc_id for ch in group])
+            held.update({(name, doc_id): v for doc_id, v in found.items()})
+        out = []
+        for ch in changes:
+            if not ch.tombstone:
+                out.append(ch)
+                continue
+            stored = held.get((ch.table, ch.doc_id))
+            if stored is None:
+                stats.stale += 1
+                continue
+            out.append(replace(ch, version=Version(stored >> 1, stored & 1, 0)))
+        return out
+
+    def _check_squatters(self, pending: list[Change], items: list[dict[str, Any]],
+                         tables: dict[str, SearchTable]) -> None:
+        """A bulk delete through a missing alias makes the engine create a plain index of that name
+        (deletes cannot require an alias). It holds nothing but delete markers: remove it, and stop."""
+        squatted = {tables[ch.table].alias for ch, item in zip(pending, items)
+                    if next(iter(item.values())).get("_index") == tables[ch.table].alias}
+        for alias in squatted:
+            if not self.engine.alias_exists(alias) and self.engine.index_exists(alias):
+                self.engine.delete_index(alias)
+        if squatted:
+            raise StoreUnavailable(f"search: alias {', '.join(sorted(squatted))} does not exist (the engine lost its "
+                                   "data?); run `cdckit rebuild search`")
+
+    def _fits(self, ch: Change, table: SearchTable, stats: SinkResult) -> bool:
+        """An oversized document would fail its whole bulk request: refuse it alone, up front."""
+        if not self.max_document_bytes or ch.op != "upsert":
+            return True
+        size = len(orjson.dumps(shape(ch.row, table), default=str))
+        if size <= self.max_document_bytes:
+            return True
+        stats.dead.append(DeadLetter(ch.position, None, None, "apply",
+                                     f"document {ch.doc_id!r} is {size:,} bytes, above "
+                                     f"search.max_document_bytes ({self.max_document_bytes:,})", {"store": "search"}))
+        return False
+
+    def _apply_chunk(self, pending: list[Change], tables: dict[str, SearchTable], stats: SinkResult,
+                     kept: dict[tuple[str, str], dict[str, Any]]) -> None:
+        waits = pauses(self.retries, 0.2, 8.0)
+        while True:
+            ops = [op for ch in pending
+                   for op in self._op(ch, tables[ch.table], kept.get((ch.table, ch.doc_id), {}))]
+            try:
+                result = self.engine.bulk(ops)
+            except Exception as exc:  # noqa: BLE001 - connection errors, timeouts, 429/5xx on the request
+                failure: Exception | None = exc
+                retry = pending
+            else:
+                failure, retry = None, []
+                if self.require_alias:
+                    self._check_squatters(pending, result["items"], tables)
+                for ch, item in zip(pending, result["items"]):
+                    outcome = next(iter(item.values()))
+                    status = outcome.get("status", 500)
+                    if status == 404 and _error_type(outcome) == "index_not_found_exception":
+                        raise StoreUnavailable(f"search: index {outcome.get('_index')} does not exist (the engine "
+                                               "lost its data?); run `cdckit rebuild search`")
+                    if status < 300 or (status == 404 and ch.op == "delete"):
+                        stats.applied += 1
+                    elif status == 409:
+                        stats.stale += 1
+                    elif status in RETRYABLE:
+                        retry.append(ch)
+                    else:
+                        stats.dead.append(DeadLetter(ch.position, None, None, "apply",
+                                                     f"search rejected document {ch.doc_id!r}: "
+                                                     f"{_reason(outcome)}", {"store": "search"}))
+            if not retry:
+                return
+            pending = retry
+            pause = next(waits, None)
+            if pause is None:
+                break
+            time.sleep(pause)
+        raise StoreUnavailable(f"search: {len(pending)} writes still failing after {self.retries} retries"
+                               + (f": {failure}" if failure else ""))
+
+    def _stored_unavailable(self, changes: list[Change], tables: dict[str, SearchTable]
+                            ) -> dict[tuple[str, str], dict[str, Any]]:
+        """Unchanged TOAST columns come without a value: the stored document's fields for them."""
+        by_table: dict[str, list[Change]] = {}
+        for ch in changes:
+            if ch.op == "upsert" and ch.unavailable:
+                by_table.setdefault(ch.table, []).append(ch)
+        kept: dict[tuple[str, str], dict[str, Any]] = {}
+        for name, group in by_table.items():
+            t = tables[name]
+            stored = self._read(self.engine.mget, self.target(t), [ch.doc_id for ch in group])
+            for ch in group:
+                old = stored.get(ch.doc_id, {})
+                fields = [f for f in (shaped_field(c, t) for c in ch.unavailable) if f is not None]
+                kept[(name, ch.doc_id)] = {f: old[f] for f in fields if f in old}
+        return kept
+
+    def truncate(self, change: Change, table: SearchTable) -> int:
+        """Versioned deletes of every document not written after the truncate (a full scroll: the
+        newer documents may be anywhere). The deletes carry the version just below the cut's: a
+        document written at the cut's own external version after the scroll (later in the truncating
+        transaction, or a row a re-snapshot read again) refuses them, while everything older accepts.
+        Idempotent, so retried as a whole like a read."""
+        return self._read(self._truncate_once, change, table)
+
+    def _truncate_once(self, change: Change, table: SearchTable) -> int:
+        cut = change.version.external()
+        self.engine.refresh(self.target(table))  # the scroll must see documents indexed just before
+        older = [doc_id for doc_id, version in self.engine.scan_versions(self.target(table)) if version < cut]
+        for start in range(0, len(older), self.chunk):
+            ops = [{"delete": {"_index": self.target(table), "_id": i, "version": cut - 1,
+                               "version_type": "external_gte"}} for i in older[start:start + self.chunk]]
+            self.engine.bulk(ops)
+        if older:
+            self.engine.refresh(self.target(table))
+        return len(older)
+
+
+def _error_type(outcome: dict[str, Any]) -> str | None:
+    err = outcome.get("error")
+    return err.get("type") if isinstance(err, dict) else None
+
+
+def _reason(outcome: dict[str, Any]) -> str:
+    err = outcome.get("error")
+    if isinstance(err, dict):
+        return f"{err.get('type')}: {err.get('reason')}"
+    return str(err or outcome)

@@ -1,0 +1,74 @@
+"""`python -m devstack up|down|status` (scripts/devstack): the local stack of real servers."""
+from __future__ import annotations
+
+import sys
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from devstack import stack
+from devstack.packages import MissingPackage
+from devstack.settings import StackSettings
+
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+
+
+def say(text: str) -> None:
+    out.print(text, highlight=False, markup=False)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def devstack() -> None:
+    """The local stack of real servers on loopback ports (no Docker needed)."""
+
+
+@devstack.command("up")
+def devstack_up() -> None:
+    """Start the five servers (idempotent) and wait until each answers."""
+    settings = StackSettings()
+    say(f"local stack in {settings.state_dir}")
+    stack.up(settings, say=say)
+    show(stack.status(settings))
+
+
+@devstack.command("down")
+def devstack_down() -> None:
+    """Stop exactly the processes `up` started."""
+    stack.down(StackSettings(), say=say)
+
+
+@devstack.command("status")
+def devstack_status() -> None:
+    """Which servers run and answer. Exit 1 unless all five are healthy."""
+    states = stack.status(StackSettings())
+    show(states)
+    sys.exit(0 if all(s.healthy for s in states) else 1)
+
+
+def show(states) -> None:
+    table = Table("server", "runs", "endpoint", "pid", "state", "log")
+    for s in states:
+        table.add_row(s.name, s.version, s.endpoint, str(s.pid or "-"),
+                      "healthy" if s.healthy else ("not answering" if s.pid else "stopped"), s.log)
+    out.print(table)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command's exit code; a stack that cannot start is one line on stderr (`status` exits itself)."""
+    try:
+        code = devstack.main(args=argv, prog_name="scripts/devstack", standalone_mode=False)
+    except click.exceptions.Abort:
+        return 130
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except (MissingPackage, stack.DevstackError) as exc:
+        err.print(f"error: {exc}", highlight=False, markup=False)
+        return 1
+    return code if isinstance(code, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""Kafka Connect's class path and plugin folder, from the Maven-resolved jars (`jars.py`).
+
+The worker's own jars go on the class path; Debezium's go in a plugin folder, so Connect loads
+them in plugin isolation as it does in production.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from devstack.jars import component_dir
+
+PLUGIN = "debezium-connector-postgres"
+
+
+def assemble(connect_dir: Path) -> tuple[Path, Path]:
+    """(class path folder, plugin path) for a worker whose home is connect_dir."""
+    plugins = connect_dir / "plugins"
+    plugins.mkdir(parents=True, exist_ok=True)
+    link, target = plugins / PLUGIN, component_dir("debezium")
+    if link.is_symlink() or link.exists():
+        if link.resolve() != target.resolve():
+            link.unlink()
+    if not link.exists():
+        link.symlink_to(target, target_is_directory=True)
+    return component_dir("connect"), plugins
+
+
+def worker_properties(bootstrap: str, port: int, plugins: Path, group: str = "cdckit-connect") -> str:
+    props = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+        "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+        "key.converter.schemas.enable": "false",
+        "value.converter.schemas.enable": "false",
+        "config.storage.topic": f"{group}-configs",
+        "offset.storage.topic": f"{group}-offsets",
+        "status.storage.topic": f"{group}-status",
+        "config.storage.replication.factor": "1",
+        "offset.storage.replication.factor": "1",
+        "status.storage.replication.factor": "1",
+        "offset.storage.partitions": "1",
+        "status.storage.partitions": "1",
+        "offset.flush.interval.ms": "5000",
+        "listeners": f"http://127.0.0.1:{port}",
+        "rest.advertised.host.name": "127.0.0.1",
+        "rest.advertised.port": str(port),
+        "plugin.path": str(plugins),
+        # Debezium's jars declare their plugins as services: no class-path scan at start.
+        "plugin.discovery": "service_load",
+        # Lets the connector config tune its own producer (linger, batch size).
+        "connector.client.config.override.policy": "All",
+        # Faster group joins and rebalances after a test deletes a connector.
+        "session.timeout.ms": "6000",
+        "heartbeat.interval.ms": "1000",
+        "scheduled.rebalance.max.delay.ms": "0",
+        # No client telemetry pushes (the broker has no metrics plugin: each push logs a warning).
+        **{f"{p}enable.metrics.push": "false" for p in ("", "producer.", "consumer.", "admin.")},
+    }
+    return "".join(f"{k}={v}\n" for k, v in props.items())

@@ -1,0 +1,116 @@
+"""Java parts of the local stack, resolved from Maven Central by the small poms in `maven/`.
+
+Each component (`kafka`, `connect`, `debezium`, `spark-kafka`) is one pom; Maven copies its jars
+and their dependencies into `<jars dir>/<component>/`. A folder is reused while the pom it came
+from is unchanged (a stamp holds the pom's hash), so a second setup runs no Maven at all; Maven's
+own repository (~/.m2) keeps the downloads, so even a changed pom fetches only what is new.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from devstack.packages import MissingPackage, system_binary
+
+POMS = Path(__file__).with_name("maven")
+COMPONENTS = ("kafka", "connect", "debezium", "spark-kafka", "opensearch")
+# Java sources compiled against a component's jars into its folder (classes/).
+_SOURCES = {"opensearch": POMS / "OpenSearchNode.java"}
+_STAMP = ".pom-sha256"
+# Jars the pyspark wheel already has (Scala, Hadoop, compression codecs...): a second copy of a
+# class on Spark's class path is at best noise and at worst a conflict.
+_VERSION = re.compile(r"-\d[\w.]*\.jar$")
+
+
+def jars_dir() -> Path:
+    """One cache for every state dir (tests and benchmarks run stacks of their own)."""
+    default = Path(__file__).resolve().parents[1] / ".devstack" / "jars"
+    return Path(os.environ.get("CDCKIT_JARS_DIR", default)).resolve()
+
+
+def _pom(component: str) -> Path:
+    return POMS / f"{component}.pom.xml"
+
+
+def pom_hash(component: str) -> str:
+    digest = hashlib.sha256(_pom(component).read_bytes())
+    if component in _SOURCES:
+        digest.update(_SOURCES[component].read_bytes())
+    return digest.hexdigest()
+
+
+def component_dir(component: str) -> Path:
+    """The component's jars; raises MissingPackage when `scripts/setup` has not fetched them."""
+    folder = jars_dir() / component
+    stamp = folder / _STAMP
+    if not stamp.exists() or stamp.read_text().strip() != pom_hash(component):
+        raise MissingPackage(component, f"the jars of {_pom(component).name} (in {folder})")
+    return folder
+
+
+def fetch(component: str, say=print) -> Path:
+    """Resolve the component's jars into the cache unless they are there already."""
+    try:
+        return component_dir(component)
+    except MissingPackage:
+        pass
+    mvn = system_binary("mvn", component, "maven")
+    folder = jars_dir() / component
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    say(f"setup: resolving {component} jars from Maven Central ({_pom(component).name})")
+    with tempfile.TemporaryDirectory(dir=folder.parent) as tmp:
+        out = Path(tmp) / component
+        run = subprocess.run([str(mvn), "-q", "-B", "-f", str(_pom(component)), "dependency:copy-dependencies",
+                              "-DincludeScope=runtime", f"-DoutputDirectory={out}"],
+                             capture_output=True, text=True)
+        if run.returncode != 0:
+            tail = "\n".join((run.stdout + run.stderr).splitlines()[-15:])
+            raise MissingPackage(component, f"the jars of {_pom(component).name}; Maven failed:\n{tail}")
+        if component in _SOURCES:
+            javac = system_binary("javac", component, "openjdk-17-jdk-headless")
+            subprocess.run([str(javac), "-d", str(out / "classes"), "-cp", f"{out}/*", str(_SOURCES[component])],
+                           check=True, capture_output=True)
+        (out / _STAMP).write_text(pom_hash(component) + "\n")
+        if folder.exists():
+            shutil.rmtree(folder)
+        out.rename(folder)
+    return folder
+
+
+def jar_version(component: str, artifact: str) -> str | None:
+    """The version of `artifact` among a component's jars (e.g. kafka_2.13 -> 4.3.1)."""
+    try:
+        folder = component_dir(component)
+    except MissingPackage:
+        return None
+    for jar in folder.glob(f"{artifact}-*.jar"):
+        rest = jar.name[len(artifact) + 1:-len(".jar")]
+        if rest[:1].isdigit():
+            return rest
+    return None
+
+
+def spark_kafka_jars() -> list[Path]:
+    """The built-in Kafka source's jars not already in the pyspark wheel; [] when not fetched."""
+    try:
+        folder = component_dir("spark-kafka")
+    except MissingPackage:
+        return []
+    import pyspark
+
+    wheel = {_VERSION.sub("", j.name) for j in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
+    return sorted(j for j in folder.glob("*.jar") if _VERSION.sub("", j.name) not in wheel)
+
+
+def fetch_all(say=print) -> None:
+    for component in COMPONENTS:
+        fetch(component, say)
+
+
+if __name__ == "__main__":
+    fetch_all()

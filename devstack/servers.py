@@ -1,0 +1,351 @@
+"""One class per local-stack server: how to start it, how to tell it answers, how to stop it."""
+from __future__ import annotations
+
+import base64
+import os
+import pwd
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+import requests
+
+from devstack import processes
+from devstack.connect_layout import assemble, worker_properties
+from devstack.jars import component_dir, jar_version
+from devstack.packages import MissingPackage, postgres_binary, system_binary
+from devstack.settings import StackSettings
+
+
+def kraft_cluster_id() -> str:
+    """A random KRaft cluster id as Kafka makes them: one starting with '-' reads as an option."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
+class Server:
+    name = ""
+    pid_name = ""
+
+    def __init__(self, settings: StackSettings):
+        self.s = settings
+
+    @property
+    def port(self) -> int:
+        return self.s.ports[self.name]
+
+    @property
+    def log(self) -> Path:
+        return self.s.log(self.name)
+
+    @property
+    def home(self) -> Path:
+        return self.s.state_dir / self.name
+
+    @property
+    def pid_file(self) -> Path:
+        return self.s.run / f"{self.name}.pid"
+
+    def check_installed(self) -> None:
+        self.argv()
+
+    def argv(self) -> list[str]:
+        raise NotImplementedError
+
+    def prepare(self) -> None:
+        self.home.mkdir(parents=True, exist_ok=True)
+
+    def pid(self) -> int | None:
+        return processes.recorded_pid(self.pid_file)
+
+    def start(self) -> None:
+        self.prepare()
+        processes.spawn(self.argv(), self.log, self.pid_file, cwd=self.home)
+
+    def healthy(self) -> bool:
+        raise NotImplementedError
+
+    def after_healthy(self) -> None:
+        """One-off setup once the server answers (idempotent)."""
+
+    def stop(self) -> bool:
+        pid = self.pid()
+        if pid is None:
+            self.pid_file.unlink(missing_ok=True)
+            return False
+        processes.terminate(pid)
+        self.pid_file.unlink(missing_ok=True)
+        return True
+
+    def endpoint(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def version(self) -> str:
+        """What runs there, for `devstack status` (from the installed packages, no request)."""
+        return ""
+
+
+class Postgres(Server):
+    """A private cluster run by the postgres user (initdb refuses root)."""
+
+    name = "postgres"
+    user = "postgres"
+
+    @property
+    def data(self) -> Path:
+        return self.home / "data"
+
+    def _as_user(self, *argv: str | Path) -> list[str]:
+        cmd = [str(a) for a in argv]
+        if os.geteuid() == 0:
+            return ["runuser", "-u", self.user, "--", *cmd]
+        return cmd
+
+    def argv(self) -> list[str]:
+        return [str(postgres_binary("pg_ctl"))]
+
+    def prepare(self) -> None:
+        super().prepare()
+        postgres_binary("initdb")
+        if os.geteuid() == 0:
+            uid, gid = pwd.getpwnam(self.user).pw_uid, pwd.getpwnam(self.user).pw_gid
+            # The postgres user must reach its data dir through every parent.
+            for parent in [self.home, *self.home.parents]:
+                if parent == Path("/"):
+                    break
+                mode = parent.stat().st_mode
+                if not mode & 0o001:
+                    parent.chmod(mode | 0o001)
+            os.chown(self.home, uid, gid)
+            self.log.parent.mkdir(parents=True, exist_ok=True)
+            self.log.touch()
+            os.chown(self.log, uid, gid)
+        if not (self.data / "PG_VERSION").exists():
+            subprocess.run(self._as_user(postgres_binary("initdb"), "-D", self.data, "--auth=trust",
+                                         "-U", "postgres", "-E", "UTF8", "--locale=C"),
+                           check=True, capture_output=True)
+            sock = self.home / "sock"
+            sock.mkdir(exist_ok=True)
+            if os.geteuid() == 0:
+                os.chown(sock, pwd.getpwnam(self.user).pw_uid, pwd.getpwnam(self.user).pw_gid)
+            with open(self.data / "postgresql.conf", "a") as conf:
+                conf.write("\n# cdckit local stack\n"
+                           f"listen_addresses = '127.0.0.1'\nunix_socket_directories = '{sock}'\n"
+                           "wal_level = logical\nmax_replication_slots = 10\nmax_wal_senders = 10\n"
+                           "max_connections = 100\nshared_buffers = 256MB\n")
+        (self.data / "postgresql.auto.conf").write_text(f"port = {self.port}\n")
+
+    def start(self) -> None:
+        self.prepare()
+        subprocess.run(self._as_user(postgres_binary("pg_ctl"), "-D", self.data, "-l", self.log, "-W", "start"),
+                       check=True, capture_output=True)
+
+    def pid(self) -> int | None:
+        try:
+            pid = int((self.data / "postmaster.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        return pid if processes.alive(pid) else None
+
+    def version(self) -> str:
+        return "PostgreSQL 15"
+
+    def healthy(self) -> bool:
+        import psycopg
+
+        with psycopg.connect(host="127.0.0.1", port=self.port, user="postgres", dbname="postgres",
+                             connect_timeout=2):
+            return True
+
+    def after_healthy(self) -> None:
+        import psycopg
+
+        with psycopg.connect(host="127.0.0.1", port=self.port, user="postgres", dbname="postgres",
+                             autocommit=True) as conn:
+            if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (self.s.database,)).fetchone():
+                conn.execute(f'CREATE DATABASE "{self.s.database}"')
+
+    def stop(self) -> bool:
+        if self.pid() is None:
+            return False
+        subprocess.run(self._as_user(postgres_binary("pg_ctl"), "-D", self.data, "-m", "fast", "-w", "stop"),
+                       capture_output=True)
+        return True
+
+
+class Kafka(Server):
+    """Apache Kafka (KRaft, one combined broker and controller) with its log on disk: a restart
+    keeps every topic, compacted topics are really compacted, and a keyless record on a compacted
+    topic is refused, as in production."""
+
+    name = "kafka"
+
+    @property
+    def controller_port(self) -> int:
+        return self.port + 1
+
+    @property
+    def data(self) -> Path:
+        return self.home / "data"
+
+    def _java(self, main: str, *args: str, heap: str = "-Xmx768m") -> list[str]:
+        java = system_binary("java", self.name, "openjdk-17-jre-headless")
+        return [str(java), heap, "-XX:+UseG1GC", "-Djava.awt.headless=true",
+                f"-Dlog4j2.configurationFile={self.home / 'log4j2.properties'}",
+                "-cp", f"{component_dir('kafka')}/*", main, *args]
+
+    def argv(self) -> list[str]:
+        return self._java("kafka.Kafka", str(self.home / "server.properties"))
+
+    def check_installed(self) -> None:
+        super().check_installed()
+        if self.pid() is None and processes.port_in_use(self.controller_port):
+            raise MissingPackage(self.name, f"a free controller port ({self.controller_port} is taken)")
+
+    def prepare(self) -> None:
+        super().prepare()
+        (self.home / "server.properties").write_text(broker_properties(self.port, self.controller_port, self.data))
+        _log4j2(self.home, quiet=("kafka.log.LogCleaner", "org.apache.kafka.storage.internals.log",
+                                  "kafka.coordinator", "org.apache.kafka.coordinator"))
+        if not (self.data / "meta.properties").exists():
+            # KRaft needs its log directory formatted once with a cluster id.
+            cluster_id = kraft_cluster_id()
+            subprocess.run(self._java("kafka.tools.StorageTool", "format", "--standalone", "-t", cluster_id,
+                                      "-c", str(self.home / "server.properties"), heap="-Xmx256m"),
+                           check=True, capture_output=True)
+
+    def healthy(self) -> bool:
+        from confluent_kafka.admin import AdminClient
+
+        md = AdminClient({"bootstrap.servers": self.endpoint(), "log_level": 0}).list_topics(timeout=2)
+        return bool(md.brokers)
+
+    def version(self) -> str:
+        return f"Apache Kafka {jar_version('kafka', 'kafka_2.13') or '?'} (KRaft)"
+
+
+def broker_properties(port: int, controller_port: int, data: Path) -> str:
+    props = {
+        "process.roles": "broker,controller",
+        "node.id": "1",
+        "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller_port}",
+        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
+        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "controller.listener.names": "CONTROLLER",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "log.dirs": str(data),
+        # Topics are created on purpose (Debezium, Connect, cdckit), never by a stray metadata request.
+        "auto.create.topics.enable": "false",
+        "num.partitions": "1",
+        "offsets.topic.replication.factor": "1",
+        "offsets.topic.num.partitions": "5",
+        "transaction.state.log.replication.factor": "1",
+        "transaction.state.log.min.isr": "1",
+        "share.coordinator.state.topic.replication.factor": "1",
+        "share.coordinator.state.topic.min.isr": "1",
+        "group.initial.rebalance.delay.ms": "0",
+        # The cleaner looks for dirty logs every second (default 15 s): a topic created with small
+        # segments and a low dirty ratio is compacted within seconds, which tests rely on.
+        "log.cleaner.backoff.ms": "1000",
+        "log.retention.check.interval.ms": "5000",
+    }
+    return "".join(f"{k}={v}\n" for k, v in props.items())
+
+
+def _log4j2(home: Path, quiet: tuple[str, ...] = ()) -> None:
+    """A log4j 2 config: INFO to the console (the server's log file), `quiet` loggers at WARN."""
+    lines = ["status = warn", "appender.out.type = Console", "appender.out.name = out",
+             "appender.out.layout.type = PatternLayout", "appender.out.layout.pattern = [%d] %p %m (%c)%n",
+             "rootLogger.level = info", "rootLogger.appenderRef.out.ref = out"]
+    for i, name in enumerate(("org.apache.kafka.clients", "org.reflections", *quiet)):
+        lines += [f"logger.q{i}.name = {name}", f"logger.q{i}.level = warn"]
+    (home / "log4j2.properties").write_text("\n".join(lines) + "\n")
+
+
+class Connect(Server):
+    """Kafka Connect (distributed mode) with the Debezium Postgres plugin."""
+
+    name = "connect"
+
+    def argv(self) -> list[str]:
+        java = system_binary("java", self.name, "openjdk-17-jre-headless")
+        return [str(java), "-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+                f"-Dlog4j2.configurationFile={self.home / 'log4j2.properties'}",
+                "-cp", f"{component_dir('connect')}/*", "org.apache.kafka.connect.cli.ConnectDistributed",
+                str(self.home / "worker.properties")]
+
+    def check_installed(self) -> None:
+        self.argv()
+        assemble(self.home)
+
+    def prepare(self) -> None:
+        super().prepare()
+        _, plugins = assemble(self.home)
+        (self.home / "worker.properties").write_text(
+            worker_properties(self.s.bootstrap_servers, self.port, plugins))
+        _log4j2(self.home)
+
+    def start(self) -> None:
+        self.prepare()
+        _drop_misshapen_internal_topics(self.s.bootstrap_servers)
+        processes.spawn(self.argv(), self.log, self.pid_file, cwd=self.home)
+
+    def healthy(self) -> bool:
+        resp = requests.get(f"{self.s.connect_url}/connector-plugins", timeout=2)
+        return resp.ok and any("PostgresConnector" in p.get("class", "") for p in resp.json())
+
+    def endpoint(self) -> str:
+        return self.s.connect_url
+
+    def version(self) -> str:
+        return (f"Kafka Connect {jar_version('connect', 'connect-runtime') or '?'}, Debezium Postgres "
+                f"{jar_version('debezium', 'debezium-connector-postgres') or '?'}")
+
+
+def _drop_misshapen_internal_topics(bootstrap: str, group: str = "cdckit-connect") -> None:
+    """Connect's internal topics must be compacted (and the config topic single-partition), or a
+    new worker refuses to start. Topics of the wrong shape (made by hand, or by an older stack whose
+    broker re-created them with its defaults) hold nothing a worker can use: drop them so Connect
+    recreates them right."""
+    from confluent_kafka.admin import AdminClient, ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+    md = admin.list_topics(timeout=10).topics
+    wrong = []
+    for kind in ("configs", "offsets", "status"):
+        topic = f"{group}-{kind}"
+        if topic not in md:
+            continue
+        entries = list(admin.describe_configs([ConfigResource("topic", topic)]).values())[0].result(10)
+        policy = entries.get("cleanup.policy")
+        compact = policy is not None and "compact" in (policy.value or "")
+        if not compact or (kind == "configs" and len(md[topic].partitions) != 1):
+            wrong.append(topic)
+    if wrong:
+        for fut in admin.delete_topics(wrong).values():
+            fut.result(10)
+
+
+class Redis(Server):
+    name = "redis"
+
+    def argv(self) -> list[str]:
+        binary = system_binary("redis-server", self.name, "redis-server")
+        return [str(binary), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                "--appendonly", "no", "--dir", str(self.home), "--protected-mode", "no"]
+
+    def healthy(self) -> bool:
+        import redis
+
+        return bool(redis.Redis(port=self.port, socket_timeout=2).ping())
+
+    def version(self) -> str:
+        return "Redis"
+
+
+def wipe(settings: StackSettings) -> None:
+    if settings.state_dir.exists():
+        shutil.rmtree(settings.state_dir)

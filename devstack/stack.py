@@ -1,0 +1,87 @@
+"""`devstack up|down|status`: bring the five servers up healthy, report, and stop exactly them."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from devstack import processes
+from devstack.search_servers import SEARCH_ENGINES
+from devstack.servers import Connect, Kafka, Postgres, Redis, Server
+from devstack.settings import StackSettings
+
+
+class DevstackError(Exception):
+    pass
+
+
+@dataclass
+class ServerState:
+    name: str
+    version: str
+    endpoint: str
+    pid: int | None
+    healthy: bool
+    log: str
+
+
+def server_classes(settings: StackSettings) -> tuple[type[Server], ...]:
+    return (Postgres, Kafka, Redis, SEARCH_ENGINES[settings.search_engine], Connect)
+
+
+def servers(settings: StackSettings) -> list[Server]:
+    return [cls(settings) for cls in server_classes(settings)]
+
+
+def _healthy(server: Server) -> bool:
+    try:
+        return server.healthy()
+    except Exception:  # noqa: BLE001 - any failure to answer means not healthy
+        return False
+
+
+def status(settings: StackSettings) -> list[ServerState]:
+    return [ServerState(s.name, s.version(), s.endpoint(), s.pid(), s.pid() is not None and _healthy(s), str(s.log))
+            for s in servers(settings)]
+
+
+def up(settings: StackSettings, say=print) -> list[ServerState]:
+    settings.logs.mkdir(parents=True, exist_ok=True)
+    todo = servers(settings)
+    # Each server's own port and the one above it (Kafka's controller, OpenSearch's transport).
+    processes.reserve_ports([p + i for p in settings.ports.values() for i in (0, 1)])
+    # Refuse before starting anything: a missing package or a port held by someone else.
+    for server in todo:
+        server.check_installed()
+        if server.pid() is None and processes.port_in_use(server.port):
+            raise DevstackError(f"{server.name}: port {server.port} is taken by another process "
+                                f"(set CDCKIT_DEVSTACK_{server.name.upper()}_PORT to use another)")
+    started = time.monotonic()
+    early, late = [s for s in todo if not isinstance(s, Connect)], [s for s in todo if isinstance(s, Connect)]
+    for group in (early, late):  # Connect needs the broker
+        launched = []
+        for server in group:
+            if server.pid() is not None:
+                say(f"  {server.name:<9} already running (pid {server.pid()})")
+            else:
+                server.start()
+                launched.append(server)
+        for server in group:
+            if not processes.wait_until(lambda: _healthy(server), settings.start_timeout_s):
+                raise DevstackError(
+                    f"{server.name} did not answer at {server.endpoint()} within {settings.start_timeout_s:g} s; "
+                    f"log: {server.log}\n{processes.log_tail(server.log)}")
+            server.after_healthy()
+            if server in launched:
+                say(f"  {server.name:<9} up at {server.endpoint()} (pid {server.pid()}, "
+                    f"{time.monotonic() - started:.1f} s)")
+    return status(settings)
+
+
+def down(settings: StackSettings, say=print) -> None:
+    # Reverse order: Connect first, so it does not log a storm of broker errors.
+    for server in reversed(servers(settings)):
+        pid = server.pid()
+        if server.stop():
+            say(f"  {server.name:<9} stopped (pid {pid})")
+        else:
+            say(f"  {server.name:<9} not running")

@@ -1,0 +1,78 @@
+"""The stores a batch is applied to, built from the config: the live ones (through the alias and
+the live database), or a rebuild's fresh generations; and the clients they use."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from derived.sinks.cache.sink import CacheTable, RedisCache
+from derived.sinks.protocol import Sink
+from derived.sinks.search.sink import SearchSink, SearchTable
+from pipelines.apply.toast_reread import ToastReread
+from pipelines.config import Config
+from pipelines.state.rebuild import Targets
+
+
+@dataclass
+class Stores:
+    search: Sink      # SearchSink, or NullStore when the config does not write it
+    cache: Sink       # RedisCache, or NullStore
+    search_tables: dict[str, SearchTable]
+    cache_tables: dict[str, CacheTable]
+    key_columns: dict[str, list[str] | None] = field(default_factory=dict)
+    truncate_table: str | None = None
+    toast: Any = None   # pipelines.apply.toast_reread.ToastReread, or None (tests)
+
+    @property
+    def tables(self) -> set[str]:
+        return set(self.key_columns)
+
+
+def redis_client(config: Config, db: int | None = None):
+    import redis
+
+    rc = config.redis
+    tls = {"ssl_ca_certs": str(rc.ca_certs)} if rc.ca_certs and rc.url.startswith("rediss:") else {}
+    return redis.Redis.from_url(rc.url if db is None else rc.url_for(db), username=rc.username,
+                                password=rc.password.get() if rc.password else None,
+                                socket_timeout=10, socket_connect_timeout=5, **tls)
+
+
+def search_engine(config: Config):
+    from derived.sinks.search.engines import ElasticsearchEngine, OpenSearchEngine
+
+    s = config.search
+    auth = (s.username, s.password.get()) if s.username and s.password else None
+    engine_cls = ElasticsearchEngine if s.kind == "elasticsearch" else OpenSearchEngine
+    return engine_cls(s.url, http_auth=auth, api_key=s.api_key.get() if s.api_key else None,
+                      verify_certs=s.verify_certs, ca_certs=str(s.ca_certs) if s.ca_certs else None)
+
+
+def _search_sink(config: Config, live: bool) -> SearchSink:
+    s = config.search
+    return SearchSink(search_engine(config), chunk=s.bulk_chunk, max_document_bytes=s.max_document_bytes,
+                      require_alias=live, gc_deletes_s=s.deleted_version_ttl_s)
+
+
+def stores_from_config(config: Config, targets: Targets | None = None) -> Stores:
+    """The live stores (through the alias and the live database), or, given `targets`, only a
+    rebuild's fresh generations."""
+    from derived.sinks.memory import NullStore
+
+    search_tables = {t.name: SearchTable(t.index_name, t.columns, dict(t.rename), t.mappings) for t in config.tables}
+    cache_tables = {t.name: CacheTable(t.redis_key_template, t.redis_format, t.redis_ttl_s, t.columns,
+                                       dict(t.rename)) for t in config.tables}
+    rc = config.redis
+    if targets is None:
+        search = _search_sink(config, live=True) if "search" in config.sinks else NullStore()
+        cache = (RedisCache(redis_client(config), rc.deleted_version_ttl_s) if "cache" in config.sinks
+                 else NullStore())
+    else:
+        indexes = dict(targets.search)
+        search_tables = {name: SearchTable(indexes[name], t.columns, t.rename, t.mappings)
+                         for name, t in search_tables.items() if name in indexes}
+        search = _search_sink(config, live=False) if indexes else NullStore()
+        cache = (RedisCache(redis_client(config, targets.cache_db), rc.deleted_version_ttl_s)
+                 if targets.cache_db is not None else NullStore())
+    return Stores(search, cache, search_tables, cache_tables, {t.name: t.key for t in config.tables},
+                  config.postgres.truncate_table, ToastReread(config.postgres.dsn_kwargs()))

@@ -1,0 +1,70 @@
+"""Unchanged TOAST columns that no store can fill, read again from Postgres.
+
+Postgres logs an UPDATE's unchanged out-of-line (TOASTed) values as "unchanged", and Debezium sends
+a placeholder for them. The stores fill them from the row they hold (derived/sinks/cache/sink.py, derived/sinks/search/sink.py),
+and Debezium's re-select post-processor fills them at the source. Two cases are left where nothing
+holds them:
+- a primary-key change is sent as a delete of the old key and a create of the new one; the
+  create's placeholders are re-selected by Debezium, but that query can run before the commit is
+  visible to other sessions (the walsender sends a commit once it is flushed, which is before the
+  committing backend has published it) and then finds no row: no store holds the new key yet;
+- a rebuild folds a compacted log whose older records with the value are gone.
+Such columns are read here from the row as it is now. A value newer than the change is harmless:
+every later change of the column carries its full value and, being newer, overwrites it; a row
+gone since (deleted, re-keyed) is left as is: its delete follows in the log.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Iterable
+
+from connectors import postgres
+from connectors.debezium_values import render
+from derived.change import Change
+
+log = logging.getLogger("cdckit.toast")
+
+
+class ToastReread:
+    def __init__(self, dsn: dict[str, Any]):
+        self.dsn = dsn
+        self._conn = None
+        self._types: dict[str, dict[str, str]] = {}
+
+    def fill(self, changes: Iterable[Change], every_upsert: bool = False) -> int:
+        """Fill the unavailable columns of created keys (or of every upsert: a rebuild's survivors),
+        in place; returns how many changes were completed."""
+        wanted = [c for c in changes if c.op == "upsert" and c.unavailable and not c.tombstone
+                  and (c.created or every_upsert)]
+        if not wanted:
+            return 0
+        filled = 0
+        try:
+            conn = self._connection()
+            for c in wanted:
+                types = self._types.get(c.table) or self._types.setdefault(c.table, postgres.column_types(conn, c.table))
+                row = postgres.select_row(conn, c.table, list(c.unavailable), c.key)
+                if row is None:
+                    continue
+                c.row = {**c.row, **{k: render(v, types.get(k, "")) for k, v in row.items()}}
+                c.unavailable = ()
+                filled += 1
+        except Exception as exc:  # noqa: BLE001 - the database unreachable or the key not bindable
+            self.close()
+            log.warning("unchanged TOAST columns of %d change(s) not read from Postgres: %s",
+                        len(wanted) - filled, str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__)
+        return filled
+
+    def _connection(self):
+        if self._conn is None or self._conn.closed:
+            import psycopg
+
+            self._conn = psycopg.connect(autocommit=True, **self.dsn)
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            finally:
+                self._conn = None

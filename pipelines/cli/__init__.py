@@ -1,0 +1,1 @@
+"""The `cdckit` command line: one module per command group, rendering in render.py."""

@@ -1,0 +1,3 @@
+from pipelines.cli.main import entry
+
+entry()

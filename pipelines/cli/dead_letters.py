@@ -1,0 +1,54 @@
+"""`cdckit dlq list|replay`: the dead-letter topic."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from pipelines.cli.base import app, config_option, json_option, load
+from pipelines.cli.render import print_json, say, show_letters
+
+
+@app.group("dlq")
+def dlq_group() -> None:
+    """The dead-letter topic: records that could not be decoded or applied, with the reason."""
+
+
+@dlq_group.command("list")
+@config_option
+@click.option("--from-offset", type=int, default=0, show_default=True)
+@click.option("--limit", type=int, default=100, show_default=True)
+@json_option
+def dlq_list(config_path: Path, from_offset: int, limit: int, as_json: bool) -> None:
+    """Show dead letters: where each record came from and why it was refused."""
+    from pipelines.ops.dead_letters import read_letters
+
+    cfg = load(config_path)
+    letters = read_letters(cfg, from_offset)
+    if as_json:
+        print_json({"topic": cfg.dead_letter_topic, "count": len(letters),
+                    "letters": [x.as_json() for x in letters[:limit]]})
+        return
+    show_letters(letters, limit, cfg.dead_letter_topic)
+
+
+@dlq_group.command("replay")
+@config_option
+@click.option("--from-offset", type=int, default=0, show_default=True)
+@json_option
+def dlq_replay(config_path: Path, from_offset: int, as_json: bool) -> None:
+    """Apply dead letters again (after a fix). Versioned writes: older letters change nothing."""
+    from pipelines.ops.dead_letters import read_letters, replay
+
+    cfg = load(config_path)
+    result = replay(cfg, read_letters(cfg, from_offset))
+    if as_json:
+        print_json(result)
+    else:
+        say(f"replayed {result['replayed']} of {result['letters']} dead letter(s): search +{result['search_applied']}, "
+            f"cache +{result['cache_applied']}, {result['stale']} already newer; "
+            f"{len(result['still_failing'])} still failing")
+        for f in result["still_failing"][:50]:
+            say(f"  {f['source']}: {f['reason']}")
+    sys.exit(1 if result["still_failing"] else 0)

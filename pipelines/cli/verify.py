@@ -1,0 +1,52 @@
+"""`cdckit verify` and `cdckit status`: how the stores and the pipeline stand."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from pipelines.cli.base import app, config_option, json_option, load
+from pipelines.cli.render import say, say_error, show_status, show_verify
+
+
+@app.command("verify")
+@config_option
+@click.option("--table", "table", default=None, help="only this schema.table")
+@click.option("--sample", type=int, default=None, help="compare N random rows instead of all")
+@click.option("--timeout", "timeout_s", type=float, default=120, show_default=True,
+              help="seconds to wait for the pipeline to catch up with the database")
+@json_option
+def verify_command(config_path: Path, table: str | None, sample: int | None, timeout_s: float, as_json: bool) -> None:
+    """Compare Postgres with both stores once the pipeline has caught up. Exit 1 on any difference."""
+    from pipelines.ops import verify
+
+    cfg = load(config_path)
+    try:
+        report = verify.verify(cfg, table=table, sample=sample, timeout_s=timeout_s)
+    except verify.NotCaughtUp as exc:
+        say_error(str(exc))
+        sys.exit(3)
+    if as_json:
+        say(json.dumps(report.as_json(), indent=2, default=str))
+    else:
+        show_verify(report)
+    sys.exit(0 if report.exact else 1)
+
+
+@app.command("status")
+@config_option
+@json_option
+@click.option("--exact", is_flag=True, help="exact row/document/key counts (scans; slower)")
+def status_command(config_path: Path, as_json: bool, exact: bool) -> None:
+    """Connector, slot, topics, pipeline and stores as they are now. Exit 1 when unhealthy."""
+    from pipelines.ops import status
+
+    cfg = load(config_path)
+    report = status.collect(cfg, exact=exact)
+    if as_json:
+        say(json.dumps(report.as_json(), indent=2, default=str))
+    else:
+        show_status(report)
+    sys.exit(0 if report.healthy else 1)

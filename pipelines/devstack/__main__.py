@@ -1,5 +1,0 @@
-import sys
-
-from pipelines.cli import main
-
-sys.exit(main(["devstack", *sys.argv[1:]]))

@@ -1,0 +1,1 @@
+"""The operational commands' work: bootstrap, rebuild, verify, status, dead letters, snapshot, connector, preflight."""

@@ -1,0 +1,206 @@
+"""`cdckit bootstrap`: from empty stores to stores consistent with the database, watched.
+
+Publication and support tables are ensured, the connector applied (initial snapshot), and the sync
+runs in this process until it has applied Debezium's final snapshot record; the watermark (source
+offsets and the snapshot LSN) is then recorded in a durable state file. The marker can only be
+consumed inside a batch that also records it (Spark commits the batch afterwards), so an
+interruption at any point is finished by running the command again.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from connectors import postgres
+from connectors.kafka.admin import matching_topics, topic_ids, topic_names
+from connectors.kafka.errors import NoFetchResponse
+from connectors.kafka.offsets import end_offsets
+from pipelines.config import Config
+from pipelines.state import bootstrap as bootstrap_state
+from pipelines.state.bootstrap import BootstrapState
+from pipelines.state.offsets import batch_offsets, committed_offsets
+from pipelines.state.topic_ids import TopicIds
+
+
+def state_path(config: Config) -> Path:
+    return bootstrap_state.state_path(config.spark.checkpoint_dir)
+
+
+def read_state(config: Config) -> BootstrapState | None:
+    return bootstrap_state.read_state(config.spark.checkpoint_dir)
+
+
+def prepare(config: Config) -> dict[str, int]:
+    """Support tables and publication; returns each table's row count (progress totals)."""
+    pg = config.postgres
+    with postgres.connect(pg.dsn_kwargs()) as conn:
+        postgres.ensure_support_tables(conn, pg.heartbeat_table, pg.signal_table, pg.truncate_table,
+                                       [t.name for t in config.tables])
+        postgres.ensure_publication(conn, pg.publication, [t.name for t in config.tables]
+                                    + [pg.signal_table, pg.heartbeat_table, pg.truncate_table])
+        return {t.name: conn.execute(f"SELECT count(*) FROM {t.name}").fetchone()[0] for t in config.tables}
+
+
+@dataclass
+class Watch:
+    """Follows the snapshot through the batches the job applies."""
+
+    config: Config
+    totals: dict[str, int]
+    on_progress: Callable[[str, int], None] = lambda table, n: None
+    done: BootstrapState | None = None
+    reads: dict[str, int] = field(default_factory=dict)
+    started: float = field(default_factory=time.monotonic)
+    sweep: bool = False   # a re-snapshot after lost topics: remove what the snapshot did not rewrite
+
+    def on_batch(self, batch_id: int, stats, rows: list[dict[str, Any]]) -> None:
+        for row in rows:
+            if row["snapshot_reads"]:
+                self.snapshot_lsn = max(self.snapshot_lsn or 0, row["fence"])
+            table = self.config.table_for_topic(row["topic"])
+            if table is not None and row["snapshot_reads"]:
+                self.reads[table.name] = self.reads.get(table.name, 0) + row["snapshot_reads"]
+                self.on_progress(table.name, self.reads[table.name])
+        if stats.snapshot_last_lsn and self.done is None:
+            self.complete(batch_offsets(self.config.spark.checkpoint_dir, batch_id), stats.snapshot_last_lsn,
+                          "final snapshot record")
+
+    def complete(self, offsets: dict[str, Any], lsn: int | None, how: str) -> None:
+        swept = sweep_below_snapshot(self.config, lsn) if self.sweep and lsn else None
+        self.finish(offsets, lsn, how, swept)
+
+    def finish(self, offsets: dict[str, Any], lsn: int | None, how: str, swept: dict[str, int] | None = None) -> None:
+        self.done = BootstrapState(time.time(), round(time.monotonic() - self.started, 1), lsn, offsets, how,
+                                   dict(self.totals), dict(self.reads), swept)
+        bootstrap_state.write_state(self.config.spark.checkpoint_dir, self.done)
+
+    last_check: float = 0.0
+    snapshot_lsn: int | None = None            # the snapshot reads' position (their partitions' fence)
+    snapshot_end: dict[str, dict[str, int]] | None = None
+
+    def check_idle(self) -> bool:
+        """The other way to be done: Debezium's final snapshot record can be gone by the time the
+        pipeline reads it (a compacted topic keeps only the newest record of its key: the heartbeat
+        row is updated every few seconds), and with empty tables there is none at all. Connect
+        commits a source offset only once its records are in Kafka, so a committed offset without
+        Debezium's snapshot flag means every snapshot record is in the topics: the snapshot is
+        applied once the pipeline has read up to the topics' ends seen after that."""
+        if self.done is not None:
+            return True
+        if time.monotonic() - self.last_check < 5:
+            return False
+        self.last_check = time.monotonic()
+        if self.snapshot_end is None:
+            if not _snapshot_committed(self.config):
+                return False
+            self.snapshot_end = _topic_ends(self.config)
+        committed = committed_offsets(self.config.spark.checkpoint_dir) or {}
+        if all(int(committed.get(t, {}).get(p, 0)) >= int(o) for t, parts in self.snapshot_end.items()
+               for p, o in parts.items()):
+            how = "empty tables" if sum(self.totals.values()) == 0 else "connector offsets past the snapshot"
+            self.complete(committed, self.snapshot_lsn, how)
+        return self.done is not None
+
+
+def _snapshot_committed(config: Config) -> bool:
+    from pipelines.ops.connector import client_for
+
+    try:
+        offsets = client_for(config).offsets(config.connector_name).get("offsets") or []
+    except Exception:  # noqa: BLE001 - Connect busy or restarting: ask again at the next check
+        return False
+    return bool(offsets) and all("snapshot" not in o.get("offset", {}) for o in offsets)
+
+
+def _topic_ends(config: Config) -> dict[str, dict[str, int]]:
+    topics = matching_topics(config.kafka.client_config(), config.topic_pattern)
+    return end_offsets(config.kafka.client_config(), topics) if topics else {}
+
+
+def resnapshot_pending(config: Config) -> bool:
+    return bootstrap_state.resnapshot_pending(config.spark.checkpoint_dir)
+
+
+def topics_lost(config: Config) -> list[str]:
+    """Topics the pipeline has read further than they now go, that are gone, or that were created
+    again since it read them (pipelines/state/topic_ids.py): the broker lost its data or someone
+    recreated them."""
+    committed = committed_offsets(config.spark.checkpoint_dir)
+    if not committed:
+        return []
+    recreated = TopicIds(config.spark.checkpoint_dir).recreated(topic_ids(config.kafka.client_config(),
+                                                                          config.topic_pattern))
+    if recreated:
+        return recreated
+    existing = topic_names(config.kafka.client_config())
+    present = [t for t in committed if t in existing]
+    try:
+        ends = end_offsets(config.kafka.client_config(), present) if present else {}
+    except NoFetchResponse as exc:  # partitions the broker no longer serves
+        return sorted({t for t, _ in exc.tps})
+    return sorted(t for t, parts in committed.items()
+                  if any(int(o) > 0 for o in parts.values()) and
+                  (t not in existing or any(int(ends.get(t, {}).get(p, 0)) < int(o) for p, o in parts.items())))
+
+
+def start_over(config: Config) -> Path:
+    """After lost topics: set the checkpoint aside (kept for inspection) and make the connector
+    forget its position, so Debezium snapshots again into the new topics."""
+    from connectors.connect_client import ConnectNotFound
+    from pipelines.ops.connector import client_for
+
+    ckpt = config.spark.checkpoint_dir
+    aside = ckpt.with_name(f"{ckpt.name}.lost-{time.strftime('%Y%m%dT%H%M%S')}")
+    os.replace(ckpt, aside)
+    ckpt.mkdir(parents=True)
+    bootstrap_state.mark_resnapshot(ckpt, {"old_checkpoint": str(aside), "at": time.time()})
+    client = client_for(config)
+    try:
+        _patiently(client.stop, config.connector_name)
+    except ConnectNotFound:
+        return aside  # Connect lost it too (its topics lived on the same broker): `apply` creates it
+    _wait_stopped(client, config.connector_name)
+    _patiently(client.reset_offsets, config.connector_name)
+    _patiently(client.resume, config.connector_name)
+    return aside
+
+
+def _patiently(call, name: str, attempts: int = 4) -> None:
+    """A Connect worker that has just lost its internal topics rebalances for a while, and holds
+    requests without answering meanwhile: ask again (stop, reset and resume are idempotent)."""
+    from connectors.connect_client import ConnectUnreachable
+
+    for attempt in range(attempts):
+        try:
+            return call(name)
+        except ConnectUnreachable:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(2)
+
+
+def _wait_stopped(client, name: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if client.status(name).state == "STOPPED":
+            return
+        time.sleep(0.5)
+
+
+def sweep_below_snapshot(config: Config, snapshot_lsn: int) -> dict[str, int]:
+    """Entries the new snapshot did not rewrite are rows deleted while the topics were lost:
+    remove them with a versioned delete at the snapshot's position (newer writes stay)."""
+    from derived.change import Change, Position, Version
+    from pipelines.apply.stores import stores_from_config
+
+    stores = stores_from_config(config)
+    cut = Version(snapshot_lsn, 0, 0)
+    removed = {}
+    for t in config.tables:
+        marker = Change(t.name, "truncate", {}, "", None, cut, Position("", 0, 0))
+        removed[t.name] = (stores.search.truncate(marker, stores.search_tables[t.name])
+                           + stores.cache.truncate(marker, stores.cache_tables[t.name]))
+    return removed

@@ -1,0 +1,82 @@
+"""`cdckit connector apply|status|delete`: idempotent connector management over the REST API."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from connectors import postgres
+from connectors.connect_client import ConnectClient, ConnectorStatus
+from connectors.debezium_config import POSTGRES_CONNECTOR, SECRET_KEYS, ConnectorSettings, connector_config, diff
+from pipelines.config import Config
+from pipelines.errors import ConfigError
+from pipelines.secrets import MASK, mask
+
+
+@dataclass
+class ApplyResult:
+    action: str  # "created" | "updated" | "unchanged"
+    changes: list[tuple[str, str | None, str | None]] = field(default_factory=list)
+
+
+def connector_settings(config: Config) -> ConnectorSettings:
+    """The connector's settings from cdckit's config (the database password resolved)."""
+    pg = config.postgres
+    return ConnectorSettings(
+        config.topic_prefix, pg.connector_host or pg.host, pg.connector_port or pg.port, pg.user,
+        pg.password.get() if pg.password is not None else None, pg.database, pg.sslmode,
+        str(pg.sslrootcert) if pg.sslrootcert else None, pg.slot, pg.publication, [t.name for t in config.tables],
+        pg.signal_table, pg.heartbeat_table, pg.truncate_table, config.connect.heartbeat_interval_ms,
+        config.kafka.replication_factor, config.kafka.partitions, dict(config.kafka.topic_config))
+
+
+def wanted_config(config: Config) -> dict[str, str]:
+    """The connector config this cdckit config asks for."""
+    return connector_config(connector_settings(config))
+
+
+def masked(config: dict[str, str]) -> dict[str, str]:
+    """A copy safe to print: secret-looking keys replaced, known secret values masked anywhere."""
+    return {k: (MASK if any(s in k.lower() for s in SECRET_KEYS) else mask(v)) for k, v in config.items()}
+
+
+def client_for(config: Config) -> ConnectClient:
+    return ConnectClient(config.connect.url, timeout_s=config.connect.timeout_s)
+
+
+def prepare_database(config: Config) -> None:
+    """Tables the connector config refers to (heartbeat target, signal and truncate marker
+    tables) must exist first."""
+    from pipelines.ops.table_checks import check_tables
+
+    pg = config.postgres
+    with postgres.connect(pg.dsn_kwargs()) as conn:
+        check_tables(config, {t.name: postgres.key_identity(conn, t.name) for t in config.tables})
+        postgres.ensure_support_tables(conn, pg.heartbeat_table, pg.signal_table, pg.truncate_table,
+                                       [t.name for t in config.tables])
+
+
+def apply(config: Config, client: ConnectClient | None = None) -> ApplyResult:
+    client = client or client_for(config)
+    wanted = wanted_config(config)
+    current = client.get_config(config.connector_name)
+    changes = diff(current, wanted)
+    if not changes:
+        return ApplyResult("unchanged")
+    prepare_database(config)
+    problems = client.validate(POSTGRES_CONNECTOR, {"name": config.connector_name, **wanted})
+    if problems:
+        raise ConfigError("connector", "Kafka Connect rejects the generated config: " + "; ".join(problems))
+    client.put_config(config.connector_name, wanted)
+    secret = masked(wanted)
+    shown = [(k, None if old is None else masked({k: old})[k], None if new is None else secret[k])
+             for k, old, new in changes]
+    return ApplyResult("created" if current is None else "updated", shown)
+
+
+def status(config: Config, client: ConnectClient | None = None) -> ConnectorStatus | None:
+    from connectors.connect_client import ConnectNotFound
+
+    client = client or client_for(config)
+    try:
+        return client.status(config.connector_name)
+    except ConnectNotFound:
+        return None

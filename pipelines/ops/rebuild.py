@@ -1,0 +1,249 @@
+"""`cdckit rebuild`: a derived store rebuilt from the compacted change topics alone, while readers
+keep using the current generation.
+
+Phases (each recorded in the rebuild state file, so a rerun resumes where it stopped):
+1. plan: topics and the offset range [first, end) to replay, the fresh generations, a time estimate
+   checked against the topics' `delete.retention.ms`.
+2. bulk (Spark batch job): every partition folded to its last state per key, written into the fresh
+   generations with versioned writes.
+3. catch-up (Spark streaming, availableNow): from the planned end to the log's end. Before it starts
+   the state file asks the live pipeline to write the fresh generations too, so everything after the
+   catch-up's end reaches them as well; versions make the overlap harmless.
+4. switch: one alias update per index; SWAPDB for Redis. Then, once the live pipeline has finished
+   the batch that may have been in flight, the old generation is dropped (unless kept).
+"""
+from __future__ import annotations
+
+import socket
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+
+from connectors.kafka.admin import existing_topics, min_delete_retention
+from connectors.kafka.offsets import begin_offsets, end_offsets
+from derived.sinks.cache import generations as cachegen
+from derived.sinks import markers as store_markers
+from derived.sinks.errors import GenerationError
+from derived.sinks.search.generations import (SearchGeneration, create_generation, drop_generation,
+                                        plan_generation, switch_generation)
+from pipelines.apply.stores import redis_client, search_engine
+from pipelines.config import Config
+from pipelines.errors import RebuildRefused
+from pipelines.ops.faults import crash_point
+from pipelines.state import rebuild as rebuild_state
+from pipelines.state.rebuild import RebuildState, Targets
+
+ASSUMED_RATE = 15_000          # events/s, until a finished rebuild has measured this machine
+RETENTION_SHARE = 0.5          # refuse when the estimate exceeds this share of delete.retention.ms
+LIVE_BATCH_WAIT_S = 120.0
+
+
+@dataclass
+class Plan:
+    rebuild_id: str
+    stores: list[str]
+    tables: list[str]
+    topics: list[str]
+    begin: dict[str, dict[str, int]]
+    end: dict[str, dict[str, int]]
+    search: dict[str, dict[str, Any]] = field(default_factory=dict)   # table -> alias/current/target
+    cache: dict[str, int] | None = None                                 # live_db / spare_db
+    estimate_s: float = 0.0
+    retention_ms: int | None = None
+    resumed_phase: str | None = None
+
+    @property
+    def records(self) -> int:
+        return sum(int(o) - int(self.begin.get(t, {}).get(p, 0)) for t, parts in self.end.items()
+                   for p, o in parts.items())
+
+    @property
+    def targets(self) -> Targets:
+        return Targets(tuple(sorted((t, s["target"]) for t, s in self.search.items())),
+                       self.cache["spare_db"] if self.cache else None)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"rebuild_id": self.rebuild_id, "stores": self.stores, "tables": self.tables, "topics": self.topics,
+                "begin": self.begin, "end": self.end, "records": self.records, "search": self.search,
+                "cache": self.cache, "estimate_s": round(self.estimate_s, 1), "retention_ms": self.retention_ms,
+                "resumed_phase": self.resumed_phase}
+
+
+def make_plan(config: Config, which: str, table: str | None) -> Plan:
+    """What would be replayed where; resumes an unfinished rebuild instead of starting another."""
+    state = rebuild_state.load(config.spark.checkpoint_dir)
+    if state and state.phase != "done":
+        plan = Plan(**{k: state.plan[k] for k in ("rebuild_id", "stores", "tables", "topics", "begin", "end",
+                                                  "search", "cache", "estimate_s", "retention_ms")})
+        plan.resumed_phase = state.phase
+        return plan
+    stores = ["search", "cache"] if which == "all" else [which]
+    missing = [s for s in stores if s not in config.sinks]
+    if missing:
+        raise RebuildRefused(f"sinks: this config does not write {', '.join(missing)}")
+    names = [t.name for t in config.tables]
+    if table is not None and table not in names:
+        raise RebuildRefused(f"--table: {table} is not in the config's tables")
+    search_tables = [t for t in config.tables if table in (None, t.name)] if "search" in stores else []
+    # A Redis generation is a whole database: the cache is always rebuilt for every table.
+    replayed = config.tables if "cache" in stores else search_tables
+    # The truncate markers too: the catch-up applies those it meets (the bulk reads them first).
+    conf = config.kafka.client_config()
+    topics = existing_topics(conf, [config.topic_for(t) for t in replayed] + [config.truncate_topic])
+    plan = Plan(uuid.uuid4().hex[:8], stores, [t.name for t in replayed], topics,
+                begin_offsets(conf, topics) if topics else {}, end_offsets(conf, topics) if topics else {})
+    if search_tables:
+        engine = search_engine(config)
+        for t in search_tables:
+            gen = plan_generation(engine, t.index_name)
+            plan.search[t.name] = {"alias": gen.alias, "current": gen.current, "target": gen.target}
+    if "cache" in stores:
+        plan.cache = {"live_db": config.redis.db, "spare_db": config.redis.spare_db}
+    plan.estimate_s = plan.records / (rebuild_state.measured_rate(config.spark.checkpoint_dir) or ASSUMED_RATE)
+    plan.retention_ms = min_delete_retention(conf, topics)
+    return plan
+
+
+def check_safety(plan: Plan, force: bool) -> list[str]:
+    """Refusals (unless forced) and warnings, as messages."""
+    notes = []
+    if plan.retention_ms is not None and plan.estimate_s * 1000 > RETENTION_SHARE * plan.retention_ms:
+        text = (f"the replay of {plan.records:,} records is estimated at {plan.estimate_s:,.0f} s, more than "
+                f"{RETENTION_SHARE:.0%} of the topics' delete.retention.ms ({plan.retention_ms / 1000:,.0f} s): "
+                "tombstones could be compacted away mid-replay and deleted rows come back")
+        if not force:
+            raise RebuildRefused(text + "; rerun with --force to accept the risk")
+        notes.append("forced: " + text)
+    if not plan.topics:
+        notes.append("no change topic exists yet: the fresh generation will be empty")
+    return notes
+
+
+@dataclass
+class Callbacks:
+    phase: Callable[[str], None] = lambda name: None
+    bulk_progress: Callable[[dict[str, dict[str, Any]]], None] = lambda progress: None
+
+
+def run(spark, config: Config, plan: Plan, keep_old: bool = False, cb: Callbacks | None = None) -> RebuildState:
+    """Carry the plan out from wherever it stopped; returns the state, with the summary."""
+    from pipelines.spark.rebuild_jobs import bulk, catchup
+
+    cb = cb or Callbacks()
+    ckpt = config.spark.checkpoint_dir
+    work = rebuild_state.work_dir(ckpt, plan.rebuild_id)
+    state = rebuild_state.load(ckpt) if plan.resumed_phase else None
+    if state is None:
+        state = RebuildState(plan.as_json(), plan.targets, started_at=time.time())
+        rebuild_state.save(ckpt, state)
+    resuming = plan.resumed_phase is not None
+    if state.phase == "planned":
+        cb.phase("creating generations")
+        _create_generations(config, plan, resuming)
+        _advance(ckpt, state, "bulk")
+    if state.phase == "bulk":
+        cb.phase("bulk replay")
+        started = time.monotonic()
+        state.summary["bulk"] = bulk(spark, config, plan, work, cb.bulk_progress)
+        state.summary["bulk"]["seconds"] = round(time.monotonic() - started, 1)
+        state.dual_write = True           # from here the live pipeline writes the fresh generations too
+        _advance(ckpt, state, "catchup")
+    if state.phase == "catchup":
+        cb.phase("catch-up")
+        started = time.monotonic()
+        state.summary["catchup"] = catchup(spark, config, plan, work, state.summary["bulk"]["fences"])
+        state.summary["catchup"]["seconds"] = round(time.monotonic() - started, 1)
+        cb.phase("switching")
+        state.live_batch_at_switch = _live_batch(config)
+        _switch(config, plan)
+        crash_point("rebuild.after_switch")   # the drill's worst moment: switched, not yet recorded
+        state.dual_write = False
+        state.switched_at = time.time()
+        _advance(ckpt, state, "switched")
+    if state.phase == "switched":
+        if plan.cache:
+            cachegen.finish(redis_client(config), plan.rebuild_id)
+        dropped = False
+        if not keep_old:
+            cb.phase("dropping the old generation")
+            dropped = _drop_old(config, plan, state.live_batch_at_switch)
+        state.summary["old_generation"] = "dropped" if dropped else "kept"
+        _remember_rate(config, state)
+        _advance(ckpt, state, "done")
+        rebuild_state.keep_final_copy(work, state)
+    return state
+
+
+def _advance(ckpt: Path, state: RebuildState, phase: str) -> None:
+    state.phase = phase
+    rebuild_state.save(ckpt, state)
+
+
+def _create_generations(config: Config, plan: Plan, resuming: bool) -> None:
+    if plan.search:
+        engine = search_engine(config)
+        mappings = {t.name: t.mappings for t in config.tables}
+        for name, s in plan.search.items():
+            create_generation(engine, SearchGeneration(s["alias"], s["current"], s["target"]), mappings.get(name),
+                              resume=resuming, gc_deletes_s=config.search.deleted_version_ttl_s)
+    if plan.cache:
+        live, spare = redis_client(config), redis_client(config, plan.cache["spare_db"])
+        cachegen.check_spare(live, spare, plan.cache["live_db"], plan.cache["spare_db"], resuming)
+        cachegen.begin(spare, plan.rebuild_id)
+
+
+def _switch(config: Config, plan: Plan) -> None:
+    """The markers go in first, so the live pipeline never sees a switched store without one."""
+    if plan.search:
+        engine = search_engine(config)
+        store_markers.mark_search(engine, config.topic_prefix)
+        for s in plan.search.values():
+            switch_generation(engine, SearchGeneration(s["alias"], s["current"], s["target"]))
+    if plan.cache:
+        store_markers.mark_cache(redis_client(config, plan.cache["spare_db"]), config.topic_prefix,
+                                 f"rebuild {plan.rebuild_id}")
+        cachegen.switch(redis_client(config), redis_client(config, plan.cache["spare_db"]), plan.cache["live_db"],
+                        plan.cache["spare_db"], plan.rebuild_id)
+
+
+def _live_batch(config: Config) -> int | None:
+    """The live pipeline's last finished batch, if it is running on this host."""
+    from pipelines.state.status import process_alive, read_status
+
+    st = read_status(config.spark.checkpoint_dir)
+    if not st or st.get("host") != socket.gethostname() or not process_alive(st.get("pid")):
+        return None
+    return int(st["batch_id"])
+
+
+def _drop_old(config: Config, plan: Plan, batch_at_switch: int | None) -> bool:
+    """A batch in flight at the switch may still write the old generation: wait for it to finish."""
+    if batch_at_switch is not None:
+        deadline = time.monotonic() + LIVE_BATCH_WAIT_S
+        while True:
+            now = _live_batch(config)
+            if now is None or now > batch_at_switch:
+                break
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.5)
+    if plan.search:
+        engine = search_engine(config)
+        for s in plan.search.values():
+            if s["current"]:
+                drop_generation(engine, s["current"], s["alias"])
+    if plan.cache:
+        cachegen.drop_old(redis_client(config, plan.cache["spare_db"]))
+    return True
+
+
+def _remember_rate(config: Config, state: RebuildState) -> None:
+    bulk = state.summary.get("bulk", {})
+    if bulk.get("records", 0) >= 10_000 and bulk.get("seconds"):
+        rebuild_state.remember_rate(config.spark.checkpoint_dir, bulk["records"] / bulk["seconds"])
+
+
+__all__ = ["GenerationError", "Plan", "RebuildRefused", "make_plan", "check_safety", "run"]

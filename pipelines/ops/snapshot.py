@@ -1,0 +1,110 @@
+"""`cdckit snapshot add SCHEMA.TABLE`: add a table to a running pipeline with Debezium's incremental
+snapshot (a signal row), while the other tables keep streaming.
+
+The table must already be in the config: the running job re-reads its config file and subscribes
+by topic pattern, so it picks the new table up without a restart.
+"""
+from __future__ import annotations
+
+import json
+import time
+from typing import Callable
+
+from connectors import postgres
+from pipelines.ops import connector as connector_ops
+from pipelines.ops.bootstrap import prepare
+from pipelines.state.offsets import committed_offsets
+from pipelines.config import Config
+from pipelines.errors import ConfigError
+
+
+def _windows(config: Config) -> int:
+    """Debezium brackets every chunk of an incremental snapshot with window-open/close rows in the
+    signal table; when they stop appearing, the snapshot has read its last chunk."""
+    with postgres.connect(config.postgres.dsn_kwargs()) as conn:
+        return conn.execute(f"SELECT count(*) FROM {config.postgres.signal_table} "
+                            f"WHERE type IN ('snapshot-window-open', 'snapshot-window-close')").fetchone()[0]
+
+
+def add_table(config: Config, table_name: str, on_progress: Callable[[int, int], None] = lambda done, total: None,
+              timeout_s: float = 3600) -> dict:
+    table = next((t for t in config.tables if t.name == table_name), None)
+    if table is None:
+        raise ConfigError("tables", f"{table_name} is not in the config: add it under tables: first "
+                                    f"(the running job picks the change up by itself)")
+    totals = prepare(config)
+    before = _walsender(config)
+    if connector_ops.apply(config).action != "unchanged":
+        # A signal the old task reads is dropped (it does not capture the table): wait for the
+        # restarted task, which shows as a new walsender on the slot.
+        _wait(lambda: _healthy(config) and _walsender(config) not in (None, before), 120,
+              f"connector {config.connector_name} to restart with the new table")
+    _wait(lambda: _healthy(config) and _walsender(config) is not None, 120,
+          f"connector {config.connector_name} to stream")
+    baseline = _windows(config)
+    signal_id = _signal(config, table_name)
+    try:
+        _wait(lambda: _windows(config) > baseline, 30, "the incremental snapshot to start")
+    except TimeoutError:
+        signal_id = _signal(config, table_name)  # e.g. read by a task that was stopping: once more
+    from pipelines.apply.stores import stores_from_config
+
+    stores = stores_from_config(config)
+    started = time.monotonic()
+    total = totals[table_name]
+    windows, changed_at, target = _windows(config), time.monotonic(), None
+    while time.monotonic() - started < timeout_s:
+        on_progress(min(_applied_count(stores, table), total), total)
+        now_windows = _windows(config)
+        if now_windows != windows:
+            windows, changed_at = now_windows, time.monotonic()
+        quiet = time.monotonic() - changed_at
+        if target is None and ((windows > baseline and quiet > 10) or (windows == baseline and quiet > 30)):
+            # The snapshot has emitted everything: the job must apply up to here.
+            target = _end_offsets(config, config.topic_for(table))
+        if target is not None:
+            committed = (committed_offsets(config.spark.checkpoint_dir) or {}).get(config.topic_for(table), {})
+            if all(int(committed.get(p, 0)) >= o for p, o in target.items()):
+                applied = _applied_count(stores, table)
+                on_progress(min(applied, total), total)
+                return {"signal_id": signal_id, "rows": total, "in_store": applied,
+                        "seconds": round(time.monotonic() - started, 1)}
+        time.sleep(1)
+    raise TimeoutError(f"incremental snapshot of {table_name} did not finish within {timeout_s:g} s")
+
+
+def _end_offsets(config: Config, topic: str) -> dict[str, int]:
+    from connectors.kafka.offsets import end_offsets
+
+    return {p: int(o) for p, o in end_offsets(config.kafka.client_config(), [topic]).get(topic, {}).items()}
+
+
+def _signal(config: Config, table_name: str) -> str:
+    with postgres.connect(config.postgres.dsn_kwargs()) as conn:
+        return postgres.send_signal(conn, config.postgres.signal_table, "execute-snapshot",
+                                    json.dumps({"data-collections": [table_name], "type": "incremental"}))
+
+
+def _walsender(config: Config) -> int | None:
+    with postgres.connect(config.postgres.dsn_kwargs()) as conn:
+        info = postgres.slot_info(conn, config.postgres.slot)
+    return info.active_pid if info is not None and info.active else None
+
+
+def _wait(check: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not check():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout_s:g} s waiting for {what}")
+        time.sleep(0.5)
+
+
+def _healthy(config: Config) -> bool:
+    st = connector_ops.status(config)
+    return st is not None and st.healthy
+
+
+def _applied_count(stores, table) -> int:
+    if hasattr(stores.cache, "count"):
+        return stores.cache.count(stores.cache_tables[table.name])
+    return stores.search.engine.count(stores.search_tables[table.name].alias)

@@ -1,0 +1,202 @@
+"""`cdckit status`: what is true right now, from each system's own answer, with warnings and an
+overall verdict (the exit code)."""
+from __future__ import annotations
+
+import socket
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from pipelines.config import Config
+
+LAG_GROWTH_SAMPLE_S = 2.0
+
+
+@dataclass
+class Report:
+    healthy: bool = True
+    warnings: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    connector: dict[str, Any] | None = None
+    slot: dict[str, Any] | None = None
+    topics: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pipeline: dict[str, Any] = field(default_factory=dict)
+    tables: dict[str, dict[str, Any]] = field(default_factory=dict)
+    stores_lost: list[str] = field(default_factory=list)
+
+    def problem(self, text: str) -> None:
+        self.problems.append(text)
+        self.healthy = False
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _connector(config: Config, report: Report) -> None:
+    from connectors.connect_client import ConnectError
+    from pipelines.ops.connector import client_for, status
+
+    try:
+        st = status(config)
+        stored = client_for(config).get_config(config.connector_name) or {}
+    except ConnectError as exc:
+        report.problem(f"Kafka Connect: {exc}")
+        return
+    if st is None:
+        report.connector = {"name": config.connector_name, "state": "MISSING", "tasks": []}
+        report.problem(f"connector {config.connector_name} is not registered")
+        return
+    report.connector = {"name": st.name, "state": st.state, "tasks": [
+        {"id": t.id, "state": t.state, "trace": (t.trace or "").splitlines()[0] if t.trace else None}
+        for t in st.tasks]}
+    if not st.healthy:
+        states = ", ".join(f"task {t.id} {t.state}" for t in st.tasks) or "no tasks"
+        report.problem(f"connector {st.name} is {st.state} ({states})")
+    if int(stored.get("heartbeat.interval.ms", "0") or 0) <= 0:
+        report.warnings.append("Debezium heartbeats are off: an idle database's WAL will pile up behind the slot")
+
+
+def _slot(config: Config, report: Report) -> None:
+    from connectors import postgres
+
+    try:
+        with postgres.connect(config.postgres.dsn_kwargs()) as conn:
+            info = postgres.slot_info(conn, config.postgres.slot)
+            current = postgres.current_wal_lsn(conn)
+            for t in config.tables:
+                est = conn.execute("SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass(%s)",
+                                   (t.name,)).fetchone()
+                if est is not None and est[0] < 0:  # never analyzed: no estimate, so count
+                    est = conn.execute(f"SELECT count(*) FROM {t.name}").fetchone()
+                report.tables.setdefault(t.name, {})["postgres_rows_estimate"] = est[0] if est else None
+    except postgres.PostgresUnreachable as exc:
+        report.problem(str(exc))
+        return
+    if info is None:
+        report.slot = {"name": config.postgres.slot, "exists": False}
+        report.problem(f"replication slot {config.postgres.slot} does not exist")
+        return
+    lag = current - info.confirmed_flush_lsn if info.confirmed_flush_lsn else None
+    report.slot = {"name": info.name, "exists": True, "active": info.active, "lag_bytes": lag,
+                   "wal_retained_bytes": info.retained_bytes}
+    if not info.active:
+        report.problem(f"replication slot {info.name} is inactive: nothing reads the WAL, which piles up "
+                       f"({info.retained_bytes or 0:,} bytes retained)")
+
+
+def _topics(config: Config, report: Report) -> None:
+    from connectors.kafka.admin import topic_names, topic_setting
+    from connectors.kafka.offsets import end_offsets
+    from pipelines.state.offsets import committed_offsets
+
+    conf = config.kafka.client_config()
+    try:
+        existing = topic_names(conf)
+    except Exception as exc:  # noqa: BLE001 - KafkaException: broker unreachable
+        report.problem(f"Kafka at {config.kafka.bootstrap_servers}: {exc}")
+        return
+    topics = [config.topic_for(t) for t in config.tables if config.topic_for(t) in existing]
+
+    def lags() -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+        committed = committed_offsets(config.spark.checkpoint_dir) or {}
+        end = end_offsets(conf, topics) if topics else {}
+        return {t: sum(max(0, int(o) - int(committed.get(t, {}).get(p, 0))) for p, o in parts.items())
+                for t, parts in end.items()}, end
+
+    first, _ = lags()
+    time.sleep(LAG_GROWTH_SAMPLE_S)
+    second, end = lags()
+    committed = committed_offsets(config.spark.checkpoint_dir) or {}
+    for t in config.tables:
+        topic = config.topic_for(t)
+        info: dict[str, Any] = {"exists": topic in existing}
+        report.topics[topic] = info
+        if topic not in existing:
+            report.problem(f"topic {topic} does not exist (connector not started, or the broker lost it)")
+            continue
+        info["cleanup_policy"] = topic_setting(conf, topic, "cleanup.policy")
+        info["end_offsets"] = end.get(topic, {})
+        info["committed_offsets"] = committed.get(topic)
+        info["lag"] = second.get(topic, 0)
+        info["lag_growing"] = second.get(topic, 0) > first.get(topic, 0)
+        if "compact" not in info["cleanup_policy"]:
+            report.warnings.append(f"topic {topic} is not compacted (cleanup.policy={info['cleanup_policy']}): "
+                                   "a replay from offset 0 cannot rebuild the stores once data expires")
+        if info["lag_growing"]:
+            report.problem(f"pipeline lag on {topic} is growing ({first.get(topic, 0)} -> {second.get(topic, 0)})")
+
+
+def _pipeline(config: Config, report: Report) -> None:
+    from pipelines.state.status import process_alive, read_status
+
+    st = read_status(config.spark.checkpoint_dir)
+    if st is None:
+        report.pipeline = {"running": False, "batches": 0}
+        report.problem("the pipeline has not applied any batch yet (is `cdckit run` running?)")
+        return
+    age = time.time() - st["finished_at"]
+    if st.get("host") == socket.gethostname() and not process_alive(st.get("pid")):
+        report.problem(f"the pipeline process that applied the last batch (pid {st.get('pid')}) is not running")
+    report.pipeline = {"last_batch_id": st["batch_id"], "last_batch_age_s": round(age, 1),
+                       "newest_change_age_s": round(time.time() - st["newest_source_ts_ms"] / 1000, 1)
+                       if st.get("newest_source_ts_ms") else None,
+                       "last_batch_records": st["records"], "dead_letters_last_batch": st["dead_letters"]}
+
+
+def _stores(config: Config, report: Report, exact: bool) -> None:
+    from pipelines.apply.stores import stores_from_config
+
+    stores = stores_from_config(config)
+    _lost(config, stores, report)
+    for t in config.tables:
+        row = report.tables.setdefault(t.name, {})
+        if "search" in config.sinks:
+            search_table = stores.search_tables[t.name]
+            try:
+                if not stores.search.engine.alias_exists(search_table.alias):
+                    row["search_docs"] = None
+                    report.problem(f"search index {search_table.alias} is missing (store lost its data? "
+                                   f"run `cdckit rebuild search`)")
+                else:
+                    row["search_docs"] = stores.search.engine.count(search_table.alias)
+            except Exception as exc:  # noqa: BLE001 - connection errors of either client library
+                report.problem(f"search at {config.search.url}: {type(exc).__name__}")
+        if "cache" in config.sinks:
+            try:
+                row["cache_keys"] = stores.cache.count(stores.cache_tables[t.name], exact=exact)
+            except Exception as exc:  # noqa: BLE001 - redis connection errors
+                report.problem(f"redis at {config.redis.url}: {type(exc).__name__}")
+        if exact:
+            from connectors import postgres
+
+            with postgres.connect(config.postgres.dsn_kwargs()) as conn:
+                row["postgres_rows"] = conn.execute(f"SELECT count(*) FROM {t.name}").fetchone()[0]
+        want = row.get("postgres_rows", row.get("postgres_rows_estimate"))
+        for store in ("search_docs", "cache_keys"):
+            if row.get(store) == 0 and want:
+                report.warnings.append(f"{t.name}: {store.replace('_', ' ')} is empty but Postgres has ~{want} rows")
+
+
+def _lost(config: Config, stores, report: Report) -> None:
+    from derived.sinks import markers as store_markers
+    from pipelines.state.offsets import committed_offsets
+
+    if committed_offsets(config.spark.checkpoint_dir) is None:
+        return  # the pipeline never ran: nothing was there to lose
+    try:
+        gone = store_markers.missing(config.topic_prefix,
+                                     stores.search.engine if "search" in config.sinks else None,
+                                     stores.cache.r if "cache" in config.sinks else None)
+    except Exception:  # noqa: BLE001 - unreachable stores are reported below
+        return
+    if gone:
+        report.stores_lost = gone
+        report.problem(store_markers.lost_message(gone, {"search": config.search.url, "cache": config.redis.url}))
+
+
+def collect(config: Config, exact: bool = False) -> Report:
+    report = Report()
+    for part in (_connector, _slot, _topics, _pipeline):
+        part(config, report)
+    _stores(config, report, exact)
+    return report

@@ -1,0 +1,231 @@
+"""`cdckit verify`: wait until the pipeline has applied everything up to the database's current WAL
+position, then compare every row (or a sample) with the search index and the cache.
+
+Why that wait is sound: once the slot's confirmed_flush_lsn passes the target position, Kafka
+Connect has committed Debezium's offsets beyond it, which it does only after the producer acked
+every record before them; so every change up to the target is in Kafka, and once the pipeline's
+committed offsets reach the topics' end offsets, it is in the stores. Heartbeats move the slot on
+an idle database.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterator
+
+import orjson
+
+from connectors import postgres
+from connectors.debezium_values import render, same
+from connectors.envelope import document_id
+from derived.sinks.cache.keys import render_key
+from derived.shape import shape
+from pipelines.state.offsets import committed_offsets
+from pipelines.config import Config, TableConfig
+from pipelines.errors import NotCaughtUp
+
+BATCH = 1000
+SHOWN = 20
+
+
+@dataclass
+class StoreDiff:
+    missing: list[str] = field(default_factory=list)
+    extra: list[str] = field(default_factory=list)
+    different: list[dict[str, Any]] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=lambda: {"missing": 0, "extra": 0, "different": 0})
+
+    def add(self, kind: str, item: Any) -> None:
+        self.counts[kind] += 1
+        bucket = getattr(self, kind)
+        if len(bucket) < SHOWN:
+            bucket.append(item)
+
+    @property
+    def clean(self) -> bool:
+        return not any(self.counts.values())
+
+
+@dataclass
+class TableReport:
+    table: str
+    rows: int = 0
+    stores: dict[str, StoreDiff] = field(default_factory=dict)
+
+
+@dataclass
+class VerifyReport:
+    exact: bool
+    waited_s: float
+    target_lsn: int
+    tables: list[TableReport]
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def wait_applied(config: Config, timeout_s: float) -> tuple[int, float]:
+    started = time.monotonic()
+    with postgres.connect(config.postgres.dsn_kwargs()) as conn:
+        target = postgres.current_wal_lsn(conn)
+        while True:
+            info = postgres.slot_info(conn, config.postgres.slot)
+            if info is not None and (info.confirmed_flush_lsn or 0) >= target:
+                break
+            if time.monotonic() - started > timeout_s:
+                raise NotCaughtUp(f"the slot {config.postgres.slot} has not confirmed WAL position {target} "
+                                  f"within {timeout_s:g} s (connector stopped? heartbeats off?)")
+            time.sleep(0.5)
+    from connectors.kafka.offsets import end_offsets
+
+    end = end_offsets(config.kafka.client_config(), [config.topic_for(t) for t in config.tables])
+    while True:
+        committed = committed_offsets(config.spark.checkpoint_dir) or {}
+        if all(int(committed.get(t, {}).get(p, 0)) >= int(o) for t, parts in end.items() for p, o in parts.items()):
+            return target, time.monotonic() - started
+        if time.monotonic() - started > timeout_s:
+            raise NotCaughtUp(f"the pipeline has not applied the topics up to {end} within {timeout_s:g} s "
+                              f"(committed: {committed}); is `cdckit run` running?")
+        time.sleep(0.5)
+
+
+def _primary_key(conn, table: str) -> list[str]:
+    rows = conn.execute("SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = i.indrelid "
+                        "AND a.attnum = ANY(i.indkey) WHERE i.indrelid = %s::regclass AND i.indisprimary "
+                        "ORDER BY array_position(i.indkey, a.attnum)", (table,)).fetchall()
+    return [r[0] for r in rows]
+
+
+def _rows(conn, table: str, sample: int | None) -> Iterator[dict[str, Any]]:
+    from psycopg.rows import dict_row
+
+    query = f"SELECT * FROM {table}" + (f" ORDER BY random() LIMIT {int(sample)}" if sample else "")
+    with conn.cursor(name=f"cdckit_verify_{int(time.time() * 1000)}", row_factory=dict_row) as cur:
+        cur.itersize = 5000
+        cur.execute(query)
+        yield from cur
+
+
+def _chunks(it: Iterator[Any], size: int) -> Iterator[list[Any]]:
+    chunk: list[Any] = []
+    for item in it:
+        chunk.append(item)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def _compare(doc: dict[str, Any], expected: dict[str, Any], types: dict[str, str], table: TableConfig,
+             as_strings: bool) -> str | None:
+    """The first field that differs, or None."""
+    reverse = {table.rename.get(c, c): c for c in types}
+    for fld in sorted(set(doc) | set(expected)):
+        want, got = expected.get(fld), doc.get(fld)
+        pg_type = types.get(reverse.get(fld, fld), "")
+        if as_strings:  # hash format: every value is a string
+            from derived.sinks.cache.sink import hash_value
+
+            want = hash_value(want)
+        if not same(got, want, pg_type):
+            return fld
+    return None
+
+
+def verify_table(config: Config, table: TableConfig, stores, sample: int | None) -> TableReport:
+    report = TableReport(table.name, stores={s: StoreDiff() for s in config.sinks})
+    search_t, cache_t = stores.search_tables[table.name], stores.cache_tables[table.name]
+    seen = {s: 0 for s in config.sinks}
+    with postgres.connect(config.postgres.dsn_kwargs(), autocommit=False) as conn:
+        types = postgres.column_types(conn, table.name)
+        key_cols = table.key or _primary_key(conn, table.name)
+        for chunk in _chunks(_rows(conn, table.name, sample), BATCH):
+            report.rows += len(chunk)
+            rendered = [{c: render(v, types.get(c, "")) for c, v in row.items()} for row in chunk]
+            ids = [document_id({c: r[c] for c in key_cols}, key_cols) for r in rendered]
+            expected = {i: shape(r, table) for i, r in zip(ids, rendered)}
+            if "search" in config.sinks:
+                docs = stores.search.engine.mget(search_t.alias, ids)
+                seen["search"] += len(docs)
+                _diff(report.stores["search"], expected, docs, types, table, as_strings=False)
+            if "cache" in config.sinks:
+                keys = [render_key(cache_t.key_template, {c: r[c] for c in key_cols}, i) for i, r in zip(ids, rendered)]
+                docs = _cache_docs(stores.cache, cache_t, dict(zip(ids, keys)))
+                seen["cache"] += len(docs)
+                _diff(report.stores["cache"], expected, docs, types, table, as_strings=cache_t.format == "hash")
+    if sample is None:
+        _extras(report, stores, search_t, cache_t, seen, config, table, key_cols)
+    return report
+
+
+def _diff(diff: StoreDiff, expected, docs, types, table, as_strings: bool) -> None:
+    for doc_id, want in expected.items():
+        got = docs.get(doc_id)
+        if got is None:
+            diff.add("missing", doc_id)
+            continue
+        fld = _compare(got, want, types, table, as_strings)
+        if fld is not None:
+            diff.add("different", {"id": doc_id, "field": fld, "postgres": want.get(fld), "store": got.get(fld)})
+
+
+def _cache_docs(cache, table, keys: dict[str, str]) -> dict[str, dict[str, Any]]:
+    r = cache.r
+    names = list(keys.values())
+    if table.format == "json":
+        values = r.mget(names)
+        return {i: orjson.loads(v) for i, v in zip(keys, values) if v is not None}
+    pipe = r.pipeline(transaction=False)
+    for name in names:
+        pipe.hgetall(name)
+    return {i: {k.decode(): v.decode() for k, v in h.items()} for i, h in zip(keys, pipe.execute()) if h}
+
+
+def _extras(report, stores, search_t, cache_t, seen, config, table, key_cols) -> None:
+    """Documents the database no longer has. Counted first; enumerated only when counts disagree."""
+    if "search" in config.sinks:
+        stores.search.engine.refresh(search_t.alias)
+        if stores.search.engine.count(search_t.alias) > seen["search"]:
+            present = set(_all_ids(config, table, key_cols))
+            for doc_id in stores.search.engine.scan_ids(search_t.alias):
+                if doc_id not in present:
+                    report.stores["search"].add("extra", doc_id)
+    if "cache" in config.sinks:
+        if stores.cache.count(cache_t, exact=True) > seen["cache"]:
+            present_keys = {render_key(cache_t.key_template, k, i) for i, k in _all_keys(config, table, key_cols)}
+            for key in stores.cache.r.scan_iter(match=cache_t.pattern(), count=1000):
+                key = key.decode()
+                if not key.startswith("cdckit:") and key not in present_keys:
+                    report.stores["cache"].add("extra", key)
+
+
+def _all_keys(config: Config, table: TableConfig, key_cols: list[str]):
+    with postgres.connect(config.postgres.dsn_kwargs(), autocommit=False) as conn:
+        types = postgres.column_types(conn, table.name)
+        cols = ", ".join(key_cols)
+        with conn.cursor(name="cdckit_verify_keys") as cur:
+            cur.itersize = 20000
+            cur.execute(f"SELECT {cols} FROM {table.name}")
+            for row in cur:
+                key = {c: render(v, types.get(c, "")) for c, v in zip(key_cols, row)}
+                yield document_id(key, key_cols), key
+
+
+def _all_ids(config, table, key_cols):
+    return (i for i, _ in _all_keys(config, table, key_cols))
+
+
+def verify(config: Config, table: str | None = None, sample: int | None = None, timeout_s: float = 120
+           ) -> VerifyReport:
+    from pipelines.apply.stores import stores_from_config
+    from pipelines.errors import ConfigError
+
+    chosen = [t for t in config.tables if table is None or t.name == table]
+    if not chosen:
+        raise ConfigError("--table", f"{table} is not in the config")
+    target, waited = wait_applied(config, timeout_s)
+    stores = stores_from_config(config)
+    reports = [verify_table(config, t, stores, sample) for t in chosen]
+    exact = all(d.clean for r in reports for d in r.stores.values())
+    return VerifyReport(exact, round(waited, 1), target, reports)

@@ -1,0 +1,266 @@
+"""`cdckit run`: one Structured Streaming query over every change topic, applying each micro-batch
+to the search index and the cache. Spark schedules; pipelines/apply does the work."""
+from __future__ import annotations
+
+import json
+import logging
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+import orjson
+
+from connectors.kafka.admin import ensure_topic, topic_ids
+from connectors.kafka.errors import TopicLost
+from derived.sinks import markers as store_markers
+from derived.sinks.errors import StoreUnavailable
+from pipelines.apply.batch import ApplyOptions, apply_truncates
+from pipelines.apply.stats import BatchStats, add_stats
+from pipelines.apply.stores import stores_from_config
+from pipelines.config import Config, load_config
+from pipelines.errors import CdckitError
+from pipelines.spark.partition_apply import STATS_DDL, executor_fn, range_executor_fn, stats_of
+from pipelines.spark.session import spark_session
+from pipelines.state.fences import FenceStore, fence_key
+from pipelines.state.offsets import committed_offsets
+from pipelines.state.rebuild import live_targets
+from pipelines.state.status import claim_status, write_status
+from pipelines.state.topic_ids import TopicIds
+from pipelines.state.truncate_cuts import TruncateCuts
+
+log = logging.getLogger("cdckit.job")
+STOP_GRACE_S = 30.0
+
+
+def change_stream(spark, config: Config):
+    """Every table topic of the prefix as a streaming DataFrame with the kafka source's columns.
+    A pattern, not a list, so a table added later (`cdckit snapshot add`) needs no restart."""
+    fmt = "cdckit_kafka" if config.spark.kafka_source == "python" else "kafka"
+    reader = (spark.readStream.format(fmt).option("subscribePattern", config.topic_pattern)
+              .option("startingOffsets", "earliest"))
+    client = config.kafka.client_config() if fmt == "cdckit_kafka" else config.kafka.java_client_config()
+    for key, value in client.items():
+        reader = reader.option(f"kafka.{key}", value)
+    if config.spark.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(config.spark.max_offsets_per_trigger))
+    if fmt == "kafka":
+        reader = reader.option("failOnDataLoss", "true")
+    else:
+        # The apply tasks read the records themselves, at most one task per core and batch.
+        reader = reader.option("ranges", "true").option("tasks", str(spark.sparkContext.defaultParallelism))
+    return reader.load()
+
+
+class LiveConfig:
+    """The config a batch runs with: re-read when its file changes, so tables can be added while
+    the job runs; an invalid edit is logged and the previous config kept."""
+
+    def __init__(self, config: Config, path: Path | None = None):
+        self.config, self.path = config, path
+        # Unknown: the file may have changed since `config` was read from it, so the first batch re-reads it.
+        self.mtime: float | None = None
+        self._prepare()
+
+    def _prepare(self) -> None:
+        self.stores = stores_from_config(self.config)
+        self.indexes_ensured = False
+        self.json = orjson.dumps(self.config.model_dump(mode="json"))
+
+    def check_stores(self, fresh: bool) -> None:
+        """A fresh pipeline (no batch committed) marks its stores; later batches refuse to write
+        stores whose marker vanished (they lost their data: see derived/sinks/markers.py) and never
+        create their indices again (a rebuild does that). A table's first index is created here."""
+        cfg, s = self.config, self.stores
+        engine = s.search.engine if "search" in cfg.sinks else None
+        client = s.cache.r if "cache" in cfg.sinks else None
+        try:
+            if fresh:
+                if engine is not None:
+                    store_markers.mark_search(engine, cfg.topic_prefix)
+                if client is not None:
+                    store_markers.mark_cache(client, cfg.topic_prefix, "pipeline")
+                gone = []
+            else:
+                gone = store_markers.missing(cfg.topic_prefix, engine, client)
+            if not self.indexes_ensured and not gone:
+                for table in s.search_tables.values():
+                    s.search.prepare(table)
+                self.indexes_ensured = True
+        except Exception as exc:  # noqa: BLE001 - connection errors of either client: pause, then retry
+            raise StoreUnavailable(f"a store did not answer before the batch: {type(exc).__name__}: {exc}") from exc
+        if gone:
+            raise StoreUnavailable(store_markers.lost_message(gone, {"search": cfg.search.url, "cache": cfg.redis.url}))
+
+    def current(self) -> Config:
+        if self.path is not None:
+            try:
+                mtime = self.path.stat().st_mtime
+            except OSError:
+                return self.config
+            if mtime != self.mtime:
+                self.mtime = mtime
+                try:
+                    fresh = load_config(self.path)
+                    fresh.spark.checkpoint_dir = self.config.spark.checkpoint_dir
+                    if fresh != self.config:
+                        self.config = fresh
+                        self._prepare()
+                        log.warning("config reloaded: %d table(s)", len(fresh.tables))
+                except CdckitError as exc:
+                    log.error("config change ignored: %s", exc)
+        return self.config
+
+
+def batch_writer(config: Config, on_batch: Callable | None = None, config_path: Path | None = None, metrics=None):
+    """foreachBatch: every Kafka partition's slice is applied on an executor (mapInArrow), which
+    reads the slice itself when the source gives offset ranges; the driver only gathers the
+    per-partition stats and fences."""
+    live = LiveConfig(config, config_path)
+    ensure_topic(config.kafka.client_config(), config.dead_letter_topic)
+    fences = FenceStore(config.spark.checkpoint_dir)
+
+    fresh = committed_offsets(config.spark.checkpoint_dir) is None
+    cuts = TruncateCuts(config.spark.checkpoint_dir)
+    topic_ids = TopicIds(config.spark.checkpoint_dir)
+
+    def write(df, batch_id: int) -> None:
+        nonlocal fresh
+        started = time.monotonic()
+        live.current()
+        live.check_stores(fresh)
+        fresh = False
+        config_json = live.json
+        ids = topic_ids(config.kafka.client_config(), config.topic_pattern)
+        recreated = topic_ids.recreated(ids)
+        if recreated:
+            raise TopicLost(f"change topics recreated since the pipeline read them: {', '.join(recreated[:5])}. "
+                            "Their positions belong to the old topics; recover with `cdckit bootstrap` (it re-snapshots)")
+        topic_ids.learn(ids)
+        state = fences.before(batch_id)
+        rebuild = live_targets(config.spark.checkpoint_dir)
+        apply_fn = range_executor_fn if "start" in df.columns else executor_fn  # ranges, or records (JVM source)
+        how = ApplyOptions(defer_truncates=True, known_cuts=cuts.known)
+        out = df.mapInArrow(apply_fn(config_json, state, rebuild, how), STATS_DDL).toArrow().to_pylist()
+        stats = BatchStats()
+        for row in out:
+            key = fence_key(row["topic"], row["partition"])
+            state[key] = max(state.get(key, 0), row["fence"])
+            add_stats(stats, stats_of(row))
+        if stats.truncate_cuts:  # after every task's writes: see apply_records
+            if rebuild:
+                apply_truncates(stores_from_config(live.config, rebuild), stats.truncate_cuts)
+            apply_truncates(live.stores, stats.truncate_cuts)
+            cuts.learn(stats.truncate_cuts)
+        fences.save(batch_id, state)
+        seconds = time.monotonic() - started
+        write_status(config.spark.checkpoint_dir, batch_id, stats, seconds)
+        if metrics is not None:
+            metrics.batch(stats, seconds)
+        log.info("batch %d: %d records, search +%d (%d stale), cache +%d (%d stale), %d dead letters, %.2f s",
+                 batch_id, stats.records, stats.search_applied, stats.search_stale, stats.cache_applied,
+                 stats.cache_stale, stats.dead_letters, seconds)
+        if on_batch:
+            on_batch(batch_id, stats, out)
+
+    return write
+
+
+def start(spark, config: Config, on_batch=None, config_path: Path | None = None, metrics=None):
+    write = batch_writer(config, on_batch, config_path, metrics)
+    writer = (change_stream(spark, config).writeStream.foreachBatch(write)
+              .option("checkpointLocation", str(config.spark.checkpoint_dir / "query")))
+    if config.spark.trigger == "available_now":
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=config.spark.trigger)
+    return writer.queryName("cdckit").start()
+
+
+def progress_lag(progress: dict | None) -> dict[str, int]:
+    """Records between the last batch's end and the newest offsets the source saw, per topic."""
+    if not progress or not progress.get("sources"):
+        return {}
+    src = progress["sources"][0]
+    end, latest = src.get("endOffset"), src.get("latestOffset")
+    end, latest = ((json.loads(x) if isinstance(x, str) else x) or {} for x in (end, latest))
+    return {t: sum(max(0, int(o) - int(end.get(t, {}).get(p, 0))) for p, o in parts.items())
+            for t, parts in latest.items()}
+
+
+def run(config: Config, config_path: Path | None = None, on_batch=None, once: Callable[[], bool] | None = None
+        ) -> int:
+    """Run until SIGTERM/SIGINT (after the current batch), or until `once()` says the work is done.
+    A store that stays unreachable beyond the sinks' retries, or a broker that does not answer,
+    fails the batch; the query is then restarted from its checkpoint after a pause (the batch is
+    re-run: versioned writes make that safe). Lost topics and bad config end it: a restart cannot help."""
+    from pipelines.spark.metrics import PipelineMetrics
+
+    claim_status(config.spark.checkpoint_dir)
+    spark = spark_session(config)
+    metrics = PipelineMetrics(config.metrics_port, config.metrics_host) if config.metrics_port else None
+    stopping = threading.Event()
+
+    def on_term(signum, _frame):
+        log.warning("signal %d: stopping after the current batch", signum)
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    pause = RESTART_PAUSE_S
+    while True:
+        query = start(spark, config, on_batch=on_batch, config_path=config_path, metrics=metrics)
+        _follow(query, metrics, stopping, once)
+        failure = query.exception()
+        if failure is None:
+            break
+        if not _restartable(failure) or stopping.is_set():
+            log.error("query failed: %s", failure)
+            return 1
+        log.warning("%s; restarting from the checkpoint in %.0f s", _first_line(failure), pause)
+        if stopping.wait(pause):
+            break
+        pause = min(pause * 2, 60.0)
+    spark.stop()
+    return 0
+
+
+RESTART_PAUSE_S = 5.0
+
+
+def _follow(query, metrics, stopping: threading.Event, once: Callable[[], bool] | None) -> None:
+    while query.isActive:
+        if metrics is not None:
+            try:
+                metrics.lags(progress_lag(query.lastProgress))
+            except Exception:  # noqa: BLE001 - a metric must never stop the sync
+                log.exception("lag metric not updated")
+        if stopping.is_set() or (once is not None and once()):
+            # Let the current batch finish, but not forever: a batch stuck on an unreachable store
+            # is re-run from the checkpoint next time anyway.
+            deadline = time.monotonic() + STOP_GRACE_S
+            while query.status.get("isTriggerActive") and time.monotonic() < deadline:
+                time.sleep(0.1)
+            query.stop()
+            break
+        try:
+            query.awaitTermination(1)
+        except Exception:  # noqa: BLE001 - the query failed; the caller reads query.exception()
+            break
+
+
+_RESTARTABLE = ("StoreUnavailable", "KafkaUnavailable", "NoFetchResponse")
+
+
+def _restartable(failure) -> bool:
+    return any(name in str(failure) for name in _RESTARTABLE)
+
+
+def _first_line(failure) -> str:
+    """The exception's own message out of the Python traceback Spark wraps it in."""
+    import re
+
+    text = str(failure)
+    found = re.findall(rf"(?:{'|'.join(_RESTARTABLE)}): (.+)", text)
+    return (found[-1] if found else text.splitlines()[0])[:300]

@@ -1,0 +1,240 @@
+"""The rebuild's Spark side: a batch job folds each Kafka partition from its first offset to the
+planned end and writes the survivors into the fresh generations; a streaming query (availableNow)
+then catches the fresh generations up. Both run the functions here on executors (mapInArrow);
+pipelines/ops/rebuild.py carries the phases out."""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any, Callable, Iterator
+
+import orjson
+import pyarrow as pa
+
+from connectors.envelope import RecordError, decode
+from connectors.kafka.dead_letter_topic import DeadLetterWriter
+from connectors.kafka.ranges import RANGE_ARROW_SCHEMA, KafkaRange, read_messages
+from derived.change import Position, Version
+from pipelines.apply.batch import ApplyOptions, apply_changes, apply_truncates, newest_cuts
+from pipelines.apply.rebuild_fold import PartitionFold
+from pipelines.apply.stats import BatchStats, add_stats
+from pipelines.apply.stores import stores_from_config
+from pipelines.config import Config, parse_config
+from pipelines.errors import CdckitError
+from pipelines.spark.partition_apply import STATS_DDL, STATS_SCHEMA, apply_partition, stats_of, worker_resources
+from pipelines.spark.schemas import ddl
+from pipelines.state.checkpoint import RebuildWork
+from pipelines.state.fences import FenceStore, fence_key
+from pipelines.state.rebuild import Targets, read_bulk, read_progress, report_progress, write_bulk
+
+BULK_SCHEMA = pa.schema([
+    ("topic", pa.string()), ("partition", pa.int32()), ("records", pa.int64()), ("tombstones", pa.int64()),
+    ("survivors", pa.int64()), ("search_applied", pa.int64()), ("search_stale", pa.int64()),
+    ("cache_applied", pa.int64()), ("cache_stale", pa.int64()), ("dead_letters", pa.int64()),
+    ("unresolved_toast", pa.int64()), ("fence", pa.int64()),
+    ("read_seconds", pa.float64()), ("fold_seconds", pa.float64()), ("apply_seconds", pa.float64()),
+])
+BULK_DDL = ddl(BULK_SCHEMA)
+RANGES_DDL = ddl(RANGE_ARROW_SCHEMA)
+APPLY_CHUNK = 5_000
+
+
+def config_json(config: Config) -> bytes:
+    """The config as executors get it (secret refs, not values)."""
+    return orjson.dumps(config.model_dump(mode="json"))
+
+
+# -- bulk -------------------------------------------------------------------------------------------
+def bulk(spark, config: Config, plan, work: RebuildWork, on_progress: Callable[[dict[str, dict[str, Any]]], None]
+         ) -> dict[str, Any]:
+    """Every partition of the plan folded and written, except those a previous run finished; the
+    totals over all of them (this run's and earlier runs')."""
+    done = {k for k, v in read_progress(work).items() if v.get("done")}
+    todo = [(t, int(p), int(plan.begin.get(t, {}).get(p, 0)), int(e)) for t, parts in plan.end.items()
+            for p, e in parts.items() if f"{t}-{p}" not in done and int(e) > int(plan.begin.get(t, {}).get(p, 0))]
+    rows: list[dict[str, Any]] = []
+    if todo:
+        # One Spark partition per Kafka partition: a key and its snapshot fence live in one.
+        frame = spark.createDataFrame(spark.sparkContext.parallelize(todo, len(todo)), RANGES_DDL)
+        stop = threading.Event()
+        watcher = threading.Thread(target=_watch_progress, args=(work, on_progress, stop), daemon=True)
+        watcher.start()
+        try:
+            cuts = truncate_cuts(config, plan.begin, plan.end)
+            rows = (frame.mapInArrow(bulk_fn(config_json(config), plan.targets, str(work.root), cuts), BULK_DDL)
+                    .toArrow().to_pylist())
+        finally:
+            stop.set()
+            watcher.join()
+    on_progress(read_progress(work))
+    previous = read_bulk(work)
+    for row in rows:
+        previous[f"{row['topic']}-{row['partition']}"] = row
+    write_bulk(work, previous)
+    totals: dict[str, Any] = {k: sum(r[k] for r in previous.values()) for k in
+                              ("records", "tombstones", "survivors", "search_applied", "search_stale", "cache_applied",
+                               "cache_stale", "dead_letters", "unresolved_toast")}
+    for k in ("read_seconds", "fold_seconds", "apply_seconds"):  # summed over partitions (they run in parallel)
+        totals[k] = round(sum(r.get(k, 0) for r in previous.values()), 1)
+    totals["fences"] = {fence_key(r["topic"], r["partition"]): r["fence"] for r in previous.values() if r["fence"]}
+    return totals
+
+
+def _watch_progress(work: RebuildWork, on_progress, stop: threading.Event) -> None:
+    while not stop.wait(0.5):
+        on_progress(read_progress(work))
+
+
+def truncate_cuts(config: Config, begin: dict[str, dict[str, int]], end: dict[str, dict[str, int]]
+                  ) -> dict[str, Version]:
+    """The newest truncate per table within the plan's ranges, read from the marker topic before
+    the bulk: a truncate's marker sits in one partition of its own topic, while the rows it removes
+    are in every partition of the table's; each partition's fold starts from these cuts."""
+    topic = config.truncate_topic
+    truncates = []
+    for p, last in end.get(topic, {}).items():
+        first = int(begin.get(topic, {}).get(p, 0))
+        for msgs in read_messages(config.kafka.client_config(), KafkaRange(topic, int(p), first, int(last))):
+            for m in msgs:
+                try:
+                    out = decode(m.key(), m.value(), Position(topic, int(p), m.offset()),
+                                 truncate_table=config.postgres.truncate_table)
+                except RecordError:
+                    continue  # not a marker the bulk can use; the live pipeline dead-lettered it
+                if out is not None and getattr(out, "op", None) == "truncate":
+                    truncates.append(out)
+    return newest_cuts(truncates)
+
+
+def bulk_fn(config_json: bytes, targets: Targets, work: str, cuts: dict[str, Version] | None = None
+            ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The mapInArrow function over a DataFrame of offset ranges, one Kafka partition per Spark
+    partition: each task reads its range itself (no second trip of every record through the JVM),
+    folds it (from the truncate cuts read before, see truncate_cuts) and writes the survivors."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for rb in batches:
+            for r in rb.to_pylist():
+                yield _bulk_range(config_json, targets, RebuildWork(work), r["topic"], r["partition"], r["start"],
+                                  r["end"], cuts or {})
+
+    return run
+
+
+def _bulk_range(config_json: bytes, targets: Targets, work: RebuildWork, topic: str, partition: int, start: int,
+                end: int, cuts: dict[str, Version]) -> pa.RecordBatch:
+    config = parse_config(orjson.loads(config_json))
+    fold, read_s, fold_s = _fold_range(config, work, topic, partition, start, end, cuts)
+    t = time.perf_counter()
+    survivors = fold.survivors()
+    stats, dead = BatchStats(records=fold.records, tombstones=fold.tombstones), list(fold.dead)
+    stores = worker_resources(config_json, targets)
+    if stores.toast is not None:  # TOAST values the compacted log no longer holds (pipelines/apply/toast_reread.py)
+        stores.toast.fill(survivors, every_upsert=True)
+    for first in range(0, len(survivors), APPLY_CHUNK):
+        apply_changes(stores, [], survivors[first:first + APPLY_CHUNK], stats, dead, [])
+        report_progress(work, topic, partition, read=fold.records, applied=first + APPLY_CHUNK,
+                        survivors=len(survivors))
+    apply_s = time.perf_counter() - t
+    for letter in dead:
+        letter.extra["rebuild"] = work.name
+    written = DeadLetterWriter(config.kafka.client_config(), config.dead_letter_topic).write(dead) if dead else 0
+    report_progress(work, topic, partition, read=fold.records, applied=len(survivors), survivors=len(survivors),
+                    done=True)
+    return pa.RecordBatch.from_pylist([{
+        "topic": topic, "partition": partition, "records": fold.records, "tombstones": fold.tombstones,
+        "survivors": len(survivors), "search_applied": stats.search_applied, "search_stale": stats.search_stale,
+        "cache_applied": stats.cache_applied, "cache_stale": stats.cache_stale, "dead_letters": written,
+        "unresolved_toast": sum(1 for c in survivors if c.unavailable),
+        "fence": fold.fences.get(fence_key(topic, partition), 0), "read_seconds": round(read_s, 2),
+        "fold_seconds": round(fold_s, 2), "apply_seconds": round(apply_s, 2)}], schema=BULK_SCHEMA)
+
+
+def _fold_range(config: Config, work: RebuildWork, topic: str, partition: int, start: int, end: int,
+                cuts: dict[str, Version]) -> tuple[PartitionFold, float, float]:
+    """(fold, seconds reading, seconds folding) of [start, end) of one partition."""
+    fold = PartitionFold({t.name: t.key for t in config.tables}, {config.topic_for(t): t.name for t in config.tables},
+                         truncated=dict(cuts), truncate_table=config.postgres.truncate_table)
+    started, fold_s, reported = time.perf_counter(), 0.0, 0
+    for msgs in read_messages(config.kafka.client_config(), KafkaRange(topic, partition, start, end)):
+        t = time.perf_counter()
+        fold.add_messages(topic, partition, msgs)
+        fold_s += time.perf_counter() - t
+        if fold.records - reported >= 20_000:
+            reported = fold.records
+            report_progress(work, topic, partition, read=fold.records, applied=0,
+                            survivors=len(fold.raw) + len(fold.latest))
+    return fold, time.perf_counter() - started - fold_s, fold_s
+
+
+# -- catch-up ---------------------------------------------------------------------------------------
+def catchup(spark, config: Config, plan, work: RebuildWork, bulk_fences: dict[str, int]) -> dict[str, Any]:
+    """Structured Streaming from the bulk's end to the log's end now (availableNow), into the fresh
+    generations only, with the fences the bulk ended with."""
+    totals = {"records": 0, "search_applied": 0, "search_stale": 0, "cache_applied": 0, "cache_stale": 0}
+    if not plan.topics:
+        return totals
+    fences = FenceStore(work.root)
+    if not fences.path.exists():
+        fences.save(-1, bulk_fences)
+    config_bytes = config_json(config)
+    cuts = truncate_cuts(config, plan.begin, plan.end)  # what the bulk started from: older changes stay out
+
+    def write(df, batch_id: int) -> None:
+        state = fences.before(batch_id)
+        out = df.mapInArrow(catchup_fn(config_bytes, plan.targets, state, cuts), STATS_DDL).toArrow().to_pylist()
+        batch = BatchStats()
+        for row in out:
+            key = fence_key(row["topic"], row["partition"])
+            state[key] = max(state.get(key, 0), row["fence"])
+            for k in totals:
+                totals[k] += row[k]
+            add_stats(batch, stats_of(row))
+        if batch.truncate_cuts:  # after every task's writes: see apply_records
+            apply_truncates(stores_from_config(config, plan.targets), batch.truncate_cuts)
+        fences.save(batch_id, state)
+
+    reader = (spark.readStream.format("cdckit_kafka").option("subscribe", ",".join(plan.topics))
+              .option("startingOffsets", json.dumps(plan.end)))
+    for key, value in config.kafka.client_config().items():
+        reader = reader.option(f"kafka.{key}", value)
+    query = (reader.load().writeStream.foreachBatch(write).trigger(availableNow=True)
+             .option("checkpointLocation", str(work.catchup)).queryName(f"cdckit-rebuild-{plan.rebuild_id}")
+             .start())
+    query.awaitTermination()
+    if query.exception():
+        raise CdckitError(f"rebuild catch-up failed: {query.exception()}")
+    return totals
+
+
+class MarkedLetters:
+    """The catch-up's dead-letter sink: only store rejections, marked as the fresh generation's.
+    Records that fail to decode were dead-lettered when the live pipeline first met them."""
+
+    def __init__(self, writer) -> None:
+        self.writer = writer
+
+    def write(self, letters) -> int:
+        rejected = [d for d in letters if d.stage == "apply"]
+        for letter in rejected:
+            letter.extra["generation"] = "rebuild"
+        return self.writer.write(rejected) if rejected else 0
+
+
+def catchup_fn(config_json: bytes, targets: Targets, fences: dict[str, int], cuts: dict[str, Version]
+               ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        # Tombstones too: the cleaner may have removed op=d records of the catch-up's stretch, and the
+        # live pipeline applied those deletes before it began writing the fresh generation. (Left:
+        # a key deleted that way and created again after the catch-up's end, which the live job
+        # wrote into the fresh generation before the catch-up reached the tombstone.)
+        how = ApplyOptions(defer_truncates=True, known_cuts=cuts, fresh_generation=True)
+        # Rejections are the fresh generation's own (its mappings may differ from the live one's).
+        config = parse_config(orjson.loads(config_json))
+        dlq = MarkedLetters(DeadLetterWriter(config.kafka.client_config(), config.dead_letter_topic))
+        rows = list(apply_partition(batches, worker_resources(config_json, targets), dlq, dict(fences), how=how))
+        if rows:
+            yield pa.RecordBatch.from_pylist(rows, schema=STATS_SCHEMA)
+
+    return run

@@ -1,0 +1,55 @@
+"""The checkpoint directory and every file cdckit keeps in it: the one place that names them.
+
+Spark owns `query/` (the streaming query's checkpoint); the `cdckit-*.json` files beside it are
+cdckit's own, each written and read by the module named here.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class _File:
+    """A path under a directory's root, named once: `CheckpointDir.status` is the status file."""
+
+    def __init__(self, name: str, doc: str):
+        self.name, self.__doc__ = name, doc
+
+    def __get__(self, folder, owner) -> Path:
+        return self if folder is None else folder.root / self.name
+
+
+class _Folder:
+    def __init__(self, root: Path | str):
+        self.root = Path(root)
+
+    @property
+    def name(self) -> str:
+        return self.root.name
+
+
+class CheckpointDir(_Folder):
+    query = _File("query", "Spark's checkpoint of the streaming query (pipelines/state/offsets.py reads it).")
+    status = _File("cdckit-status.json", "The last batch's status (pipelines/state/status.py).")
+    fences = _File("cdckit-fences.json", "Snapshot fences per batch (pipelines/state/fences.py).")
+    topic_ids = _File("cdckit-topic-ids.json", "The ids of the topics read (pipelines/state/topic_ids.py).")
+    truncates = _File("cdckit-truncates.json", "The truncates applied (pipelines/state/truncate_cuts.py).")
+    bootstrap = _File("cdckit-bootstrap.json", "The snapshot's watermark (pipelines/state/bootstrap.py).")
+    resnapshot = _File("cdckit-resnapshot.json", "A re-snapshot after lost topics under way (state/bootstrap.py).")
+    rebuild = _File("cdckit-rebuild.json", "The running or last rebuild (pipelines/state/rebuild.py).")
+    rebuild_rate = _File("cdckit-rebuild-rate.json", "Events/s a finished rebuild measured (state/rebuild.py).")
+
+    def rebuild_work(self, rebuild_id: str) -> "RebuildWork":
+        return RebuildWork(self.root / "rebuild" / rebuild_id)
+
+
+class RebuildWork(_Folder):
+    """One rebuild's folder. Its catch-up is a streaming query with a checkpoint of its own
+    (`catchup`); that query's fences are kept in this folder, as CheckpointDir names them."""
+
+    state_copy = _File("state.json", "The state as the rebuild finished.")
+    bulk = _File("bulk.json", "The bulk's result per partition.")
+    progress_dir = _File("progress", "The bulk tasks' progress, which the driver draws as bars.")
+    catchup = _File("catchup", "The catch-up query's checkpoint (Spark's).")
+
+    def progress(self, topic: str, partition: int) -> Path:
+        return self.progress_dir / f"{topic}-{partition}.json"

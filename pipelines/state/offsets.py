@@ -1,0 +1,30 @@
+"""The source offsets Spark records in the streaming query's checkpoint (`query/offsets/<batch>`),
+parsed in one place."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from pipelines.state.checkpoint import CheckpointDir
+
+Offsets = dict[str, dict[str, int]]
+
+
+def _latest(folder: Path) -> int | None:
+    ids = [int(p.name) for p in folder.glob("[0-9]*") if p.name.isdigit()]
+    return max(ids) if ids else None
+
+
+def batch_offsets(checkpoint_dir: Path, batch_id: int) -> Offsets:
+    """The end offsets of one batch, as Spark planned them."""
+    lines = (CheckpointDir(checkpoint_dir).query / "offsets" / str(batch_id)).read_text().splitlines()
+    # v1 / metadata / one line per source
+    return json.loads(lines[2])
+
+
+def committed_offsets(checkpoint_dir: Path) -> Offsets | None:
+    """Source offsets up to which the pipeline has applied everything (Spark's last commit)."""
+    batch = _latest(CheckpointDir(checkpoint_dir).query / "commits")
+    if batch is None:
+        return None
+    return {t: {p: int(o) for p, o in parts.items()} for t, parts in batch_offsets(checkpoint_dir, batch).items()}

@@ -1,0 +1,285 @@
+"""Fault drills on the real stack: a write workload runs, a fault is injected, the system recovers
+(by itself, or by the documented command), and then the stores equal Postgres: nothing lost, nothing
+stale, nothing resurrected, and `cdckit verify` agrees. Results: tests/support/drills.py -> scripts/drills."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import time
+import uuid
+from contextlib import contextmanager
+from urllib.parse import urlsplit
+
+import pytest
+import redis
+
+from tests.support.drills import Workload, converged, record
+from tests.support.integration import (cli, diff_stores, drop_connector, key_history, pg, start_job, wait_for, wait_streaming,
+                           write_config)
+
+pytestmark = [pytest.mark.integration, pytest.mark.drill]
+LIVE_DB, SPARE_DB = 7, 8
+ROWS = 2000
+
+
+def server(stack, name):
+    from devstack import stack as devstack
+
+    if stack.settings is None:
+        pytest.skip("drills need the local stack's processes")
+    return next(s for s in devstack.servers(stack.settings) if s.name == name)
+
+
+def restart(stack, name):
+    from devstack import stack as devstack
+
+    server(stack, name).stop()
+    devstack.up(stack.settings, say=lambda _: None)
+
+
+def lose_data(stack, name):
+    """The server comes back empty (a lost disk, a fresh node)."""
+    import shutil
+
+    from devstack import stack as devstack
+
+    s = server(stack, name)
+    s.stop()
+    shutil.rmtree(s.home, ignore_errors=True)
+    devstack.up(stack.settings, say=lambda _: None)
+
+
+@dataclasses.dataclass
+class Drill:
+    stack: object           # Endpoints with the drill's own Redis database
+    name: str
+    table: str
+    path: str
+    data: dict
+    job: object = None
+    log: object = None
+
+    def start_job(self):
+        self.job = start_job(self.path, self.log)
+
+    def converge(self, workload: Workload, drill: str, **extra):
+        result = converged(self.stack, self.table, f"{self.name}:", self.name, workload.deleted)
+        verify = cli("verify", "--json", "-c", self.path, timeout=300)
+        result["verify_exact"] = verify.returncode == 0
+        record(drill, workload.written, result, **extra)
+        if result != {"lost": 0, "stale": 0, "resurrected": 0, "other_extra": 0, "verify_exact": True}:
+            diff = {k: v[:5] for k, v in diff_stores(self.stack, self.table, f"{self.name}:", self.name).items() if v}
+            history = _key_history(self, [k for v in diff.values() for k in v][:3])
+            raise AssertionError((result, diff, history, verify.stdout[-2000:], self.log.read_text()[-3000:]))
+
+
+def _key_history(d: Drill, ids: list[str]) -> dict:
+    return key_history(d.stack.bootstrap_servers, f"{d.data['topic_prefix']}.{d.table}", {(int(i),) for i in ids})
+
+
+@contextmanager
+def drill_pipeline(stack, tmp_path):
+    name = f"dr_{uuid.uuid4().hex[:6]}"
+    table = f"public.{name}"
+    own = dataclasses.replace(stack, redis_url=urlsplit(stack.redis_url)._replace(path=f"/{LIVE_DB}").geturl())
+    for db in (LIVE_DB, SPARE_DB):
+        redis.Redis.from_url(urlsplit(stack.redis_url)._replace(path=f"/{db}").geturl()).flushdb()
+    with pg(stack) as conn:
+        conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, name text, n int)")
+        conn.execute(f"INSERT INTO {table} SELECT g, 'r' || g, 0 FROM generate_series(1, {ROWS}) g")
+    data = stack.config(tables=[{"name": table, "redis_key": f"{name}:{{id}}", "index": name}],
+                        redis={"url": own.redis_url, "rebuild_db": SPARE_DB},
+                        spark={"checkpoint_dir": str(tmp_path / "ckpt"), "trigger": "500 ms"}, metrics_port=0)
+    d = Drill(own, name, table, str(write_config(tmp_path, data)), data, log=tmp_path / "job.log")
+    try:
+        assert cli("connector", "apply", "-c", d.path).returncode == 0
+        wait_streaming(stack, data)
+        d.start_job()
+        r = redis.Redis.from_url(own.redis_url)
+        wait_for(lambda: sum(1 for _ in r.scan_iter(match=f"{name}:*", count=1000)) >= ROWS, 180, 1,
+                 "the snapshot applied")
+        yield d
+    finally:
+        if d.job is not None and d.job.poll() is None:
+            os.killpg(d.job.pid, signal.SIGKILL)
+        try:
+            drop_connector(stack, data)
+        except Exception as exc:  # noqa: BLE001 - keep the drill's own failure visible
+            print(f"cleanup: {exc}")
+
+
+def test_kill_connect_worker_mid_stream(stack, tmp_path):
+    from devstack import stack as devstack
+
+    with drill_pipeline(stack, tmp_path) as d:
+        w = Workload(stack, d.table, ROWS).start()
+        time.sleep(4)
+        os.kill(server(stack, "connect").pid(), signal.SIGKILL)
+        time.sleep(3)
+        devstack.up(stack.settings, say=lambda _: None)  # the worker comes back; the task resumes from its offsets
+        wait_streaming(stack, d.data, timeout_s=120)
+        time.sleep(5)
+        w.stop()
+        d.converge(w, "kill -9 Kafka Connect worker")
+
+
+@pytest.mark.parametrize("store", ["search", "redis"])
+def test_store_frozen_for_30_s(stack, tmp_path, store):
+    with drill_pipeline(stack, tmp_path) as d:
+        w = Workload(stack, d.table, ROWS).start()
+        time.sleep(3)
+        pid = server(stack, store).pid()
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep(30)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        time.sleep(5)
+        w.stop()
+        assert d.job.poll() is None, d.log.read_text()[-3000:]  # it waited; it did not die
+        d.converge(w, f"{store} unreachable 30 s (SIGSTOP)")
+
+
+def test_postgres_restarted(stack, tmp_path):
+    with drill_pipeline(stack, tmp_path) as d:
+        w = Workload(stack, d.table, ROWS).start()
+        time.sleep(3)
+        restart(stack, "postgres")
+        wait_streaming(stack, d.data, timeout_s=180)  # Debezium reconnects by itself
+        time.sleep(5)
+        w.stop()
+        assert w.errors > 0  # the workload did see the database go away
+        d.converge(w, "Postgres restarted")
+
+
+@pytest.mark.parametrize("store,server_name", [("search", "search"), ("cache", "redis")])
+def test_store_lost_its_data_detected_then_rebuilt(stack, tmp_path, store, server_name):
+    with drill_pipeline(stack, tmp_path) as d:
+        w = Workload(stack, d.table, ROWS).start()
+        time.sleep(3)
+        lose_data(stack, server_name)
+        time.sleep(3)
+        status = cli("status", "--json", "-c", d.path, timeout=120)
+        report = json.loads(status.stdout)
+        assert status.returncode == 1 and report["stores_lost"] == [store], status.stdout[-2000:]
+        rebuilt = cli("rebuild", store, "-c", d.path, timeout=600)
+        assert rebuilt.returncode == 0, rebuilt.stdout[-2000:] + rebuilt.stderr[-2000:]
+        time.sleep(5)
+        w.stop()
+        assert d.job.poll() is None, d.log.read_text()[-3000:]
+        d.converge(w, f"{store} lost its data, rebuilt")
+        assert cli("status", "--json", "-c", d.path, timeout=120).returncode == 0
+
+
+@pytest.mark.xfail(strict=False, reason="open in #14: rarely one deleted row back after `rebuild all` under "
+                   "load (the wide-table test's failure, tests/integration/test_wide_table.py)")
+def test_truncate_under_load_then_rebuild_all(stack, tmp_path):
+    """TRUNCATE with three partitions per topic: the truncate's marker lands in one partition of its
+    own topic, the rows it removes are in all of the table's; the live job cuts them once every task
+    of the batch wrote, the rebuild folds every partition from the cut."""
+    with drill_pipeline(stack, tmp_path) as d:
+        w = Workload(stack, d.table, ROWS).start()
+        time.sleep(3)
+        with pg(stack) as conn:
+            with conn.transaction():
+                conn.execute(f"TRUNCATE {d.table}")
+                conn.execute(f"INSERT INTO {d.table} SELECT g, 'again', 0 FROM generate_series(1, 300) g")
+        time.sleep(5)
+        rebuilt = cli("rebuild", "all", "-c", d.path, timeout=600)
+        assert rebuilt.returncode == 0, rebuilt.stdout[-2000:] + rebuilt.stderr[-2000:]
+        time.sleep(3)
+        w.stop()
+        d.converge(w, "TRUNCATE under load (3 partitions), rebuild all")
+
+
+def test_broker_restarted_under_load_loses_nothing(stack, tmp_path):
+    """Apache Kafka keeps its log on disk: the topics survive, Connect's producer and the job's
+    reads wait for the broker (the job restarts its query when a batch fails on it)."""
+    with drill_pipeline(stack, tmp_path) as d:
+        w = Workload(stack, d.table, ROWS).start()
+        time.sleep(3)
+        restart(stack, "kafka")
+        time.sleep(8)
+        w.stop()
+        assert d.job.poll() is None, d.log.read_text()[-3000:]
+        d.converge(w, "broker restarted under load")
+
+
+def test_job_behind_a_compacted_log_applies_tombstones_without_their_delete(stack, tmp_path):
+    """A job that lags behind the log cleaner reads deleted keys as a tombstone whose op=d record
+    was compacted away: the rows must still leave both stores."""
+    from tests.support.integration import read_topic
+
+    with drill_pipeline(stack, tmp_path) as d:
+        os.killpg(d.job.pid, signal.SIGTERM)
+        d.job.wait(timeout=60)
+        w = Workload(stack, d.table, ROWS).start()
+        topic = f"{d.data['topic_prefix']}.{d.table}"
+
+        def tombstones_only() -> int:
+            records = read_topic(stack.bootstrap_servers, topic, expect=10**7, timeout_s=3)
+            ops: dict[str, list] = {}
+            for k, v in records:
+                ops.setdefault(str(k["id"]), []).append(None if v is None else v["op"])
+            return sum(1 for i in w.deleted if ops.get(i) == [None])
+
+        compacted = wait_for(lambda: (n := tombstones_only()) >= 20 and n, 180, 2, "deleted rows compacted to their tombstone")
+        w.stop()
+        d.start_job()
+        d.converge(w, "job behind a compacted log (tombstones only)", tombstones_only=compacted)
+
+
+def test_topics_deleted_recovered_by_resnapshot(stack, tmp_path):
+    """Someone deleted the change topics (or the broker lost its data). The running pipeline stops
+    with a message naming the recovery; `cdckit bootstrap` sets the checkpoint aside,
+    re-snapshots, and removes what the new snapshot did not rewrite."""
+    from confluent_kafka.admin import AdminClient
+
+    from pipelines.ops.bootstrap import state_path
+    from pipelines.config import load_config
+
+    with drill_pipeline(stack, tmp_path) as d:
+        w = Workload(stack, d.table, ROWS).start()
+        time.sleep(3)
+        admin = AdminClient({"bootstrap.servers": stack.bootstrap_servers})
+        prefix = d.data["topic_prefix"] + "."
+        doomed = [t for t in admin.list_topics(timeout=10).topics if t.startswith(prefix) and t != prefix + "dlq"]
+        for fut in admin.delete_topics(doomed).values():
+            fut.result(30)
+        time.sleep(4)              # deletes happen while no topic exists: the snapshot will not carry them
+        assert d.job.wait(timeout=120) == 1
+        assert "cdckit bootstrap" in d.log.read_text()
+        boot = start_job(d.path, tmp_path / "bootstrap.log", command="bootstrap")
+        try:
+            cfg = load_config(d.path)
+            wait_for(lambda: state_path(cfg).exists() or boot.poll() is not None, 240, 1, "the re-snapshot")
+            assert boot.poll() is None, ((tmp_path / "bootstrap.log").read_text()[-3000:]
+                                         + stack.settings.log("connect").read_text()[-4000:])
+            time.sleep(3)
+            w.stop()
+            d.job = boot
+            d.log = tmp_path / "bootstrap.log"
+            state = json.loads(state_path(cfg).read_text())
+            assert "removed_after_lost_topics" in state
+            d.converge(w, "change topics deleted, re-snapshot", removed=sum(
+                state["removed_after_lost_topics"].values()))
+        finally:
+            if boot.poll() is None:
+                os.killpg(boot.pid, signal.SIGKILL)
+
+
+def test_cache_rebuild_killed_right_after_its_switch_then_rerun(stack, tmp_path):
+    """SWAPDB done, the rebuild's state not yet written: the rerun must not swap back (serving the
+    old generation, then flushing the new one); it finds its generation live and finishes."""
+    with drill_pipeline(stack, tmp_path) as d:
+        w = Workload(stack, d.table, ROWS).start()
+        time.sleep(3)
+        killed = cli("rebuild", "cache", "-c", d.path, env={"CDCKIT_CRASH_AT": "rebuild.after_switch"}, timeout=600)
+        assert killed.returncode == -signal.SIGKILL, killed.stdout[-2000:] + killed.stderr[-2000:]
+        rerun = cli("rebuild", "cache", "-c", d.path, timeout=600)
+        assert rerun.returncode == 0, rerun.stdout[-2000:] + rerun.stderr[-2000:]
+        time.sleep(3)
+        w.stop()
+        d.converge(w, "cache rebuild killed after its switch, rerun")

@@ -1,0 +1,213 @@
+"""Helpers shared by integration tests: CLI runs, Postgres, reading a topic end to end."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import yaml
+
+from tests.support.stack import ROOT, Endpoints
+
+
+def write_config(tmp_path: Path, data: dict[str, Any], name: str = "cdckit.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run the real `cdckit` entry point in a child process, as a user would."""
+    import os
+
+    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def pg(stack: Endpoints) -> psycopg.Connection:
+    return psycopg.connect(host=stack.pg_host, port=stack.pg_port, dbname=stack.pg_database,
+                           user=stack.pg_user, autocommit=True)
+
+
+def read_topic(bootstrap: str, topic: str, expect: int, timeout_s: float = 60) -> list[tuple[Any, Any]]:
+    """(key, value) pairs of every partition from its first offset, decoded (None for tombstones),
+    in offset order per partition, partition after partition (a key's records keep their order)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "cdckit-tests", "enable.auto.commit": False})
+    deadline = time.monotonic() + timeout_s
+    partitions: dict = {}
+    while not partitions and time.monotonic() < deadline:  # Debezium creates it with its first record
+        meta = consumer.list_topics(topic, timeout=10).topics[topic]
+        partitions = meta.partitions if meta.error is None else {}
+        if not partitions:
+            time.sleep(0.2)
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+    records: list[tuple[int, int, Any, Any]] = []
+    try:
+        while len(records) < expect and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error():
+                continue
+            decode = lambda b: None if b is None else json.loads(b)  # noqa: E731
+            records.append((msg.partition(), msg.offset(), decode(msg.key()), decode(msg.value())))
+    finally:
+        consumer.close()
+    return [(k, v) for _, _, k, v in sorted(records, key=lambda r: r[:2])]
+
+
+def by_key(records: list[tuple[Any, Any]]) -> dict[str, list[Any]]:
+    """Each key's ops in log order (None for a tombstone), the key JSON-encoded."""
+    out: dict[str, list[Any]] = {}
+    for k, v in records:
+        out.setdefault(json.dumps(k, sort_keys=True), []).append(None if v is None else v["op"])
+    return out
+
+
+def drop_connector(stack: Endpoints, data: dict[str, Any]) -> None:
+    """Remove what a test's connector left behind: the connector, its slot and publication."""
+    from connectors import postgres
+    from connectors.connect_client import ConnectClient, ConnectNotFound
+
+    name = data["connect"].get("connector_name") or f"{data['topic_prefix']}-postgres"
+    try:
+        ConnectClient(stack.connect_url).delete(name)
+    except ConnectNotFound:
+        pass
+    with pg(stack) as conn:
+        for _ in range(50):  # the slot stays active until the task has stopped
+            try:
+                postgres.drop_slot(conn, data["postgres"]["slot"])
+                break
+            except psycopg.errors.ObjectInUse:
+                time.sleep(0.2)
+        postgres.drop_publication(conn, data["postgres"]["publication"])
+
+
+def wait_streaming(stack: Endpoints, data: dict[str, Any], timeout_s: float = 60) -> None:
+    """Debezium holds the slot's walsender only once the snapshot is done and streaming began."""
+    from connectors import postgres
+
+    deadline = time.monotonic() + timeout_s
+    with pg(stack) as conn:
+        while time.monotonic() < deadline:
+            info = postgres.slot_info(conn, data["postgres"]["slot"])
+            if info is not None and info.active:
+                return
+            time.sleep(0.2)
+    raise TimeoutError(f"slot {data['postgres']['slot']} did not become active in {timeout_s} s")
+
+
+def wait_for(check, timeout_s: float = 90, interval_s: float = 1.0, what: str = "condition"):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        result = check()
+        if result:
+            return result
+        time.sleep(interval_s)
+    raise TimeoutError(f"{what} not reached within {timeout_s} s")
+
+
+def cache_docs(stack: Endpoints, key_prefix: str) -> dict[str, Any]:
+    """Redis JSON documents under `key_prefix`, by the id after the prefix."""
+    import redis
+
+    r = redis.Redis.from_url(stack.redis_url)
+    keys = [k.decode() for k in r.scan_iter(match=f"{key_prefix}*", count=1000)]
+    values = r.mget(keys) if keys else []
+    return {k[len(key_prefix):]: json.loads(v) for k, v in zip(keys, values) if v is not None}
+
+
+def search_docs(stack: Endpoints, index: str, sort_field: str = "id") -> dict[str, Any]:
+    """Every document, paged with search_after on `sort_field`."""
+    import requests
+
+    requests.post(f"{stack.search_url}/{index}/_refresh", timeout=10)
+    docs: dict[str, Any] = {}
+    after = None
+    while True:
+        # unmapped_type: an index with no document yet has no mapping for the field to sort on.
+        body: dict[str, Any] = {"size": 10000, "query": {"match_all": {}},
+                                "sort": [{sort_field: {"order": "asc", "unmapped_type": "long"}}]}
+        if after is not None:
+            body["search_after"] = after
+        resp = requests.post(f"{stack.search_url}/{index}/_search", timeout=60, json=body)
+        if resp.status_code == 404:
+            return docs
+        assert resp.ok, resp.text[:500]
+        hits = resp.json()["hits"]["hits"]
+        docs.update((h["_id"], h["_source"]) for h in hits)
+        if len(hits) < 10000:
+            return docs
+        after = hits[-1]["sort"]
+
+
+def simple_rows(stack: Endpoints, table: str) -> dict[str, dict[str, Any]]:
+    """Rows of a table whose columns JSON-encode the same way in Debezium and row_to_json."""
+    with pg(stack) as conn:
+        return {str(r["id"]): r for (r,) in conn.execute(f"SELECT row_to_json(t) FROM {table} t")}
+
+
+def diff_stores(stack: Endpoints, table: str, key_prefix: str, index: str) -> dict[str, list[str]]:
+    want = simple_rows(stack, table)
+    out = {}
+    for store, got in (("cache", cache_docs(stack, key_prefix)), ("search", search_docs(stack, index))):
+        out[f"{store}_missing"] = sorted(set(want) - set(got))
+        out[f"{store}_extra"] = sorted(set(got) - set(want))
+        out[f"{store}_stale"] = sorted(k for k in set(want) & set(got) if got[k] != want[k])
+    return out
+
+
+def stores_exact(stack: Endpoints, table: str, key_prefix: str, index: str) -> bool:
+    return not any(diff_stores(stack, table, key_prefix, index).values())
+
+
+def assert_exact(stack: Endpoints, table: str, key_prefix: str, index: str, timeout_s: float = 120) -> None:
+    """Wait for both stores to equal the table; on failure show what differs (first keys of each kind)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        diff = diff_stores(stack, table, key_prefix, index)
+        if not any(diff.values()):
+            return
+        if time.monotonic() > deadline:
+            shown = {k: (len(v), v[:5]) for k, v in diff.items() if v}
+            raise AssertionError(f"{table} differs from its stores: {shown}")
+        time.sleep(1)
+
+
+def start_job(path: Path, log: Path, command: str = "run") -> subprocess.Popen:
+    """`cdckit run` as its own process group (so a drill can kill -9 the driver and its JVM)."""
+    import os
+
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    return subprocess.Popen([sys.executable, "-m", "pipelines.cli", command, "-c", str(path)], cwd=ROOT, env=env,
+                            stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def key_history(bootstrap: str, topic: str, keys: set) -> dict:
+    """Each key's records in the topic, in log order: (partition, offset, op, source.sequence, source.lsn),
+    for showing why a store differs. `keys` are record keys as tuples of their values."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "cdckit-tests-history", "enable.auto.commit": False})
+    parts = c.list_topics(topic, timeout=10).topics[topic].partitions
+    c.assign([TopicPartition(topic, p, 0) for p in parts])
+    out: dict = {k: [] for k in keys}
+    idle = 0
+    while idle < 5:
+        msgs = c.consume(1000, 1)
+        idle = idle + 1 if not msgs else 0
+        for m in msgs:
+            if m.error() is not None or m.key() is None:
+                continue
+            key = tuple(json.loads(m.key()).values())
+            if key in out:
+                v = json.loads(m.value()) if m.value() else None
+                out[key].append((m.partition(), m.offset(), v and v["op"], v and v["source"].get("sequence"),
+                                 v and v["source"].get("lsn")))
+    c.close()
+    return out

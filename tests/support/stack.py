@@ -1,0 +1,131 @@
+"""One fixture layer for the real servers: containers when a Docker engine answers, else the local stack.
+
+Integration tests only see `Endpoints`, so the same tests run in both worlds.
+"""
+from __future__ import annotations
+
+import os
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+ROOT = Path(__file__).resolve().parents[2]
+# Tests get their own ports and state so they never touch a developer's running stack.
+# CDCKIT_TEST_PORT_SHIFT moves them all, e.g. to run two suites side by side.
+TEST_PORTS = {name: port + int(os.environ.get("CDCKIT_TEST_PORT_SHIFT", "0")) for name, port in
+              {"postgres": 55532, "kafka": 59192, "connect": 58183, "redis": 56479, "search": 59300}.items()}
+
+
+PARTITIONS = 3
+# A segment rolls 2 s after its first record (when the next record comes) and the cleaner (every
+# second on the local broker) compacts any closed segment: records superseded by a newer one of
+# their key in a closed segment are gone seconds later. Tombstones stay for delete.retention.ms.
+FAST_COMPACTION = {"segment.ms": 2000, "min.cleanable.dirty.ratio": 0.01}
+
+
+@dataclass
+class Endpoints:
+    pg_host: str
+    pg_port: int
+    pg_database: str
+    pg_user: str
+    bootstrap_servers: str
+    connect_url: str
+    redis_url: str
+    search_url: str
+    search_kind: str
+    world: str  # "devstack" or "containers"
+    pg_host_for_connect: str | None = None  # where Kafka Connect reaches Postgres, when it differs
+    settings: Any = None  # the devstack's StackSettings (logs, pids) when world == "devstack"
+
+    def config(self, tables: list[dict[str, Any]], prefix: str | None = None, **overrides: Any) -> dict[str, Any]:
+        """A cdckit config dict for these servers; a fresh prefix/slot isolates each test."""
+        prefix = prefix or f"t{uuid.uuid4().hex[:8]}"
+        data = {
+            "topic_prefix": prefix,
+            "postgres": {"host": self.pg_host, "port": self.pg_port, "database": self.pg_database,
+                         "user": self.pg_user, "sslmode": "disable", "slot": prefix.lower(),
+                         "publication": prefix, "heartbeat_table": f"public.{prefix}_heartbeat",
+                         "signal_table": f"public.{prefix}_signal", "truncate_table": f"public.{prefix}_truncates",
+                         "connector_host": self.pg_host_for_connect, "connector_port": 5432 if self.pg_host_for_connect else None},
+            # Production-shaped topics: several partitions, and a log cleaner that compacts within seconds.
+            "kafka": {"bootstrap_servers": self.bootstrap_servers, "partitions": PARTITIONS,
+                      "topic_config": dict(FAST_COMPACTION)},
+            # Connect's REST can stall for seconds while the group rebalances after a test's delete.
+            "connect": {"url": self.connect_url, "heartbeat_interval_ms": 2000, "timeout_s": 30},
+            "tables": tables,
+            "search": {"kind": self.search_kind, "url": self.search_url},
+            "redis": {"url": self.redis_url},
+        }
+        for key, value in overrides.items():
+            data[key] = value
+        return data
+
+
+def docker_reachable() -> bool:
+    if os.environ.get("CDCKIT_TEST_WORLD") == "devstack":
+        return False
+    try:
+        import docker
+
+        docker.from_env(timeout=3).ping()
+        return True
+    except Exception:  # noqa: BLE001 - no engine, no socket, no permission: use the local stack
+        return False
+
+
+@contextmanager
+def devstack_world(state_dir: Path) -> Iterator[Endpoints]:
+    from devstack import stack
+    from devstack.settings import StackSettings
+
+    settings = StackSettings(state_dir=state_dir, ports=dict(TEST_PORTS))
+    stack.up(settings, say=lambda _: None)
+    try:
+        yield Endpoints("127.0.0.1", settings.ports["postgres"], settings.database, "postgres",
+                        settings.bootstrap_servers, settings.connect_url, settings.redis_url,
+                        settings.search_url, "opensearch", "devstack", settings=settings)
+    finally:
+        stack.down(settings, say=lambda _: None)
+
+
+@contextmanager
+def container_world() -> Iterator[Endpoints]:
+    """Postgres, Kafka (KRaft), Debezium Connect, Elasticsearch and Redis as containers."""
+    from testcontainers.core.container import DockerContainer
+    from testcontainers.core.network import Network
+    from testcontainers.core.waiting_utils import wait_for_logs
+    from testcontainers.elasticsearch import ElasticSearchContainer
+    from testcontainers.kafka import KafkaContainer
+    from testcontainers.postgres import PostgresContainer
+    from testcontainers.redis import RedisContainer
+
+    with Network() as net:
+        pg = (PostgresContainer("postgres:15", username="postgres", password="postgres", dbname="cdckit")
+              .with_command("postgres -c wal_level=logical -c max_replication_slots=10 -c max_wal_senders=10")
+              .with_network(net).with_network_aliases("postgres"))
+        kafka = KafkaContainer("confluentinc/cp-kafka:7.7.1").with_kraft().with_network(net) \
+            .with_network_aliases("kafka")
+        with pg, kafka, RedisContainer("redis:7.2") as redis, \
+                ElasticSearchContainer("docker.elastic.co/elasticsearch/elasticsearch:8.15.3") as es:
+            connect = (DockerContainer("quay.io/debezium/connect:3.1.1.Final").with_network(net)
+                       .with_env("BOOTSTRAP_SERVERS", "kafka:9092").with_env("GROUP_ID", "cdckit-test")
+                       .with_env("CONFIG_STORAGE_TOPIC", "cfg").with_env("OFFSET_STORAGE_TOPIC", "off")
+                       .with_env("STATUS_STORAGE_TOPIC", "st").with_exposed_ports(8083))
+            with connect:
+                wait_for_logs(connect, "Finished starting connectors and tasks", timeout=120)
+                yield Endpoints(
+                    pg.get_container_host_ip(), int(pg.get_exposed_port(5432)), "cdckit", "postgres",
+                    kafka.get_bootstrap_server(),
+                    f"http://{connect.get_container_host_ip()}:{connect.get_exposed_port(8083)}",
+                    f"redis://{redis.get_container_host_ip()}:{redis.get_exposed_port(6379)}/0",
+                    es.get_url(), "elasticsearch", "containers", pg_host_for_connect="postgres")
+
+
+@contextmanager
+def provide(state_dir: Path) -> Iterator[Endpoints]:
+    world = container_world() if docker_reachable() else devstack_world(state_dir)
+    with world as endpoints:
+        yield endpoints

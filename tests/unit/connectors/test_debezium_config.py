@@ -1,0 +1,51 @@
+from connectors.debezium_config import diff
+from pipelines.ops.connector import masked, wanted_config
+from pipelines.config import parse_config
+from tests.support.configs import BASE, with_
+
+
+def test_generated_config_carries_what_the_sync_relies_on():
+    cfg = parse_config(BASE)
+    c = wanted_config(cfg)
+    assert c["plugin.name"] == "pgoutput"
+    assert c["snapshot.mode"] == "initial"
+    assert c["tombstones.on.delete"] == "true"
+    # Debezium's keyless truncate event would fail the task on a compacted topic: truncates travel
+    # as keyed rows of the captured marker table instead.
+    assert c["skipped.operations"] == "t"
+    assert c["topic.creation.default.cleanup.policy"] == "compact"
+    assert c["table.include.list"] == ("public.customers,public.cdckit_signal,public.cdckit_heartbeat,"
+                                       "public.cdckit_truncates")
+    assert c["signal.data.collection"] == "public.cdckit_signal"
+    assert int(c["heartbeat.interval.ms"]) > 0 and "cdckit_heartbeat" in c["heartbeat.action.query"]
+    assert c["key.converter.schemas.enable"] == "false"
+    # Unchanged TOAST values are re-read from the table, NULLs never.
+    assert c["reselector.type"].endswith("ReselectColumnsPostProcessor") and c["post.processors"] == "reselector"
+    assert (c["reselector.reselect.unavailable.values"], c["reselector.reselect.null.values"]) == ("true", "false")
+    assert all(isinstance(v, str) for v in c.values())
+    assert "database.password" not in c
+
+
+def test_password_is_in_config_but_masked_when_shown(monkeypatch):
+    monkeypatch.setenv("PGPW", "pa55-w0rd")
+    cfg = parse_config(with_("postgres.password", {"env": "PGPW"}))
+    c = wanted_config(cfg)
+    assert c["database.password"] == "pa55-w0rd"
+    shown = masked(c)
+    assert shown["database.password"] == "****"
+    assert "pa55-w0rd" not in repr(shown)
+
+
+def test_diff_ignores_name_and_reports_changes():
+    wanted = {"a": "1", "b": "2"}
+    assert diff({"name": "x", "a": "1", "b": "2"}, wanted) == []
+    assert diff(None, wanted) == [("a", None, "1"), ("b", None, "2")]
+    assert diff({"a": "1", "b": "3", "c": "9"}, wanted) == [("b", "3", "2"), ("c", "9", None)]
+
+
+def test_topic_config_reaches_the_topics_debezium_creates():
+    cfg = parse_config(with_("kafka.topic_config", {"segment.ms": 1000, "min.cleanable.dirty.ratio": 0.01}))
+    c = wanted_config(cfg)
+    assert c["topic.creation.default.segment.ms"] == "1000"
+    assert c["topic.creation.default.min.cleanable.dirty.ratio"] == "0.01"
+    assert c["topic.creation.default.cleanup.policy"] == "compact"

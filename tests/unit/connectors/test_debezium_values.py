@@ -1,0 +1,45 @@
+"""`verify`'s comparison is exact: what a store holds equals the database value or it is reported."""
+import pytest
+
+from connectors.debezium_values import same
+
+
+@pytest.mark.parametrize("stored,expected,pg_type", [
+    (9007199254741443, 9007199254741443, "bigint"),
+    (0.30000000000000004, 0.30000000000000004, "double precision"),
+    (3.0, 3.0, "double precision"),
+    ("12.50", "12.5", "numeric(12,2)"),
+    ('{"a":9007199254740993,"b":[1,2.5]}', '{"b": [1, 2.5], "a": 9007199254740993}', "jsonb"),
+    ("2026-11-23T10:00:00.120Z", "2026-11-23T10:00:00.12Z", "timestamp with time zone"),
+    ([1, 2], [1, 2], "integer[]"),
+    (float("nan"), float("nan"), "double precision"),
+    (None, None, "text"),
+])
+def test_equal_values(stored, expected, pg_type):
+    assert same(stored, expected, pg_type)
+
+
+@pytest.mark.parametrize("stored,expected,pg_type", [
+    (9007199254741400.0, 9007199254741443, "bigint"),          # a bigint through a double: Lua's cjson
+    (9007199254740992.0, 9007199254740993, "bigint"),          # 2^53 + 1 is no double
+    (1795431054804788.0, 1795431054804789, "timestamp without time zone"),
+    (0.30000000000000004, 0.3, "double precision"),             # no tolerance
+    ({}, [], "jsonb"),                                          # cjson turns [] into {}
+    ('{"a":9007199254740993}', '{"a":9007199254740992}', "jsonb"),
+    ("12.51", "12.5", "numeric(12,2)"),
+    ([1, 2], [1, 2, 3], "integer[]"),
+    ("1", 1, "integer"),
+    (True, 1, "boolean"),
+    ("2026-11-23T10:00:00.121Z", "2026-11-23T10:00:00.12Z", "timestamp with time zone"),
+])
+def test_different_values(stored, expected, pg_type):
+    assert not same(stored, expected, pg_type)
+
+
+def test_human_output_cuts_long_values():
+    from pipelines.cli.render import cut
+
+    assert cut("short") == "'short'"
+    long = cut("x" * 14_000)
+    assert len(long) < 200 and "14,002 chars" in long and "sha256" in long
+    assert cut("x" * 14_000) != cut("x" * 13_999 + "y")

@@ -1,0 +1,32 @@
+"""The Maven-resolved jars: cached per pom, found by component, reported as missing otherwise."""
+import pytest
+
+from devstack import jars
+from devstack.packages import MissingPackage
+
+
+def test_a_component_without_its_jars_names_setup(tmp_path, monkeypatch):
+    monkeypatch.setenv("CDCKIT_JARS_DIR", str(tmp_path))
+    with pytest.raises(MissingPackage, match=r"kafka: the jars of kafka.pom.xml .* \(run scripts/setup\)"):
+        jars.component_dir("kafka")
+    assert jars.spark_kafka_jars() == []
+
+
+def test_a_changed_pom_invalidates_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("CDCKIT_JARS_DIR", str(tmp_path))
+    folder = tmp_path / "kafka"
+    folder.mkdir()
+    (folder / ".pom-sha256").write_text("not the pom's hash\n")
+    with pytest.raises(MissingPackage):
+        jars.component_dir("kafka")
+    (folder / ".pom-sha256").write_text(jars.pom_hash("kafka") + "\n")
+    (folder / "kafka_2.13-4.3.1.jar").write_text("")
+    assert jars.component_dir("kafka") == folder
+    assert jars.jar_version("kafka", "kafka_2.13") == "4.3.1"
+
+
+def test_spark_kafka_jars_leave_out_what_pyspark_has():
+    names = {j.name for j in jars.spark_kafka_jars()}
+    assert any(n.startswith("spark-sql-kafka-0-10_2.13-") for n in names)
+    assert any(n.startswith("kafka-clients-") for n in names)
+    assert not any(n.startswith(("scala-library-", "hadoop-client-", "slf4j-api-")) for n in names)

@@ -1,0 +1,50 @@
+import copy
+
+import pytest
+
+from connectors.postgres import KeyIdentity
+from pipelines.config import parse_config
+from pipelines.errors import ConfigError
+from pipelines.ops.table_checks import check_tables
+from tests.support.configs import BASE
+
+DEFAULT = KeyIdentity(("id",), "default", ("id",))
+
+
+def config(**table):
+    data = copy.deepcopy(BASE)
+    data["tables"] = [{"name": "public.customers", **table}]
+    return parse_config(data)
+
+
+def refused(cfg, ident) -> ConfigError:
+    with pytest.raises(ConfigError) as exc:
+        check_tables(cfg, {"public.customers": ident})
+    return exc.value
+
+
+def test_a_primary_key_table_passes():
+    check_tables(config(redis_key="c:{id}"), {"public.customers": DEFAULT})
+    check_tables(config(), {"public.customers": DEFAULT})
+
+
+def test_a_missing_table_is_named():
+    assert "tables.0.name" in str(refused(config(), None))
+
+
+def test_a_table_without_primary_key_needs_one():
+    assert "tables.0.key" in str(refused(config(), KeyIdentity((), "default", ())))
+
+
+def test_a_redis_placeholder_outside_the_primary_key_is_refused():
+    err = refused(config(redis_key="c:{email}"), DEFAULT)
+    assert "tables.0.redis_key" in str(err) and "email" in str(err)
+
+
+def test_a_custom_key_outside_the_replica_identity_is_refused():
+    err = refused(config(key=["email"], redis_key="c:{email}"), DEFAULT)
+    assert "tables.0.key" in str(err) and "REPLICA IDENTITY FULL" in str(err)
+    check_tables(config(key=["email"], redis_key="c:{email}"),
+                 {"public.customers": KeyIdentity(("id",), "full", ("id", "email", "name"))})
+    check_tables(config(key=["email"], redis_key="c:{email}"),
+                 {"public.customers": KeyIdentity(("id",), "index", ("email",))})

@@ -1,0 +1,114 @@
+import copy
+
+import pytest
+
+from pipelines.config import load_config, parse_config
+from pipelines.errors import ConfigError
+from tests.support.configs import BASE, with_
+
+
+def test_defaults_derive_names():
+    cfg = parse_config(BASE)
+    t = cfg.tables[0]
+    assert cfg.connector_name == "cdc-postgres"
+    assert cfg.dead_letter_topic == "cdc.dlq"
+    assert cfg.topic_for(t) == "cdc.public.customers"
+    assert cfg.table_for_topic("cdc.public.customers") is t
+    assert t.index_name == "public_customers"
+    assert cfg.spark.trigger == "1 seconds"
+
+
+def test_topic_pattern_takes_every_table_topic_of_the_prefix():
+    import re
+
+    pattern = re.compile(parse_config(BASE).topic_pattern)
+    taken = ["cdc.public.customers", "cdc.public.added_later", "cdc.public.cdckit_heartbeat"]
+    left = ["cdc.dlq", "cdc-heartbeat", "cdcx.public.a", "cdc.a.b.c"]
+    assert [t for t in taken + left if pattern.fullmatch(t)] == taken
+
+
+@pytest.mark.parametrize("path,value,field", [
+    ("search.kind", "solr", "search.kind"),
+    ("tables.0.name", "customers", "tables.0.name"),
+    ("postgres.port", 99999, "postgres.port"),
+    ("connect.url", "ftp://x", "connect.url"),
+    ("redis.url", "redis://:hunter2@127.0.0.1:6379/0", "redis.url"),
+    ("tables.0.redis_key", "customer:{email}", "tables.0"),
+    ("spark", {"trigger": "soon"}, "spark.trigger"),
+    ("tables", [], "tables"),
+    ("postgres.bogus", 1, "postgres.bogus"),
+    ("kafka.topic_config", {"cleanup.policy": "delete"}, "kafka.topic_config"),
+    ("kafka.topic_config", {"Segment MS": 1}, "kafka.topic_config"),
+    ("postgres.truncate_table", "truncates", "postgres.truncate_table"),
+])
+def test_mistake_names_the_field(path, value, field):
+    with pytest.raises(ConfigError) as exc:
+        parse_config(with_(path, value))
+    assert exc.value.field == field
+    assert field in str(exc.value)
+
+
+def test_rename_outside_projection_is_refused():
+    with pytest.raises(ConfigError, match="tables.0"):
+        parse_config(with_("tables.0", {"name": "public.t", "columns": ["id"], "rename": {"email": "mail"}}))
+
+
+def test_missing_secret_names_the_field(monkeypatch):
+    monkeypatch.delenv("CDCKIT_TEST_PW", raising=False)
+    with pytest.raises(ConfigError) as exc:
+        parse_config(with_("postgres.password", {"env": "CDCKIT_TEST_PW"}))
+    assert exc.value.field == "postgres.password"
+    assert "CDCKIT_TEST_PW" in str(exc.value)
+
+
+def test_secret_from_env_and_file(monkeypatch, tmp_path):
+    monkeypatch.setenv("CDCKIT_TEST_PW", "s3cret-env")
+    (tmp_path / "pw").write_text("s3cret-file\n")
+    data = with_("postgres.password", {"env": "CDCKIT_TEST_PW"})
+    data["redis"]["password"] = {"file": str(tmp_path / "pw")}
+    cfg = parse_config(data)
+    assert cfg.postgres.dsn_kwargs()["password"] == "s3cret-env"
+    assert cfg.redis.password.get() == "s3cret-file"
+    assert "s3cret" not in repr(cfg)
+
+
+def test_sasl_needs_credentials():
+    with pytest.raises(ConfigError, match="kafka"):
+        parse_config(with_("kafka.security_protocol", "SASL_SSL"))
+
+
+def test_yaml_errors_and_relative_checkpoint(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("postgres: [unclosed")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(bad)
+    with pytest.raises(ConfigError, match="no such file"):
+        load_config(tmp_path / "missing.yaml")
+    import yaml
+
+    good = tmp_path / "conf" / "c.yaml"
+    good.parent.mkdir()
+    good.write_text(yaml.safe_dump(BASE))
+    assert load_config(good).spark.checkpoint_dir == (good.parent / ".cdckit/checkpoints").resolve()
+
+
+def test_shipped_example_configs_are_valid():
+    from tests.support.stack import ROOT
+
+    cfg = load_config(ROOT / "cdckit.example.yaml")
+    assert cfg.tables[0].redis_key_template == "customer:{id}"
+
+
+@pytest.mark.parametrize("given,spark", [("500 ms", "500 milliseconds"), ("1 second", "1 seconds"),
+                                         ("2s", "2 seconds"), ("1 minute", "1 minutes")])
+def test_trigger_is_normalised_for_spark(given, spark):
+    assert parse_config(with_("spark", {"trigger": given})).spark.trigger == spark
+
+
+def test_tables_with_overlapping_redis_keys_are_refused():
+    tables = [{"name": "public.users", "redis_key": "user:{id}"}, {"name": "public.prefs", "redis_key": "user:{id}:prefs"}]
+    with pytest.raises(ConfigError) as exc:
+        parse_config(with_("tables", tables))
+    assert exc.value.field == "tables.1.redis_key" and "public.users" in str(exc.value)
+    tables[1]["redis_key"] = "prefs:{id}"
+    assert len(parse_config(with_("tables", tables)).tables) == 2
