@@ -17,8 +17,8 @@ BENCH_PORTS = {"postgres": 55732, "kafka": 59392, "connect": 58383, "redis": 566
 
 @contextmanager
 def bench_stack(keep: bool = False) -> Iterator:
-    from devstack import stack
-    from devstack.settings import StackSettings
+    from pipelines.devstack import stack
+    from pipelines.devstack.settings import StackSettings
 
     settings = StackSettings(state_dir=ROOT / ".devstack-bench", ports=dict(BENCH_PORTS))
     stack.up(settings, say=lambda line: print(line, flush=True))

@@ -45,9 +45,9 @@ def bulk_rate(url: str, index: str, docs: list[dict], chunk: int, versioned: boo
 
 
 def main() -> None:
-    from devstack import processes
-    from devstack.search_servers import SEARCH_ENGINES
-    from devstack.settings import StackSettings
+    from pipelines.devstack import processes
+    from pipelines.devstack.search_servers import SEARCH_ENGINES
+    from pipelines.devstack.settings import StackSettings
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--docs", type=int, default=100_000)

@@ -49,7 +49,7 @@ def spark():
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    from devstack.jars import spark_kafka_jars
+    from pipelines.devstack.jars import spark_kafka_jars
     from pipelines.spark.kafka_source import KafkaDataSource
 
     builder = SparkSession.builder

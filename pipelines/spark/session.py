@@ -11,9 +11,9 @@ from pipelines.errors import ConfigError
 
 def kafka_source_jars() -> list[Path]:
     """Spark's built-in Kafka source's jars, as scripts/setup fetched them for the local stack
-    (devstack/jars.py); none where that tooling is not at hand (an installed cdckit)."""
+    (pipelines/devstack/jars.py); none where that tooling is not at hand (an installed cdckit)."""
     try:
-        from devstack.jars import spark_kafka_jars
+        from pipelines.devstack.jars import spark_kafka_jars
     except ImportError:
         return []
     return spark_kafka_jars()

@@ -25,7 +25,7 @@ ROWS = 2000
 
 
 def server(stack, name):
-    from devstack import stack as devstack
+    from pipelines.devstack import stack as devstack
 
     if stack.settings is None:
         pytest.skip("drills need the local stack's processes")
@@ -33,7 +33,7 @@ def server(stack, name):
 
 
 def restart(stack, name):
-    from devstack import stack as devstack
+    from pipelines.devstack import stack as devstack
 
     server(stack, name).stop()
     devstack.up(stack.settings, say=lambda _: None)
@@ -43,7 +43,7 @@ def lose_data(stack, name):
     """The server comes back empty (a lost disk, a fresh node)."""
     import shutil
 
-    from devstack import stack as devstack
+    from pipelines.devstack import stack as devstack
 
     s = server(stack, name)
     s.stop()
@@ -111,7 +111,7 @@ def drill_pipeline(stack, tmp_path):
 
 
 def test_kill_connect_worker_mid_stream(stack, tmp_path):
-    from devstack import stack as devstack
+    from pipelines.devstack import stack as devstack
 
     with drill_pipeline(stack, tmp_path) as d:
         w = Workload(stack, d.table, ROWS).start()

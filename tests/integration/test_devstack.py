@@ -3,8 +3,8 @@ import time
 
 import pytest
 
-from devstack import processes, stack
-from devstack.settings import StackSettings
+from pipelines.devstack import processes, stack
+from pipelines.devstack.settings import StackSettings
 
 pytestmark = pytest.mark.integration
 PORTS = {"postgres": 55632, "kafka": 59292, "connect": 58283, "redis": 56579, "search": 59400}

@@ -78,8 +78,8 @@ def docker_reachable() -> bool:
 
 @contextmanager
 def devstack_world(state_dir: Path) -> Iterator[Endpoints]:
-    from devstack import stack
-    from devstack.settings import StackSettings
+    from pipelines.devstack import stack
+    from pipelines.devstack.settings import StackSettings
 
     settings = StackSettings(state_dir=state_dir, ports=dict(TEST_PORTS))
     stack.up(settings, say=lambda _: None)

@@ -93,10 +93,10 @@ def test_dockerfile_installs_the_package():
 
 
 def test_compose_runs_the_versions_the_local_stack_runs(compose):
-    """The local stack's Kafka and Debezium come from the poms in devstack/maven."""
+    """The local stack's Kafka and Debezium come from the poms in pipelines/devstack/maven."""
     import xml.etree.ElementTree as ET
 
-    from devstack.jars import POMS
+    from pipelines.devstack.jars import POMS
 
     def version(pom: str, artifact: str) -> str:
         ns = {"m": "http://maven.apache.org/POM/4.0.0"}

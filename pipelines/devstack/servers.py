@@ -11,11 +11,11 @@ from pathlib import Path
 
 import requests
 
-from devstack import processes
-from devstack.connect_layout import assemble, worker_properties
-from devstack.jars import component_dir, jar_version
-from devstack.packages import MissingPackage, postgres_binary, system_binary
-from devstack.settings import StackSettings
+from pipelines.devstack import processes
+from pipelines.devstack.connect_layout import assemble, worker_properties
+from pipelines.devstack.jars import component_dir, jar_version
+from pipelines.devstack.packages import MissingPackage, postgres_binary, system_binary
+from pipelines.devstack.settings import StackSettings
 
 
 def kraft_cluster_id() -> str:

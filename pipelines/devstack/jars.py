@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from devstack.packages import MissingPackage, system_binary
+from pipelines.devstack.packages import MissingPackage, system_binary
 
 POMS = Path(__file__).with_name("maven")
 COMPONENTS = ("kafka", "connect", "debezium", "spark-kafka", "opensearch")
@@ -29,7 +29,7 @@ _VERSION = re.compile(r"-\d[\w.]*\.jar$")
 
 def jars_dir() -> Path:
     """One cache for every state dir (tests and benchmarks run stacks of their own)."""
-    default = Path(__file__).resolve().parents[1] / ".devstack" / "jars"
+    default = Path(__file__).resolve().parents[2] / ".devstack" / "jars"
     return Path(os.environ.get("CDCKIT_JARS_DIR", default)).resolve()
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from devstack.jars import component_dir
+from pipelines.devstack.jars import component_dir
 
 PLUGIN = "debezium-connector-postgres"
 

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import requests
 
-from devstack import processes
-from devstack.jars import component_dir, jar_version
-from devstack.packages import MissingPackage, osmem_binary, system_binary
-from devstack.servers import Server
+from pipelines.devstack import processes
+from pipelines.devstack.jars import component_dir, jar_version
+from pipelines.devstack.packages import MissingPackage, osmem_binary, system_binary
+from pipelines.devstack.servers import Server
 
 
 class OpenSearch(Server):

@@ -1,6 +1,6 @@
 import uuid
 
-from devstack import servers
+from pipelines.devstack import servers
 
 
 def testkraft_cluster_id_never_starts_with_a_dash(monkeypatch):

@@ -1,4 +1,4 @@
-"""`python -m devstack up|down|status` (scripts/devstack): the local stack of real servers."""
+"""`python -m pipelines.devstack up|down|status` (scripts/devstack): the local stack of real servers."""
 from __future__ import annotations
 
 import sys
@@ -7,9 +7,9 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from devstack import stack
-from devstack.packages import MissingPackage
-from devstack.settings import StackSettings
+from pipelines.devstack import stack
+from pipelines.devstack.packages import MissingPackage
+from pipelines.devstack.settings import StackSettings
 
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)

@@ -4,10 +4,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from devstack import processes
-from devstack.search_servers import SEARCH_ENGINES
-from devstack.servers import Connect, Kafka, Postgres, Redis, Server
-from devstack.settings import StackSettings
+from pipelines.devstack import processes
+from pipelines.devstack.search_servers import SEARCH_ENGINES
+from pipelines.devstack.servers import Connect, Kafka, Postgres, Redis, Server
+from pipelines.devstack.settings import StackSettings
 
 
 class DevstackError(Exception):

@@ -1,8 +1,8 @@
 """The Maven-resolved jars: cached per pom, found by component, reported as missing otherwise."""
 import pytest
 
-from devstack import jars
-from devstack.packages import MissingPackage
+from pipelines.devstack import jars
+from pipelines.devstack.packages import MissingPackage
 
 
 def test_a_component_without_its_jars_names_setup(tmp_path, monkeypatch):

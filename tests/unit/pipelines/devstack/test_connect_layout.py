@@ -1,6 +1,6 @@
 from pathlib import Path
 
-from devstack.connect_layout import PLUGIN, assemble, worker_properties
+from pipelines.devstack.connect_layout import PLUGIN, assemble, worker_properties
 
 
 def test_worker_class_path_and_isolated_debezium_plugin(tmp_path):
