@@ -55,7 +55,8 @@ def topic_setting(conf: dict[str, Any], topic: str, name: str) -> str | None:
     """One setting of a topic (e.g. cleanup.policy) as the broker reports it."""
     from confluent_kafka.admin import ConfigResource
 
-    entries = list(_admin(conf).describe_configs([ConfigResource("topic", topic)]).values())[0].result(10)
+    admin = _admin(conf)  # held until the answer is in: a collected client destroys its pending requests
+    entries = list(admin.describe_configs([ConfigResource("topic", topic)]).values())[0].result(10)
     return entries[name].value
 
 

@@ -47,8 +47,9 @@ def rebuild_command(store: str, config_path: Path, table: str | None, dry_run: b
         bulk, catchup = summary.get("bulk", {}), summary.get("catchup", {})
         say(f"rebuild {plan.rebuild_id} done: bulk {bulk.get('records', 0):,} records in {bulk.get('seconds', 0)} s "
             f"({bulk.get('survivors', 0):,} keys written, {bulk.get('dead_letters', 0)} dead letters); catch-up "
-            f"{catchup.get('records', 0):,} records ({catchup.get('search_stale', 0) + catchup.get('cache_stale', 0):,} "
-            f"already newer: live writes); old generation {summary.get('old_generation')}")
+            f"{catchup.get('records', 0):,} records by the {catchup.get('by', 'rebuild')} "
+            f"({catchup.get('search_stale', 0) + catchup.get('cache_stale', 0):,} already newer); "
+            f"old generation {summary.get('old_generation')}")
         if bulk.get("unresolved_toast"):
             say(f"warning: {bulk['unresolved_toast']} keys had unchanged TOAST columns whose value neither the log "
                 "nor Postgres holds now (rows deleted or re-keyed since: their deletes follow in the log)")

@@ -17,6 +17,7 @@ from __future__ import annotations
 import socket
 import time
 import uuid
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -130,7 +131,7 @@ class Callbacks:
 
 def run(spark, config: Config, plan: Plan, keep_old: bool = False, cb: Callbacks | None = None) -> RebuildState:
     """Carry the plan out from wherever it stopped; returns the state, with the summary."""
-    from pipelines.spark.rebuild_jobs import bulk, catchup
+    from pipelines.spark.rebuild_jobs import bulk
 
     cb = cb or Callbacks()
     ckpt = config.spark.checkpoint_dir
@@ -149,20 +150,19 @@ def run(spark, config: Config, plan: Plan, keep_old: bool = False, cb: Callbacks
         started = time.monotonic()
         state.summary["bulk"] = bulk(spark, config, plan, work, cb.bulk_progress)
         state.summary["bulk"]["seconds"] = round(time.monotonic() - started, 1)
-        state.dual_write = True           # from here the live pipeline writes the fresh generations too
         _advance(ckpt, state, "catchup")
     if state.phase == "catchup":
-        cb.phase("catch-up")
-        started = time.monotonic()
-        state.summary["catchup"] = catchup(spark, config, plan, work, state.summary["bulk"]["fences"])
-        state.summary["catchup"]["seconds"] = round(time.monotonic() - started, 1)
-        cb.phase("switching")
-        state.live_batch_at_switch = _live_batch(config)
-        _switch(config, plan)
-        crash_point("rebuild.after_switch")   # the drill's worst moment: switched, not yet recorded
-        state.dual_write = False
-        state.switched_at = time.time()
-        _advance(ckpt, state, "switched")
+        with ExitStack() as held:  # the fresh generations' writer lock, when this process replays
+            started = time.monotonic()
+            state.summary["catchup"] = _catch_up(spark, config, plan, work, state, cb, held)
+            state.summary["catchup"]["seconds"] = round(time.monotonic() - started, 1)
+            cb.phase("switching")
+            state.live_batch_at_switch = _live_batch(config)
+            _switch(config, plan)
+            crash_point("rebuild.after_switch")   # the drill's worst moment: switched, not yet recorded
+            state.dual_write = False
+            state.switched_at = time.time()
+            _advance(ckpt, state, "switched")
     if state.phase == "switched":
         if plan.cache:
             cachegen.finish(redis_client(config), plan.rebuild_id)
@@ -175,6 +175,57 @@ def run(spark, config: Config, plan: Plan, keep_old: bool = False, cb: Callbacks
         _advance(ckpt, state, "done")
         rebuild_state.keep_final_copy(work, state)
     return state
+
+
+LIVE_GONE_S = 15.0    # a live pipeline not seen for this long is taken as stopped
+LIVE_STUCK_S = 30.0   # nor one whose batches stopped finishing (failing on a lost store, or no data)
+
+
+def _catch_up(spark, config: Config, plan: Plan, work, state: RebuildState, cb: Callbacks, held: ExitStack
+              ) -> dict[str, Any]:
+    """From the bulk's end to the log's end, by one writer (see state/rebuild.LiveDuty): the live
+    pipeline when one runs on this host, else this process, which then holds the writer lock until
+    its switch (a live pipeline started meanwhile waits on it). Decided again on a rerun: every
+    hand-over replays from the plan's end (a new epoch), as writes of an earlier one may have landed."""
+    from pipelines.spark.rebuild_jobs import catchup, reset_catchup
+
+    ckpt = config.spark.checkpoint_dir
+    if _live_batch(config, finished_within_s=LIVE_STUCK_S) is not None:
+        _hand_over(ckpt, state, rebuild_state.CATCHUP_BY_LIVE)
+        cb.phase("catch-up (by the live pipeline)")
+        done = _await_live_catch_up(config, state.catchup_epoch)
+        if done is not None:
+            return {"by": "live pipeline", **{k: v for k, v in done.items() if k != "epoch"}}
+    held.enter_context(rebuild_state.writer_lock(ckpt))   # after a live batch in flight
+    _hand_over(ckpt, state, rebuild_state.CATCHUP_BY_REBUILD)
+    reset_catchup(work)
+    cb.phase("catch-up")
+    return {"by": "rebuild", **catchup(spark, config, plan, work, state.summary["bulk"]["fences"])}
+
+
+def _hand_over(ckpt: Path, state: RebuildState, by: str) -> None:
+    """dual_write and who replays, in one save: the live pipeline never reads one without the other."""
+    state.dual_write, state.catchup_by, state.catchup_epoch = True, by, uuid.uuid4().hex[:8]
+    rebuild_state.save(ckpt, state)
+
+
+def _await_live_catch_up(config: Config, epoch: str | None) -> dict[str, Any] | None:
+    """The live pipeline's report once it has replayed the stretch; None if it stopped first, or
+    runs no batch (an idle log without heartbeats: Spark starts no micro-batch without data)."""
+    seen = advanced = time.monotonic()
+    last = _live_batch(config)
+    while True:
+        done = rebuild_state.live_caught_up(config.spark.checkpoint_dir, epoch)
+        if done is not None:
+            return done
+        now, batch = time.monotonic(), _live_batch(config)
+        if batch is not None:
+            seen = now
+            if batch != last:
+                last, advanced = batch, now
+        if now - seen > LIVE_GONE_S or now - advanced > LIVE_STUCK_S:
+            return None
+        time.sleep(0.5)
 
 
 def _advance(ckpt: Path, state: RebuildState, phase: str) -> None:
@@ -209,12 +260,15 @@ def _switch(config: Config, plan: Plan) -> None:
                         plan.cache["spare_db"], plan.rebuild_id)
 
 
-def _live_batch(config: Config) -> int | None:
-    """The live pipeline's last finished batch, if it is running on this host."""
+def _live_batch(config: Config, finished_within_s: float | None = None) -> int | None:
+    """The live pipeline's last finished batch, if it is running on this host (and, given
+    `finished_within_s`, finished a batch that recently)."""
     from pipelines.state.status import process_alive, read_status
 
     st = read_status(config.spark.checkpoint_dir)
     if not st or st.get("host") != socket.gethostname() or not process_alive(st.get("pid")):
+        return None
+    if finished_within_s is not None and time.time() - float(st.get("finished_at") or 0) > finished_within_s:
         return None
     return int(st["batch_id"])
 

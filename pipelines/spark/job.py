@@ -7,6 +7,7 @@ import logging
 import signal
 import threading
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Callable
 
@@ -24,8 +25,8 @@ from pipelines.errors import CdckitError
 from pipelines.spark.partition_apply import STATS_DDL, executor_fn, range_executor_fn, stats_of
 from pipelines.spark.session import spark_session
 from pipelines.state.fences import FenceStore, fence_key
-from pipelines.state.offsets import committed_offsets
-from pipelines.state.rebuild import live_targets
+from pipelines.state.offsets import batch_offsets, committed_offsets
+from pipelines.state import rebuild as rebuild_state
 from pipelines.state.status import claim_status, write_status
 from pipelines.state.topic_ids import TopicIds
 from pipelines.state.truncate_cuts import TruncateCuts
@@ -123,7 +124,7 @@ def batch_writer(config: Config, on_batch: Callable | None = None, config_path: 
 
     fresh = committed_offsets(config.spark.checkpoint_dir) is None
     cuts = TruncateCuts(config.spark.checkpoint_dir)
-    topic_ids = TopicIds(config.spark.checkpoint_dir)
+    known_ids = TopicIds(config.spark.checkpoint_dir)
 
     def write(df, batch_id: int) -> None:
         nonlocal fresh
@@ -131,18 +132,47 @@ def batch_writer(config: Config, on_batch: Callable | None = None, config_path: 
         live.current()
         live.check_stores(fresh)
         fresh = False
-        config_json = live.json
         ids = topic_ids(config.kafka.client_config(), config.topic_pattern)
-        recreated = topic_ids.recreated(ids)
+        recreated = known_ids.recreated(ids)
         if recreated:
             raise TopicLost(f"change topics recreated since the pipeline read them: {', '.join(recreated[:5])}. "
                             "Their positions belong to the old topics; recover with `cdckit bootstrap` (it re-snapshots)")
-        topic_ids.learn(ids)
+        known_ids.learn(ids)
         state = fences.before(batch_id)
-        rebuild = live_targets(config.spark.checkpoint_dir)
+        with ExitStack() as held:
+            duty = _rebuild_duty(config.spark.checkpoint_dir, held)
+            stats, out, stretch = _apply(df, batch_id, duty, state, live, cuts)
+            fences.save(batch_id, state)
+            seconds = time.monotonic() - started
+            write_status(config.spark.checkpoint_dir, batch_id, stats, seconds)
+            if stretch is not None:  # after the status: the rebuild's wait for in-flight batches reads it
+                rebuild_state.mark_live_caught_up(config.spark.checkpoint_dir, duty.state.catchup_epoch, batch_id,
+                                                  stretch)
+                log.info("rebuild %s: catch-up stretch of %d records replayed", duty.rebuild_id, stretch["records"])
+        if metrics is not None:
+            metrics.batch(stats, seconds)
+        log.info("batch %d: %d records, search +%d (%d stale), cache +%d (%d stale), %d dead letters, %.2f s",
+                 batch_id, stats.records, stats.search_applied, stats.search_stale, stats.cache_applied,
+                 stats.cache_stale, stats.dead_letters, seconds)
+        if on_batch:
+            on_batch(batch_id, stats, out)
+
+    def _apply(df, batch_id: int, duty, state: dict[str, int], live: LiveConfig, cuts: TruncateCuts):
+        """The batch into the live stores, and into a running rebuild's fresh generations as `duty` says."""
+        rebuild = duty.targets if duty else None
+        stretch = None
+        if duty and duty.catch_up:
+            from pipelines.spark.rebuild_jobs import catch_up_stretch
+
+            # [plan end, this batch's end) into the fresh generations; this batch's records are
+            # then written to the live stores only: the stretch held them already.
+            log.info("rebuild %s: replaying the fresh generations' catch-up stretch", duty.rebuild_id)
+            stretch = catch_up_stretch(df.sparkSession, live.config, duty.state,
+                                       batch_offsets(config.spark.checkpoint_dir, batch_id))
+            rebuild = None
         apply_fn = range_executor_fn if "start" in df.columns else executor_fn  # ranges, or records (JVM source)
         how = ApplyOptions(defer_truncates=True, known_cuts=cuts.known)
-        out = df.mapInArrow(apply_fn(config_json, state, rebuild, how), STATS_DDL).toArrow().to_pylist()
+        out = df.mapInArrow(apply_fn(live.json, state, rebuild, how), STATS_DDL).toArrow().to_pylist()
         stats = BatchStats()
         for row in out:
             key = fence_key(row["topic"], row["partition"])
@@ -153,18 +183,23 @@ def batch_writer(config: Config, on_batch: Callable | None = None, config_path: 
                 apply_truncates(stores_from_config(live.config, rebuild), stats.truncate_cuts)
             apply_truncates(live.stores, stats.truncate_cuts)
             cuts.learn(stats.truncate_cuts)
-        fences.save(batch_id, state)
-        seconds = time.monotonic() - started
-        write_status(config.spark.checkpoint_dir, batch_id, stats, seconds)
-        if metrics is not None:
-            metrics.batch(stats, seconds)
-        log.info("batch %d: %d records, search +%d (%d stale), cache +%d (%d stale), %d dead letters, %.2f s",
-                 batch_id, stats.records, stats.search_applied, stats.search_stale, stats.cache_applied,
-                 stats.cache_stale, stats.dead_letters, seconds)
-        if on_batch:
-            on_batch(batch_id, stats, out)
+        return stats, out, stretch
 
     return write
+
+
+def _rebuild_duty(checkpoint_dir: Path, held: ExitStack) -> rebuild_state.LiveDuty | None:
+    """What a running rebuild asks of this batch, with the fresh generation's writer lock held for
+    the batch (see LiveDuty): while the rebuild replays its catch-up stretch itself, this waits."""
+    duty = rebuild_state.live_duty(checkpoint_dir)
+    if duty is None:
+        return None
+    waited = time.monotonic()
+    held.enter_context(rebuild_state.writer_lock(checkpoint_dir))
+    if time.monotonic() - waited > 1:
+        log.warning("rebuild %s: waited %.0f s for its catch-up and switch", duty.rebuild_id,
+                    time.monotonic() - waited)
+    return rebuild_state.live_duty(checkpoint_dir)  # what holds now: it may have switched meanwhile
 
 
 def start(spark, config: Config, on_batch=None, config_path: Path | None = None, metrics=None):

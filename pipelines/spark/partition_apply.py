@@ -54,10 +54,10 @@ def worker_resources(config_json: bytes, targets: Targets | None = None):
 def apply_partition(batches: Iterable[pa.RecordBatch], stores, dlq, fences: dict[str, int], rebuild=None,
                     how: ApplyOptions | None = None) -> Iterator[dict[str, Any]]:
     """Apply records given as Arrow batches of the kafka source's columns."""
-    yield from apply_rows(_arrow_rows(batches), stores, dlq, fences, rebuild, how)
+    yield from apply_rows(arrow_rows(batches), stores, dlq, fences, rebuild, how)
 
 
-def _arrow_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[list[dict[str, Any]]]:
+def arrow_rows(batches: Iterable[pa.RecordBatch]) -> Iterator[list[dict[str, Any]]]:
     for rb in batches:
         yield rows_from_arrow(pa.Table.from_batches([rb]))
 
@@ -104,7 +104,7 @@ def executor_fn(config_json: bytes, fences: dict[str, int], rebuild: Targets | N
     a running rebuild's targets (written too, see apply_records)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return _apply_task(config_json, fences, rebuild, _arrow_rows(batches), how)
+        return _apply_task(config_json, fences, rebuild, arrow_rows(batches), how)
 
     return run
 
@@ -115,7 +115,7 @@ def range_executor_fn(config_json: bytes, fences: dict[str, int], rebuild: Targe
     its own partition's range from Kafka, so records never travel through the JVM."""
 
     def run(ranges: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return _apply_task(config_json, fences, rebuild, _range_rows(ranges, _client_config(config_json)), how)
+        return _apply_task(config_json, fences, rebuild, range_rows(ranges, _client_config(config_json)), how)
 
     return run
 
@@ -131,7 +131,7 @@ def _apply_task(config_json: bytes, fences: dict[str, int], rebuild: Targets | N
         yield pa.RecordBatch.from_pylist(rows, schema=STATS_SCHEMA)
 
 
-def _range_rows(ranges: Iterable[pa.RecordBatch], conf: dict[str, Any]) -> Iterator[list[dict[str, Any]]]:
+def range_rows(ranges: Iterable[pa.RecordBatch], conf: dict[str, Any]) -> Iterator[list[dict[str, Any]]]:
     """The records of each offset range, read from Kafka, as row dicts a fetch at a time."""
     from connectors.kafka.ranges import KafkaRange, read_messages
 

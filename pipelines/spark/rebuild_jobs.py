@@ -5,6 +5,7 @@ pipelines/ops/rebuild.py carries the phases out."""
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 import time
 from typing import Any, Callable, Iterator
@@ -14,6 +15,7 @@ import pyarrow as pa
 
 from connectors.envelope import RecordError, decode
 from connectors.kafka.dead_letter_topic import DeadLetterWriter
+from connectors.kafka.offsets import begin_offsets
 from connectors.kafka.ranges import RANGE_ARROW_SCHEMA, KafkaRange, read_messages
 from derived.change import Position, Version
 from pipelines.apply.batch import ApplyOptions, apply_changes, apply_truncates, newest_cuts
@@ -22,11 +24,12 @@ from pipelines.apply.stats import BatchStats, add_stats
 from pipelines.apply.stores import stores_from_config
 from pipelines.config import Config, parse_config
 from pipelines.errors import CdckitError
-from pipelines.spark.partition_apply import STATS_DDL, STATS_SCHEMA, apply_partition, stats_of, worker_resources
+from pipelines.spark.partition_apply import (STATS_DDL, STATS_SCHEMA, apply_rows, arrow_rows, range_rows, stats_of,
+                                             worker_resources)
 from pipelines.spark.schemas import ddl
 from pipelines.state.checkpoint import RebuildWork
 from pipelines.state.fences import FenceStore, fence_key
-from pipelines.state.rebuild import Targets, read_bulk, read_progress, report_progress, write_bulk
+from pipelines.state.rebuild import RebuildState, Targets, read_bulk, read_progress, report_progress, write_bulk
 
 BULK_SCHEMA = pa.schema([
     ("topic", pa.string()), ("partition", pa.int32()), ("records", pa.int64()), ("tombstones", pa.int64()),
@@ -195,7 +198,7 @@ def catchup(spark, config: Config, plan, work: RebuildWork, bulk_fences: dict[st
             apply_truncates(stores_from_config(config, plan.targets), batch.truncate_cuts)
         fences.save(batch_id, state)
 
-    reader = (spark.readStream.format("cdckit_kafka").option("subscribe", ",".join(plan.topics))
+    reader = (spark.readStream.format("cdckit_kafka").option("subscribe", ",".join(replayed_topics(config, plan.tables)))
               .option("startingOffsets", json.dumps(plan.end)))
     for key, value in config.kafka.client_config().items():
         reader = reader.option(f"kafka.{key}", value)
@@ -206,6 +209,18 @@ def catchup(spark, config: Config, plan, work: RebuildWork, bulk_fences: dict[st
     if query.exception():
         raise CdckitError(f"rebuild catch-up failed: {query.exception()}")
     return totals
+
+
+def replayed_topics(config: Config, tables: list[str]) -> list[str]:
+    """The topics a rebuild of `tables` replays, created or not (a partition or topic that is new
+    since the plan, e.g. the truncate markers' after a first TRUNCATE, is read from its start)."""
+    return [config.topic_for(t) for t in config.tables if t.name in tables] + [config.truncate_topic]
+
+
+def reset_catchup(work: RebuildWork) -> None:
+    """A catch-up replays from the plan's end again (its checkpoint and fences forgotten)."""
+    shutil.rmtree(work.catchup, ignore_errors=True)
+    FenceStore(work.root).path.unlink(missing_ok=True)
 
 
 class MarkedLetters:
@@ -224,17 +239,67 @@ class MarkedLetters:
 
 def catchup_fn(config_json: bytes, targets: Targets, fences: dict[str, int], cuts: dict[str, Version]
                ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The catch-up query's mapInArrow function over record batches."""
+
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        # Tombstones too: the cleaner may have removed op=d records of the catch-up's stretch, and the
-        # live pipeline applied those deletes before it began writing the fresh generation. (Left:
-        # a key deleted that way and created again after the catch-up's end, which the live job
-        # wrote into the fresh generation before the catch-up reached the tombstone.)
-        how = ApplyOptions(defer_truncates=True, known_cuts=cuts, fresh_generation=True)
-        # Rejections are the fresh generation's own (its mappings may differ from the live one's).
-        config = parse_config(orjson.loads(config_json))
-        dlq = MarkedLetters(DeadLetterWriter(config.kafka.client_config(), config.dead_letter_topic))
-        rows = list(apply_partition(batches, worker_resources(config_json, targets), dlq, dict(fences), how=how))
-        if rows:
-            yield pa.RecordBatch.from_pylist(rows, schema=STATS_SCHEMA)
+        yield from _apply_fresh(config_json, targets, fences, cuts, arrow_rows(batches))
 
     return run
+
+
+def stretch_fn(config_json: bytes, targets: Targets, fences: dict[str, int], cuts: dict[str, Version]
+               ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The live pipeline's catch-up over a DataFrame of offset ranges: each task reads its own."""
+
+    def run(ranges: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        conf = parse_config(orjson.loads(config_json)).kafka.client_config()
+        yield from _apply_fresh(config_json, targets, fences, cuts, range_rows(ranges, conf))
+
+    return run
+
+
+def _apply_fresh(config_json: bytes, targets: Targets, fences: dict[str, int], cuts: dict[str, Version],
+                 chunks) -> Iterator[pa.RecordBatch]:
+    # Tombstones too: the cleaner may have removed op=d records of the stretch, and the live
+    # pipeline applied those deletes before it began writing the fresh generation. One writer
+    # replays the stretch and then writes every batch, in order (see LiveDuty).
+    how = ApplyOptions(defer_truncates=True, known_cuts=cuts, fresh_generation=True)
+    # Rejections are the fresh generation's own (its mappings may differ from the live one's).
+    config = parse_config(orjson.loads(config_json))
+    dlq = MarkedLetters(DeadLetterWriter(config.kafka.client_config(), config.dead_letter_topic))
+    rows = list(apply_rows(chunks, worker_resources(config_json, targets), dlq, dict(fences), how=how))
+    if rows:
+        yield pa.RecordBatch.from_pylist(rows, schema=STATS_SCHEMA)
+
+
+# -- the live pipeline's catch-up -------------------------------------------------------------------
+def catch_up_stretch(spark, config: Config, state: RebuildState, end: dict[str, dict[str, int]]) -> dict[str, Any]:
+    """[plan end, `end`) of every planned partition replayed into the fresh generations by the live
+    pipeline, one task per partition, then the stretch's truncates (after every task's writes)."""
+    plan = state.plan
+    planned = plan.get("end") or {}
+    topics = [t for t in replayed_topics(config, plan.get("tables") or []) if t in end]
+    new = [t for t in topics if set(end[t]) - set(planned.get(t) or {})]
+    low = begin_offsets(config.kafka.client_config(), new) if new else {}
+    ranges = []
+    for topic in topics:
+        for p, last in end[topic].items():
+            first = int((planned.get(topic) or {}).get(p, (low.get(topic) or {}).get(p, 0)))
+            if int(last) > first:
+                ranges.append((topic, int(p), first, int(last)))
+    totals = {"records": 0, "search_applied": 0, "search_stale": 0, "cache_applied": 0, "cache_stale": 0}
+    if not ranges:
+        return totals
+    cuts = truncate_cuts(config, plan.get("begin") or {}, plan["end"])
+    fences = dict((state.summary.get("bulk") or {}).get("fences") or {})
+    frame = spark.createDataFrame(spark.sparkContext.parallelize(ranges, len(ranges)), RANGES_DDL)
+    out = (frame.mapInArrow(stretch_fn(config_json(config), state.targets, fences, cuts), STATS_DDL)
+           .toArrow().to_pylist())
+    batch = BatchStats()
+    for row in out:
+        for k in totals:
+            totals[k] += row[k]
+        add_stats(batch, stats_of(row))
+    if batch.truncate_cuts:
+        apply_truncates(stores_from_config(config, state.targets), batch.truncate_cuts)
+    return totals

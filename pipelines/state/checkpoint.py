@@ -36,6 +36,8 @@ class CheckpointDir(_Folder):
     bootstrap = _File("cdckit-bootstrap.json", "The snapshot's watermark (pipelines/state/bootstrap.py).")
     resnapshot = _File("cdckit-resnapshot.json", "A re-snapshot after lost topics under way (state/bootstrap.py).")
     rebuild = _File("cdckit-rebuild.json", "The running or last rebuild (pipelines/state/rebuild.py).")
+    rebuild_live = _File("cdckit-rebuild-live.json", "The live pipeline's catch-up of a rebuild (state/rebuild.py).")
+    rebuild_lock = _File("cdckit-rebuild.lock", "Held by the writer of a rebuild's fresh generation (state/rebuild.py).")
     rebuild_rate = _File("cdckit-rebuild-rate.json", "Events/s a finished rebuild measured (state/rebuild.py).")
 
     def rebuild_work(self, rebuild_id: str) -> "RebuildWork":

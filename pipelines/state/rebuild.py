@@ -7,10 +7,12 @@ its bulk results, the bulk tasks' progress and the catch-up's checkpoint.
 """
 from __future__ import annotations
 
+import fcntl
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from pipelines.state.checkpoint import CheckpointDir, RebuildWork
 from pipelines.state.json_files import read_json, write_json
@@ -37,10 +39,15 @@ class Targets:
         return cls(tuple(sorted((data.get("search") or {}).items())), data.get("cache_db"))
 
 
+CATCHUP_BY_LIVE = "live"          # the live pipeline replays the catch-up stretch, then writes both
+CATCHUP_BY_REBUILD = "rebuild"    # the rebuild replays it, holding the writer lock until its switch
+
+
 @dataclass
 class RebuildState:
-    """cdckit-rebuild.json: the plan (as Plan.as_json has it), the phase reached, and whether the
-    live pipeline must write the fresh generations too (`dual_write`)."""
+    """cdckit-rebuild.json: the plan (as Plan.as_json has it), the phase reached, whether the live
+    pipeline must write the fresh generations too (`dual_write`) and who replays the catch-up
+    stretch (`catchup_by`, see LiveDuty)."""
 
     plan: dict[str, Any]
     targets: Targets
@@ -50,10 +57,14 @@ class RebuildState:
     summary: dict[str, Any] = field(default_factory=dict)
     live_batch_at_switch: int | None = None   # the live pipeline's last batch when the switch happened
     switched_at: float | None = None
+    catchup_by: str | None = None
+    catchup_epoch: str | None = None       # one per hand-over of the catch-up (a rerun makes a new one)
 
     def as_json(self) -> dict[str, Any]:
         body = {"plan": self.plan, "phase": self.phase, "targets": self.targets.as_json(),
                 "dual_write": self.dual_write, "started_at": self.started_at, "summary": self.summary}
+        if self.catchup_by is not None:
+            body.update(catchup_by=self.catchup_by, catchup_epoch=self.catchup_epoch)
         if self.switched_at is not None:
             body.update(live_batch_at_switch=self.live_batch_at_switch, switched_at=self.switched_at)
         return body
@@ -62,7 +73,8 @@ class RebuildState:
     def from_json(cls, data: dict[str, Any]) -> "RebuildState":
         return cls(data.get("plan") or {}, Targets.from_json(data.get("targets")), data.get("phase", "planned"),
                    bool(data.get("dual_write")), data.get("started_at", 0.0), data.get("summary") or {},
-                   data.get("live_batch_at_switch"), data.get("switched_at"))
+                   data.get("live_batch_at_switch"), data.get("switched_at"), data.get("catchup_by"),
+                   data.get("catchup_epoch"))
 
 
 def load(checkpoint_dir: Path) -> RebuildState | None:
@@ -74,13 +86,65 @@ def save(checkpoint_dir: Path, state: RebuildState) -> None:
     write_json(CheckpointDir(checkpoint_dir).rebuild, state.as_json(), indent=2)
 
 
-def live_targets(checkpoint_dir: Path) -> Targets | None:
-    """What the live pipeline must write besides its own stores: set from the catch-up phase on
-    until the switch has happened."""
+@dataclass(frozen=True)
+class LiveDuty:
+    """What a running rebuild asks of the live pipeline's next batch.
+
+    Why one writer: a fresh generation written by two writers at once (a replay of the catch-up
+    stretch and the live dual write) is only safe for changes that carry a version. A delete known
+    only from its tombstone (the cleaner removed its op=d record, which a fast cleaner does for
+    nearly every delete: it keeps a key's last record) deletes "whatever is held", which is right
+    only when one writer applies a partition's records in offset order: another writer may write
+    an older row of the key after it (the row comes back), or a newer one before it (lost).
+    So the stretch from the bulk's end to the batch's end, then every batch, reach the fresh
+    generation from one writer, in order: the live pipeline when it runs (it replays the stretch
+    inside its next batch), else the rebuild, which holds `writer_lock` from its replay until its
+    switch; a live pipeline (re)started meanwhile blocks on that lock for its batch.
+    - `targets`: write these too (None: nothing to do);
+    - `catch_up`: first replay [plan end, this batch's end) into the targets, then mark it done."""
+
+    state: RebuildState
+    targets: Targets | None
+    catch_up: bool = False
+
+    @property
+    def rebuild_id(self) -> str:
+        return str(self.state.plan.get("rebuild_id", ""))
+
+
+def live_duty(checkpoint_dir: Path) -> LiveDuty | None:
     state = load(checkpoint_dir)
     if not state or not state.dual_write:
         return None
-    return state.targets
+    if state.catchup_by == CATCHUP_BY_REBUILD:
+        return LiveDuty(state, None)  # the rebuild's own replay (or its rerun) brings the generation up
+    if state.catchup_by is None:
+        return LiveDuty(state, state.targets)
+    return LiveDuty(state, state.targets, catch_up=live_caught_up(checkpoint_dir, state.catchup_epoch) is None)
+
+
+@contextmanager
+def writer_lock(checkpoint_dir: Path) -> Iterator[None]:
+    """Held by whoever writes a rebuild's fresh generation (see LiveDuty). An flock: released when
+    its holder dies, so a crashed rebuild never blocks the live pipeline for good."""
+    path = CheckpointDir(checkpoint_dir).rebuild_lock
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def live_caught_up(checkpoint_dir: Path, epoch: str | None) -> dict[str, Any] | None:
+    """The live pipeline's report of the stretch it replayed for this hand-over, once it has."""
+    body = read_json(CheckpointDir(checkpoint_dir).rebuild_live) or {}
+    return body if epoch and body.get("epoch") == epoch else None
+
+
+def mark_live_caught_up(checkpoint_dir: Path, epoch: str, batch_id: int, totals: dict[str, Any]) -> None:
+    write_json(CheckpointDir(checkpoint_dir).rebuild_live, {"epoch": epoch, "batch_id": batch_id, **totals})
 
 
 def work_dir(checkpoint_dir: Path, rebuild_id: str) -> RebuildWork:

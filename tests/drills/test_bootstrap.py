@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.integration import (assert_exact, cli, diff_stores, drop_connector, pg, stores_exact, wait_for,
+from tests.support.integration import (assert_exact, cli, cli_json, diff_stores, drop_connector, pg, stores_exact, wait_for,
                            write_config)
 from pipelines.state.status import read_status
 from tests.support.stack import ROOT
@@ -104,8 +104,7 @@ def test_snapshot_add_under_load_and_status_states(stack, tmp_path):
         # (no batch needed: the database is idle here).
         wait_for(lambda: (read_status(ckpt) or {}).get("pid") == run.pid, 60, 0.5, "run named in the status file")
 
-        healthy = cli("status", "--json", "-c", str(path))
-        report = json.loads(healthy.stdout)
+        healthy, report = cli_json("status", "-c", str(path))
         assert healthy.returncode == 0, report["problems"]
         assert report["healthy"] and report["slot"]["active"] and report["connector"]["state"] == "RUNNING"
         topic = f"{data['topic_prefix']}.{first}"

@@ -10,13 +10,13 @@ import signal
 import time
 import uuid
 from contextlib import contextmanager
-from urllib.parse import urlsplit
 
 import pytest
 import redis
 
 from tests.support.drills import Workload, converged, record
-from tests.support.integration import (cli, diff_stores, drop_connector, key_history, pg, start_job, wait_for, wait_streaming,
+from tests.support.integration import (cli, cli_json, diff_stores, drop_connector, fresh_redis_dbs, key_history, pg, start_job, wait_for,
+                                       wait_streaming,
                            write_config)
 
 pytestmark = [pytest.mark.integration, pytest.mark.drill]
@@ -83,9 +83,7 @@ def _key_history(d: Drill, ids: list[str]) -> dict:
 def drill_pipeline(stack, tmp_path):
     name = f"dr_{uuid.uuid4().hex[:6]}"
     table = f"public.{name}"
-    own = dataclasses.replace(stack, redis_url=urlsplit(stack.redis_url)._replace(path=f"/{LIVE_DB}").geturl())
-    for db in (LIVE_DB, SPARE_DB):
-        redis.Redis.from_url(urlsplit(stack.redis_url)._replace(path=f"/{db}").geturl()).flushdb()
+    own = fresh_redis_dbs(stack, LIVE_DB, SPARE_DB)
     with pg(stack) as conn:
         conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, name text, n int)")
         conn.execute(f"INSERT INTO {table} SELECT g, 'r' || g, 0 FROM generate_series(1, {ROWS}) g")
@@ -161,8 +159,7 @@ def test_store_lost_its_data_detected_then_rebuilt(stack, tmp_path, store, serve
         time.sleep(3)
         lose_data(stack, server_name)
         time.sleep(3)
-        status = cli("status", "--json", "-c", d.path, timeout=120)
-        report = json.loads(status.stdout)
+        status, report = cli_json("status", "-c", d.path, timeout=120)
         assert status.returncode == 1 and report["stores_lost"] == [store], status.stdout[-2000:]
         rebuilt = cli("rebuild", store, "-c", d.path, timeout=600)
         assert rebuilt.returncode == 0, rebuilt.stdout[-2000:] + rebuilt.stderr[-2000:]
@@ -173,8 +170,6 @@ def test_store_lost_its_data_detected_then_rebuilt(stack, tmp_path, store, serve
         assert cli("status", "--json", "-c", d.path, timeout=120).returncode == 0
 
 
-@pytest.mark.xfail(strict=False, reason="open in #14: rarely one deleted row back after `rebuild all` under "
-                   "load (the wide-table test's failure, tests/integration/test_wide_table.py)")
 def test_truncate_under_load_then_rebuild_all(stack, tmp_path):
     """TRUNCATE with three partitions per topic: the truncate's marker lands in one partition of its
     own topic, the rows it removes are in all of the table's; the live job cuts them once every task

@@ -1,6 +1,5 @@
 """`cdckit rebuild` on the real stack: under continuous writes, while readers poll the alias and the
 keys; and over topics built in the shapes a compacted log can take."""
-import dataclasses
 import json
 import os
 import random
@@ -15,7 +14,7 @@ import requests
 
 from tests.support import records
 from tests.support.drills import converged, record
-from tests.support.integration import (cli, drop_connector, pg, start_job, wait_for, wait_streaming,
+from tests.support.integration import (cli, drop_connector, pg, redis_db, start_job, wait_for, wait_streaming,
                            write_config)
 
 pytestmark = [pytest.mark.integration]
@@ -24,9 +23,7 @@ STALE_AFTER_S = 10.0   # a reader may see a value this much older than the datab
 
 
 def own_db(stack, db=LIVE_DB):
-    from urllib.parse import urlsplit
-
-    return dataclasses.replace(stack, redis_url=urlsplit(stack.redis_url)._replace(path=f"/{db}").geturl())
+    return redis_db(stack, db)
 
 
 class Readers:

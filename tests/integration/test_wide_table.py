@@ -19,14 +19,13 @@ import threading
 import time
 import uuid
 from decimal import Decimal
-from urllib.parse import urlsplit
 
-import dataclasses
 import psycopg
 import pytest
 import redis
 
-from tests.support.integration import (cli, drop_connector, key_history, pg, search_docs, start_job, wait_for, wait_streaming,
+from tests.support.integration import (cli, drop_connector, fresh_redis_dbs, key_history, pg, search_docs, start_job,
+                                       wait_for, wait_streaming,
                            write_config)
 
 pytestmark = pytest.mark.integration
@@ -210,15 +209,10 @@ class WideWorkload:
                 time.sleep(0.02)
 
 
-@pytest.mark.xfail(strict=False, reason="open in #14: in about one run of four, a few rows deleted during "
-                   "`rebuild all` under load (only their tombstone left in the log) stay in the rebuilt search "
-                   "index, sometimes in Redis too; the failure prints their full record history")
 def test_wide_table_every_change_kind_then_rebuild(stack, tmp_path):
     name = f"wide_{uuid.uuid4().hex[:6]}"
     table = f"public.{name}"
-    own = dataclasses.replace(stack, redis_url=urlsplit(stack.redis_url)._replace(path=f"/{LIVE_DB}").geturl())
-    for db in (LIVE_DB, SPARE_DB):
-        redis.Redis.from_url(urlsplit(stack.redis_url)._replace(path=f"/{db}").geturl()).flushdb()
+    own = fresh_redis_dbs(stack, LIVE_DB, SPARE_DB)
     with pg(stack) as conn:
         conn.execute(f"CREATE TABLE {table} ({COLUMNS})")
         conn.execute(f"ALTER TABLE {table} ALTER big_text SET STORAGE EXTERNAL, ALTER big_bytes SET STORAGE EXTERNAL")

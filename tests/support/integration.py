@@ -1,14 +1,17 @@
 """Helpers shared by integration tests: CLI runs, Postgres, reading a topic end to end."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import psycopg
+import redis
 import yaml
 
 from tests.support.stack import ROOT, Endpoints
@@ -26,6 +29,16 @@ def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> 
 
     return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def cli_json(*args: str, timeout: float = 120) -> tuple[subprocess.CompletedProcess, Any]:
+    """`cli` with `--json`: the result and its parsed output; a run that printed none fails with its stderr."""
+    result = cli(*args, "--json", timeout=timeout)
+    try:
+        return result, json.loads(result.stdout)
+    except ValueError:
+        raise AssertionError(f"{' '.join(args)} --json printed no JSON (exit {result.returncode}): "
+                             f"{result.stdout[-500:]} {result.stderr[-3000:]}") from None
 
 
 def pg(stack: Endpoints) -> psycopg.Connection:
@@ -211,3 +224,15 @@ def key_history(bootstrap: str, topic: str, keys: set) -> dict:
                                  v and v["source"].get("lsn")))
     c.close()
     return out
+
+
+def redis_db(stack: Endpoints, db: int) -> Endpoints:
+    """The stack's endpoints with the Redis URL pointing at database `db`."""
+    return dataclasses.replace(stack, redis_url=urlsplit(stack.redis_url)._replace(path=f"/{db}").geturl())
+
+
+def fresh_redis_dbs(stack: Endpoints, live_db: int, spare_db: int) -> Endpoints:
+    """A test's own live and rebuild databases, emptied; the endpoints pointing at the live one."""
+    for db in (live_db, spare_db):
+        redis.Redis.from_url(redis_db(stack, db).redis_url).flushdb()
+    return redis_db(stack, live_db)
