@@ -210,13 +210,17 @@ def _hand_over(ckpt: Path, state: RebuildState, by: str) -> None:
 
 
 def _await_live_catch_up(config: Config, epoch: str | None) -> dict[str, Any] | None:
-    """The live pipeline's report once it has replayed the stretch; None if it stopped first, or
-    runs no batch (an idle log without heartbeats: Spark starts no micro-batch without data)."""
+    """The live pipeline's report once it has replayed the stretch and finished one more batch,
+    which it wrote to the fresh generation too; None if it stopped first, or runs no batch (an idle
+    log without heartbeats: Spark starts no micro-batch without data).
+    Why one more batch: the cleaner may have dropped a record of the stretch for a later one of its
+    key past the stretch's end (it keeps a key's last record); that record was in the log before
+    the stretch was read, so the next batch, planned after it, holds it."""
     seen = advanced = time.monotonic()
     last = _live_batch(config)
     while True:
         done = rebuild_state.live_caught_up(config.spark.checkpoint_dir, epoch)
-        if done is not None:
+        if done is not None and (last or -1) > done["batch_id"]:
             return done
         now, batch = time.monotonic(), _live_batch(config)
         if batch is not None:
