@@ -1,4 +1,4 @@
-"""The server versions of both stacks, from `versions.env` at the repository's root: compose
+"""The server versions of both stacks, from `compose/versions.env`: compose
 interpolates them into its image tags (compose/docker-compose.yml), the local stack gives them to
 Maven as pom properties and checks its Debian Postgres and Redis against the majors."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 
-VERSIONS_FILE = Path(__file__).resolve().parents[2] / "versions.env"
+VERSIONS_FILE = Path(__file__).resolve().parents[2] / "compose" / "versions.env"
 PINS = ("KAFKA_VERSION", "DEBEZIUM_VERSION", "OPENSEARCH_VERSION", "POSTGRES_MAJOR", "REDIS_MAJOR")
 _LINE = re.compile(r"^([A-Z][A-Z0-9_]*)=([^\s#]+)$")
 

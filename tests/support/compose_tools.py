@@ -17,7 +17,7 @@ from tests.support.stack import ROOT
 
 COMPOSE_DIR = ROOT / "compose"
 COMPOSE_FILE = COMPOSE_DIR / "docker-compose.yml"
-VERSIONS_FILE = ROOT / "versions.env"
+VERSIONS_FILE = ROOT / "compose" / "versions.env"
 _INSTALL = "install the test extras: .venv/bin/pip install -e '.[test]' (scripts/setup does)"
 
 

@@ -64,15 +64,15 @@ def test_the_local_stacks_poms_take_the_pinned_versions():
 def test_the_local_stacks_debian_servers_follow_the_majors():
     pins = versions.pinned()
     assert packages.POSTGRES_BIN.parts[-2] == pins["POSTGRES_MAJOR"]
-    assert '. ./versions.env' in (ROOT / "scripts" / "setup").read_text()
+    assert '. ./compose/versions.env' in (ROOT / "scripts" / "setup").read_text()
     assert '"postgresql-$POSTGRES_MAJOR"' in (ROOT / "scripts" / "setup").read_text()
 
 
 def test_a_bump_changes_both_stacks(tmp_path, monkeypatch):
     bumped = {**versions.pinned(), "KAFKA_VERSION": "9.9.9", "OPENSEARCH_VERSION": "8.8.8", "REDIS_MAJOR": "99"}
-    # The repository's layout in tmp: compose/ beside the bumped versions.env.
-    (tmp_path / "versions.env").write_text("".join(f"{k}={v}\n" for k, v in bumped.items()))
+    # A copy of compose/ with a bumped versions.env.
     shutil.copytree(COMPOSE_DIR, tmp_path / "compose", ignore=shutil.ignore_patterns(".env"))
+    (tmp_path / "compose" / "versions.env").write_text("".join(f"{k}={v}\n" for k, v in bumped.items()))
     run = subprocess.run([str(compose_binary()), "-f", str(tmp_path / "compose" / "docker-compose.yml"),
                           "--env-file", str(COMPOSE_DIR / ".env.example"), "config", "--format", "json"],
                          capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
@@ -81,7 +81,7 @@ def test_a_bump_changes_both_stacks(tmp_path, monkeypatch):
     assert images["kafka"] == "apache/kafka:9.9.9" and images["redis"] == "redis:99"
     assert images["opensearch"] == "opensearchproject/opensearch:8.8.8"
 
-    monkeypatch.setattr(versions, "VERSIONS_FILE", tmp_path / "versions.env")
+    monkeypatch.setattr(versions, "VERSIONS_FILE", tmp_path / "compose" / "versions.env")
     versions.pinned.cache_clear()
     try:
         assert _pom_version(jars.resolved_pom("kafka"), "kafka_2.13") == "9.9.9"
