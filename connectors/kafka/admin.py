@@ -75,15 +75,20 @@ def min_delete_retention(conf: dict[str, Any], topics: list[str]) -> int | None:
     return min(values) if values else None
 
 
+# Records of a kept topic are never deleted: not by age (the broker's log.retention.hours default
+# would drop them after 7 days) nor by size. Not compacted either: two letters of a key both count.
+KEPT_TOPIC_CONFIG = {"cleanup.policy": "delete", "retention.ms": "-1", "retention.bytes": "-1"}
+
+
 def ensure_topic(kafka_conf: dict, topic: str, partitions: int = 1) -> None:
-    """Create a topic of kept records (not compacted), unless it exists: the dead-letter topic,
-    where every letter matters."""
+    """Create a topic of kept records, unless it exists: the dead-letter topic, where every
+    letter matters until `cdckit dlq replay` has dealt with it."""
     from confluent_kafka.admin import NewTopic
 
     admin = _admin(kafka_conf)
     if topic in admin.list_topics(timeout=10).topics:
         return
-    futures = admin.create_topics([NewTopic(topic, partitions, config={"cleanup.policy": "delete"})])
+    futures = admin.create_topics([NewTopic(topic, partitions, config=dict(KEPT_TOPIC_CONFIG))])
     try:
         futures[topic].result(15)
     except Exception as exc:  # noqa: BLE001 - created concurrently by another writer

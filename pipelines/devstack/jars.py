@@ -1,9 +1,11 @@
 """Java parts of the local stack, resolved from Maven Central by the small poms in `maven/`.
 
 Each component (`kafka`, `connect`, `debezium`, `spark-kafka`) is one pom; Maven copies its jars
-and their dependencies into `<jars dir>/<component>/`. A folder is reused while the pom it came
-from is unchanged (a stamp holds the pom's hash), so a second setup runs no Maven at all; Maven's
-own repository (~/.m2) keeps the downloads, so even a changed pom fetches only what is new.
+and their dependencies into `<jars dir>/<component>/`. The poms take the server versions as
+properties (`${kafka.version}`...) from versions.env, the file compose reads too (versions.py). A
+folder is reused while the pom it came from is unchanged (a stamp holds the hash of the pom with its
+properties filled in: a bump in versions.env is a changed pom), so a second setup runs no Maven at
+all; Maven's own repository (~/.m2) keeps the downloads, so even a changed pom fetches only what is new.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 from pipelines.devstack.packages import MissingPackage, system_binary
+from pipelines.devstack.versions import maven_properties
 
 POMS = Path(__file__).with_name("maven")
 COMPONENTS = ("kafka", "connect", "debezium", "spark-kafka", "opensearch")
@@ -37,8 +40,16 @@ def _pom(component: str) -> Path:
     return POMS / f"{component}.pom.xml"
 
 
+def resolved_pom(component: str) -> str:
+    """The pom as Maven reads it: its `${property}` versions filled in from versions.env."""
+    text = _pom(component).read_text()
+    for name, value in maven_properties().items():
+        text = text.replace("${" + name + "}", value)
+    return text
+
+
 def pom_hash(component: str) -> str:
-    digest = hashlib.sha256(_pom(component).read_bytes())
+    digest = hashlib.sha256(resolved_pom(component).encode())
     if component in _SOURCES:
         digest.update(_SOURCES[component].read_bytes())
     return digest.hexdigest()
@@ -66,7 +77,8 @@ def fetch(component: str, say=print) -> Path:
     with tempfile.TemporaryDirectory(dir=folder.parent) as tmp:
         out = Path(tmp) / component
         run = subprocess.run([str(mvn), "-q", "-B", "-f", str(_pom(component)), "dependency:copy-dependencies",
-                              "-DincludeScope=runtime", f"-DoutputDirectory={out}"],
+                              "-DincludeScope=runtime", f"-DoutputDirectory={out}",
+                              *(f"-D{name}={value}" for name, value in maven_properties().items())],
                              capture_output=True, text=True)
         if run.returncode != 0:
             tail = "\n".join((run.stdout + run.stderr).splitlines()[-15:])

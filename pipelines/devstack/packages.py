@@ -5,7 +5,10 @@ import importlib.util
 import shutil
 from pathlib import Path
 
-POSTGRES_BIN = Path("/usr/lib/postgresql/15/bin")
+from pipelines.devstack.versions import pinned
+
+POSTGRES_MAJOR = pinned()["POSTGRES_MAJOR"]          # versions.env, as compose's postgres image
+POSTGRES_BIN = Path(f"/usr/lib/postgresql/{POSTGRES_MAJOR}/bin")
 _SETUP_HINT = "run scripts/setup"
 
 
@@ -32,7 +35,7 @@ def osmem_binary() -> Path:
 def postgres_binary(name: str) -> Path:
     path = POSTGRES_BIN / name
     if not path.exists():
-        raise MissingPackage("postgres", f"the Debian package postgresql-15 ({path})")
+        raise MissingPackage("postgres", f"the Debian package postgresql-{POSTGRES_MAJOR} ({path})")
     return path
 
 
@@ -41,3 +44,17 @@ def system_binary(name: str, server: str, debian_package: str) -> Path:
     if not found:
         raise MissingPackage(server, f"the Debian package {debian_package} ({name})")
     return Path(found)
+
+
+def check_major(binary: Path, server: str, pin: str, debian_package: str) -> None:
+    """Refuse a Debian server whose major version is not versions.env's (the one compose runs)."""
+    import subprocess
+
+    from pipelines.devstack.versions import major
+
+    want = pinned()[pin]
+    text = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=30).stdout
+    found = major(text)
+    if found != want:
+        raise MissingPackage(server, f"{debian_package} with major version {want} (versions.env {pin}); "
+                                     f"{binary} is {found or text.strip()!r}")

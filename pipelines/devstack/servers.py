@@ -14,7 +14,7 @@ import requests
 from pipelines.devstack import processes
 from pipelines.devstack.connect_layout import assemble, worker_properties
 from pipelines.devstack.jars import component_dir, jar_version
-from pipelines.devstack.packages import MissingPackage, postgres_binary, system_binary
+from pipelines.devstack.packages import MissingPackage, check_major, postgres_binary, system_binary
 from pipelines.devstack.settings import StackSettings
 
 
@@ -334,6 +334,7 @@ class Redis(Server):
 
     def argv(self) -> list[str]:
         binary = system_binary("redis-server", self.name, "redis-server")
+        check_major(binary, self.name, "REDIS_MAJOR", "redis-server")
         return [str(binary), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
                 "--appendonly", "no", "--dir", str(self.home), "--protected-mode", "no"]
 

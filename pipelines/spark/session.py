@@ -14,7 +14,7 @@ def kafka_source_jars() -> list[Path]:
     (pipelines/devstack/jars.py); none where that tooling is not at hand (an installed cdckit)."""
     try:
         from pipelines.devstack.jars import spark_kafka_jars
-    except ImportError:
+    except (ImportError, OSError, ValueError):  # not shipped, or its compose/versions.env not beside it
         return []
     return spark_kafka_jars()
 

@@ -1,0 +1,72 @@
+"""What cdckit does inside the stack, from the config it mounts (compose/config/cdckit.yaml, with
+the secrets of .env.example): the connector it registers reaches the compose services, carries
+truncates as marker rows, and `cdckit config check` accepts the file."""
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+import pytest
+
+from pipelines.cli.main import main
+from pipelines.config import load_config
+from pipelines.ops.connector import wanted_config
+from tests.support.compose_tools import COMPOSE_DIR, read_env_file, rendered
+
+ENV_EXAMPLE = COMPOSE_DIR / ".env.example"
+CONFIG = COMPOSE_DIR / "config" / "cdckit.yaml"
+
+
+@pytest.fixture(scope="module")
+def stack():
+    return rendered(ENV_EXAMPLE)
+
+
+@pytest.fixture
+def secrets(monkeypatch, stack):
+    """The environment compose gives the cdckit container."""
+    env = stack["services"]["cdckit"]["environment"]
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return env
+
+
+def test_registered_connector_reaches_the_compose_services(stack, secrets):
+    cfg = load_config(CONFIG)
+    generated = wanted_config(cfg)
+    services = stack["services"]
+    postgres_env = services["postgres"]["environment"]
+    assert generated["database.hostname"] == "postgres" and generated["database.port"] == "5432"
+    assert generated["database.dbname"] == postgres_env["POSTGRES_DB"]
+    assert generated["database.user"] == postgres_env["POSTGRES_USER"]
+    assert generated["database.password"] == postgres_env["POSTGRES_PASSWORD"] == read_env_file(ENV_EXAMPLE)[
+        "POSTGRES_PASSWORD"]
+    advertised = services["kafka"]["environment"]["KAFKA_ADVERTISED_LISTENERS"]
+    assert f"PLAINTEXT://{cfg.kafka.bootstrap_servers}" in advertised.split(",")
+    assert urlsplit(cfg.connect.url).hostname == "connect"
+    assert urlsplit(cfg.search.url).hostname == "opensearch" and cfg.search.kind == "opensearch"
+    assert cfg.search.password.get() == services["opensearch"]["environment"]["OPENSEARCH_INITIAL_ADMIN_PASSWORD"]
+    assert urlsplit(cfg.redis.url).hostname == "redis"
+    assert cfg.redis.password.get() == services["redis"]["environment"]["REDIS_PASSWORD"]
+    # producer.override.* in the generated config needs the worker to allow client overrides.
+    assert any(k.startswith("producer.override.") for k in generated)
+
+
+def test_truncates_travel_as_keyed_marker_rows(secrets):
+    """Apache Kafka refuses Debezium's key-less truncate event on a compacted topic."""
+    cfg = load_config(CONFIG)
+    generated = wanted_config(cfg)
+    assert generated["skipped.operations"] == "t"
+    assert cfg.postgres.truncate_table in generated["table.include.list"].split(",")
+    assert generated["topic.creation.default.cleanup.policy"] == "compact"
+
+
+def test_checkpoints_live_in_the_checkpoints_volume(stack, secrets):
+    cfg = load_config(CONFIG)
+    volume_targets = [m["target"] for m in stack["services"]["cdckit"]["volumes"] if m["type"] == "volume"]
+    assert any(str(cfg.spark.checkpoint_dir).startswith(target + "/") for target in volume_targets)
+    assert cfg.metrics_port == 9464 and cfg.metrics_host == "0.0.0.0"
+    assert {p["target"] for p in stack["services"]["cdckit"]["ports"]} == {cfg.metrics_port}
+
+
+def test_config_check_accepts_the_compose_config(secrets, capsys):
+    assert main(["config", "check", "-c", str(CONFIG)]) == 0, capsys.readouterr()
