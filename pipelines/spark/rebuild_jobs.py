@@ -175,7 +175,7 @@ def _fold_range(config: Config, work: RebuildWork, topic: str, partition: int, s
 def catchup(spark, config: Config, plan, work: RebuildWork, bulk_fences: dict[str, int]) -> dict[str, Any]:
     """Structured Streaming from the bulk's end to the log's end now (availableNow), into the fresh
     generations only, with the fences the bulk ended with."""
-    totals = {"records": 0, "search_applied": 0, "search_stale": 0, "cache_applied": 0, "cache_stale": 0}
+    totals = _fresh_totals()
     if not plan.topics:
         return totals
     fences = FenceStore(work.root)
@@ -187,15 +187,10 @@ def catchup(spark, config: Config, plan, work: RebuildWork, bulk_fences: dict[st
     def write(df, batch_id: int) -> None:
         state = fences.before(batch_id)
         out = df.mapInArrow(catchup_fn(config_bytes, plan.targets, state, cuts), STATS_DDL).toArrow().to_pylist()
-        batch = BatchStats()
         for row in out:
             key = fence_key(row["topic"], row["partition"])
             state[key] = max(state.get(key, 0), row["fence"])
-            for k in totals:
-                totals[k] += row[k]
-            add_stats(batch, stats_of(row))
-        if batch.truncate_cuts:  # after every task's writes: see apply_records
-            apply_truncates(stores_from_config(config, plan.targets), batch.truncate_cuts)
+        _settle_fresh(config, plan.targets, out, totals)
         fences.save(batch_id, state)
 
     reader = (spark.readStream.format("cdckit_kafka").option("subscribe", ",".join(replayed_topics(config, plan.tables)))
@@ -287,7 +282,7 @@ def catch_up_stretch(spark, config: Config, state: RebuildState, end: dict[str, 
             first = int((planned.get(topic) or {}).get(p, (low.get(topic) or {}).get(p, 0)))
             if int(last) > first:
                 ranges.append((topic, int(p), first, int(last)))
-    totals = {"records": 0, "search_applied": 0, "search_stale": 0, "cache_applied": 0, "cache_stale": 0}
+    totals = _fresh_totals()
     if not ranges:
         return totals
     cuts = truncate_cuts(config, plan.get("begin") or {}, plan["end"])
@@ -295,11 +290,21 @@ def catch_up_stretch(spark, config: Config, state: RebuildState, end: dict[str, 
     frame = spark.createDataFrame(spark.sparkContext.parallelize(ranges, len(ranges)), RANGES_DDL)
     out = (frame.mapInArrow(stretch_fn(config_json(config), state.targets, fences, cuts), STATS_DDL)
            .toArrow().to_pylist())
+    _settle_fresh(config, state.targets, out, totals)
+    return totals
+
+
+def _fresh_totals() -> dict[str, int]:
+    return {"records": 0, "search_applied": 0, "search_stale": 0, "cache_applied": 0, "cache_stale": 0}
+
+
+def _settle_fresh(config: Config, targets: Targets, out: list[dict[str, Any]], totals: dict[str, int]) -> None:
+    """A replay step's task rows summed into `totals`, then its truncates applied to the fresh
+    generations: after every task's writes (see apply_records)."""
     batch = BatchStats()
     for row in out:
         for k in totals:
             totals[k] += row[k]
         add_stats(batch, stats_of(row))
     if batch.truncate_cuts:
-        apply_truncates(stores_from_config(config, state.targets), batch.truncate_cuts)
-    return totals
+        apply_truncates(stores_from_config(config, targets), batch.truncate_cuts)
