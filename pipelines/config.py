@@ -84,8 +84,9 @@ class KafkaConfig(_Strict):
 
     def client_config(self) -> dict[str, Any]:
         """librdkafka settings shared by every producer, consumer and admin client."""
+        # log_level 3: librdkafka's errors only (its notices, e.g. on closing a producer, are noise).
         conf: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers,
-                                "security.protocol": self.security_protocol}
+                                "security.protocol": self.security_protocol, "log_level": 3}
         if self.sasl_mechanism:
             conf.update({"sasl.mechanism": self.sasl_mechanism, "sasl.username": self.sasl_username,
                          "sasl.password": self.sasl_password.get()})

@@ -1,6 +1,8 @@
 """Typed errors, so the CLI maps each kind to a clear message and exit code."""
 from __future__ import annotations
 
+import re
+
 
 class CdckitError(Exception):
     exit_code = 1
@@ -46,6 +48,47 @@ class NotCaughtUp(CdckitError):
     """`verify` waited in vain for the pipeline to apply the database's current position."""
 
     exit_code = 3
+
+
+class StateLost(CdckitError):
+    """What the pipeline builds on is gone (change topics recreated or lost, a store's data, the
+    slot): a restart cannot help; the message names the recovery command."""
+
+    exit_code = 5
+
+
+class ConnectorFailed(CdckitError):
+    """The Debezium connector or one of its tasks failed (the message carries its trace's first line)."""
+
+    exit_code = 4
+
+
+class PipelineFailed(CdckitError):
+    """A failure inside Spark that is none of the above: its type and message, the trace in a file."""
+
+
+# Exceptions raised inside a Spark batch or source, found by name in the text Spark wraps them in,
+# and the typed error each becomes for the person who ran the command.
+_FROM_SPARK = {"TopicLost": StateLost, "ConfigError": None, "StoreUnavailable": PipelineFailed,
+               "KafkaUnavailable": PipelineFailed, "NoFetchResponse": PipelineFailed,
+               "GenerationError": PipelineFailed, "PostgresUnreachable": PipelineFailed}
+_RAISED = re.compile(r"(?:^|[\s.])([A-Z][A-Za-z]*(?:Error|Exception|Lost|Unavailable|Unreachable|Response))"
+                     r": (\S[^\n]*)", re.M)
+
+
+def from_spark_failure(text: str) -> CdckitError:
+    """One line for a Spark failure: cdckit's own exception when one was raised inside Spark
+    (the innermost, which is the cause), else the first line of what Spark said."""
+    found = [(name, message) for name, message in _RAISED.findall(text) if name in _FROM_SPARK]
+    if found:
+        name, message = found[-1]
+        kind = _FROM_SPARK[name]
+        if kind is None:
+            field = re.match(r"config error at '([^']*)': (.*)", message)
+            return ConfigError(*(field.groups() if field else ("?", message)))
+        return kind(message.strip())
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "unknown failure")
+    return PipelineFailed(first[:400])
 
 
 def known_errors() -> tuple[type[BaseException], ...]:

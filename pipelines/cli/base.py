@@ -18,5 +18,14 @@ def load(path: Path):
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-def app() -> None:
-    """Keep a search index and a Redis cache in step with PostgreSQL."""
+@click.option("--verbose", is_flag=True, envvar="CDCKIT_VERBOSE", help="Spark's and the clients' warnings too")
+@click.option("--debug", is_flag=True, envvar="CDCKIT_DEBUG", help="tracebacks, and cdckit's debug lines")
+@click.option("--log-format", type=click.Choice(["text", "json"]), default="text", envvar="CDCKIT_LOG_FORMAT",
+              show_default=True, help="json: one object per line, for log shippers")
+def app(verbose: bool, debug: bool, log_format: str) -> None:
+    """Keep a search index and a Redis cache in step with PostgreSQL.
+
+    The global options may also follow the command (`cdckit run --debug`)."""
+    from pipelines.cli.logs import setup
+
+    setup(verbose=verbose, debug=debug, fmt=log_format)

@@ -1,23 +1,27 @@
-"""The `cdckit` entry point. Every error leaves through `main`, masked and with its exit code
-(pipelines/errors.py)."""
+"""The `cdckit` entry point. Every error leaves through `main` as one masked line and its exit code
+(pipelines/errors.py); an unexpected one also leaves its full trace in a file the line names."""
 from __future__ import annotations
 
-import logging
+import os
 import sys
+import tempfile
+import time
+import traceback
 
 import click
 
 from pipelines.cli import config, connector, dead_letters, rebuild, snapshot, sync, verify  # noqa: F401 - commands
 from pipelines.cli.base import app
+from pipelines.cli.logs import SETTINGS, hoist_global_options
 from pipelines.cli.render import say_error
-from pipelines.errors import known_errors
+from pipelines.errors import PipelineFailed, known_errors
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pipelines.secrets import install_log_masking
+    from pipelines.cli.logs import setup
 
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    install_log_masking()
+    setup()  # before the options are parsed: an early error is formatted too
+    argv = hoist_global_options(list(sys.argv[1:] if argv is None else argv))
     try:
         app.main(args=argv, prog_name="cdckit", standalone_mode=False)
     except SystemExit as exc:
@@ -29,10 +33,32 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except click.exceptions.Abort:
         return 130
+    except KeyboardInterrupt:
+        return 130
     except known_errors() as exc:
-        say_error(str(exc))
+        trace = getattr(exc, "trace", None) if isinstance(exc, PipelineFailed) else None
+        where = f" (full trace in {write_trace(trace)})" if trace else ""
+        say_error(f"{exc}{where}")
+        if SETTINGS.debug and trace:
+            print(trace, file=sys.stderr)
         return getattr(exc, "exit_code", 1)
+    except Exception as exc:  # noqa: BLE001 - unknown: its type and message, the trace in a file
+        trace = traceback.format_exc()
+        if SETTINGS.debug:
+            print(trace, file=sys.stderr)
+        say_error(f"{type(exc).__name__}: {exc} (full trace in {write_trace(trace)})")
+        return 1
     return 0
+
+
+def write_trace(text: str) -> str:
+    """The full trace of a failure, kept for a bug report (secret values masked)."""
+    from pipelines.secrets import mask
+
+    path = os.path.join(tempfile.gettempdir(), f"cdckit-trace-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.txt")
+    with open(path, "w") as f:
+        f.write(mask(text))
+    return path
 
 
 def entry() -> None:

@@ -19,9 +19,12 @@ from pipelines.cli.render import err, out, print_json, say
 @click.option("--json", "as_json", is_flag=True, help="machine-readable plan and summary")
 def rebuild_command(store: str, config_path: Path, table: str | None, dry_run: bool, keep_old: bool, force: bool,
                     as_json: bool) -> None:
-    """Rebuild STORE from the change topics into a fresh generation, then switch atomically."""
+    """Rebuild STORE from the change topics into a fresh generation, then switch atomically.
+    Ctrl-C or SIGTERM stop it after the running tasks; the same command resumes it."""
     from pipelines.ops import preflight, rebuild
+    from pipelines.stopping import Interrupted, StopRequest
 
+    stop = StopRequest("after the running tasks").install()
     cfg = load(config_path)
     preflight.check(cfg)
     plan = rebuild.make_plan(cfg, store, table)
@@ -33,13 +36,20 @@ def rebuild_command(store: str, config_path: Path, table: str | None, dry_run: b
 
     if not as_json:
         show_plan(out, plan, notes)
-    if dry_run:
+    if dry_run or stop.is_set():
         return
     from pipelines.spark.session import spark_session
 
     spark = spark_session(cfg)
-    with RebuildProgress(plan, err if as_json else out) as progress:
-        state = rebuild.run(spark, cfg, plan, keep_old=keep_old, cb=progress.callbacks())
+    try:
+        with RebuildProgress(plan, err if as_json else out) as progress:
+            state = rebuild.run(spark, cfg, plan, keep_old=keep_old, cb=progress.callbacks(), stop=stop)
+    except Interrupted as exc:
+        again = f"cdckit rebuild {store}" + (f" --table {table}" if table else "") + f" -c {config_path}"
+        say(f"rebuild {plan.rebuild_id} {exc.where}; readers still use the current generation. "
+            f"Resume with `{again}` (it continues where it stopped)")
+        spark.stop()
+        return
     summary = state.summary
     if as_json:
         print_json({"plan": plan.as_json(), "notes": notes, "summary": summary})

@@ -26,37 +26,34 @@ def show_plan(out: Console, plan, notes: list[str]) -> None:
 
 
 class RebuildProgress:
-    """Progress bars: one per partition for the bulk replay (read, then written), a line per phase."""
+    """Progress: a bar per partition for the bulk replay (read, then written) on a terminal, plain
+    lines elsewhere (pipelines/cli/progress_view.py); a line per phase."""
 
     def __init__(self, plan, console):
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+        from pipelines.cli.progress_view import ProgressView
 
         self.plan = plan
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(),
-                                 TextColumn("{task.completed:,.0f}/{task.total:,.0f}"), TimeElapsedColumn(),
-                                 TimeRemainingColumn(), console=console)
-        self.tasks: dict[str, int] = {}
+        self.view = ProgressView(console)
 
     def __enter__(self):
-        self.progress.__enter__()
+        self.view.__enter__()
         for topic, parts in self.plan.end.items():
             for p, end in parts.items():
                 total = max(int(end) - int(self.plan.begin.get(topic, {}).get(p, 0)), 1)
-                self.tasks[f"{topic}-{p}"] = self.progress.add_task(f"replay {topic}[{p}]", total=total)
+                self.view.add(f"{topic}-{p}", total)
         return self
 
     def __exit__(self, *exc):
-        return self.progress.__exit__(*exc)
+        return self.view.__exit__(*exc)
 
     def callbacks(self):
         from pipelines.ops.rebuild import Callbacks
 
         def bulk(progress: dict) -> None:
             for name, p in progress.items():
-                if name in self.tasks:
+                if name in self.view.tasks:
                     applied = f" ({p.get('applied', 0):,}/{p.get('survivors', 0):,} keys written)" \
                         if p.get("applied") else ""
-                    self.progress.update(self.tasks[name], completed=p.get("read", 0),
-                                         description=f"replay {name}{applied}")
+                    self.view.update(name, p.get("read", 0), description=f"replay {name}{applied}")
 
-        return Callbacks(phase=lambda name: self.progress.console.print(f"[bold]{name}[/bold]"), bulk_progress=bulk)
+        return Callbacks(phase=self.view.phase, bulk_progress=bulk)

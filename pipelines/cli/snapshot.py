@@ -19,15 +19,18 @@ def snapshot_group() -> None:
 @config_option
 def snapshot_add(table: str, config_path: Path) -> None:
     """Add TABLE (schema.table, already in the config) to the running pipeline via an incremental snapshot."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
+    from pipelines.cli.progress_view import ProgressView
     from pipelines.ops.snapshot import add_table
 
     cfg = load(config_path)
-    with Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,.0f}/{task.total:,.0f}"),
-                  TimeElapsedColumn(), console=out) as progress:
-        task = progress.add_task(f"{table} (keys in the cache)", total=1)
-        result = add_table(cfg, table, on_progress=lambda done, total: progress.update(task, completed=done,
-                                                                                        total=max(total, 1)))
+    name = f"{table} (keys in the cache)"
+    with ProgressView(out) as progress:
+        progress.add(name, 0, unit="keys")
+
+        def advance(done: int, total: int) -> None:
+            progress.set_total(name, total)
+            progress.update(name, done)
+
+        result = add_table(cfg, table, on_progress=advance)
     say(f"{table}: incremental snapshot done in {result['seconds']} s: {result['rows']:,} rows in Postgres, "
         f"{result['in_store']:,} in the store")

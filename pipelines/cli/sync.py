@@ -1,28 +1,28 @@
 """`cdckit run` and `cdckit bootstrap`: the streaming sync, from a snapshot or from where it stopped."""
 from __future__ import annotations
 
-import logging
 import sys
-import time
 from pathlib import Path
 
 import click
 
 from pipelines.cli.base import app, config_option, load
-from pipelines.cli.render import out, say
+from pipelines.cli.render import err, say
 
 
 @app.command("run")
 @config_option
 def run_command(config_path: Path) -> None:
-    """Run the streaming sync (Spark Structured Streaming) until SIGTERM/SIGINT."""
+    """Run the streaming sync (Spark Structured Streaming). Ctrl-C or SIGTERM stop it after the
+    current batch (again: at once)."""
     from pipelines.ops import preflight
+    from pipelines.stopping import StopRequest
     from pipelines.spark import job
 
+    stop = StopRequest().install()
     cfg = load(config_path)
     preflight.check(cfg, postgres="if_reachable")
-    logging.getLogger("cdckit").setLevel(logging.INFO)
-    sys.exit(job.run(cfg, config_path=config_path))
+    sys.exit(job.run(cfg, config_path=config_path, stop=stop))
 
 
 @app.command("bootstrap")
@@ -30,11 +30,12 @@ def run_command(config_path: Path) -> None:
 @click.option("--once", is_flag=True, help="exit once the stores are consistent with the snapshot")
 def bootstrap_command(config_path: Path, once: bool) -> None:
     """Snapshot the configured tables into both stores, with progress; then keep streaming."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-
+    from pipelines.cli.progress_view import ProgressView
     from pipelines.ops import bootstrap, connector, preflight
+    from pipelines.stopping import StopRequest
     from pipelines.spark import job
 
+    stop = StopRequest().install()
     cfg = load(config_path)
     preflight.check(cfg, postgres="required")
     lost = bootstrap.topics_lost(cfg)
@@ -46,30 +47,35 @@ def bootstrap_command(config_path: Path, once: bool) -> None:
     say(f"connector {cfg.connector_name}: {result.action}")
     state = bootstrap.read_state(cfg)
     if state:
-        say(f"already bootstrapped ({state.detected_by}, snapshot LSN {state.snapshot_lsn})")
+        say(f"already bootstrapped ({state.detected_by}, snapshot LSN {state.snapshot_lsn}); streaming")
         if once:
             return
-    columns = (TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed:,.0f}/{task.total:,.0f}"),
-               TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=out, transient=False) as progress:
-        tasks = {name: progress.add_task(name, total=max(total, 1), rate="") for name, total in totals.items()}
-        started = time.monotonic()
+    else:
+        say("snapshot: " + ", ".join(f"{name} {n:,} rows" for name, n in totals.items())
+            + " (counted now; changes meanwhile stream after it)")
+    with ProgressView(err) as progress:
+        if not state:
+            for name, total in totals.items():
+                progress.add(name, total, unit="rows")
 
         def advance(table: str, reads: int) -> None:
-            rate = reads / max(time.monotonic() - started, 1e-6)
-            progress.update(tasks[table], completed=min(reads, totals[table]), rate=f"{rate:,.0f} rows/s")
+            if table in progress.tasks:
+                progress.update(table, reads)
 
         watch = bootstrap.Watch(cfg, totals, on_progress=advance, done=state, sweep=bootstrap.resnapshot_pending(cfg))
 
         def finished() -> bool:
+            watch.check_connector()
             done = watch.check_idle()
-            if done:
-                for name in tasks:
-                    progress.update(tasks[name], completed=max(totals[name], 1))
+            if done and not state:
+                for name in list(progress.tasks):
+                    progress.finish(name)
             return done and once
 
-        code = job.run(cfg, config_path=config_path, on_batch=watch.on_batch, once=finished)
-    if watch.done:
-        say(f"stores consistent with the snapshot (LSN {watch.done.snapshot_lsn}, "
-            f"{watch.done.seconds} s); watermark in {bootstrap.state_path(cfg)}")
+        code = job.run(cfg, config_path=config_path, on_batch=watch.on_batch, once=finished, stop=stop)
+    if watch.done and not state:
+        say(f"stores consistent with the snapshot (LSN {watch.done.snapshot_lsn}, {watch.done.seconds} s); "
+            f"watermark in {bootstrap.state_path(cfg)}")
+    elif not watch.done:
+        say("stopped before the snapshot was applied; run `cdckit bootstrap` again to finish it")
     sys.exit(code)

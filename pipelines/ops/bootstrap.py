@@ -19,6 +19,7 @@ from connectors.kafka.admin import matching_topics, topic_ids, topic_names
 from connectors.kafka.errors import NoFetchResponse
 from connectors.kafka.offsets import end_offsets
 from pipelines.config import Config
+from pipelines.errors import ConnectorFailed
 from pipelines.state import bootstrap as bootstrap_state
 from pipelines.state.bootstrap import BootstrapState
 from pipelines.state.offsets import batch_offsets, committed_offsets
@@ -80,6 +81,31 @@ class Watch:
     last_check: float = 0.0
     snapshot_lsn: int | None = None            # the snapshot reads' position (their partitions' fence)
     snapshot_end: dict[str, dict[str, int]] | None = None
+
+    last_connector_check: float = 0.0
+
+    def check_connector(self) -> None:
+        """A failed connector task never finishes the snapshot: say so (with its trace's first
+        line) instead of waiting forever."""
+        if time.monotonic() - self.last_connector_check < 10:
+            return
+        self.last_connector_check = time.monotonic()
+        from connectors.connect_client import ConnectError
+        from pipelines.ops.connector import status
+
+        try:
+            st = status(self.config)
+        except ConnectError:
+            return  # Connect busy or restarting: ask again at the next check
+        failed = [t for t in (st.tasks if st else []) if t.state == "FAILED"]
+        if st is not None and (failed or st.state == "FAILED"):
+            trace = (failed[0].trace if failed else "") or ""
+            lines = [line.strip() for line in trace.splitlines() if line.strip()]
+            causes = [line[len("Caused by:"):].strip() for line in lines if line.startswith("Caused by:")]
+            first = (lines[0] if lines else "no trace") + (f" (root cause: {causes[-1]})" if causes else "")
+            which = f"connector {st.name}" + (f" task {failed[0].id}" if failed else "")
+            raise ConnectorFailed(f"{which} FAILED during the snapshot: {first[:500]}; fix the cause, then "
+                                  f"`cdckit connector restart` and `cdckit bootstrap` again")
 
     def check_idle(self) -> bool:
         """The other way to be done: Debezium's final snapshot record can be gone by the time the

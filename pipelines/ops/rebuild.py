@@ -36,6 +36,7 @@ from pipelines.errors import RebuildRefused
 from pipelines.ops.faults import crash_point
 from pipelines.state import rebuild as rebuild_state
 from pipelines.state.rebuild import RebuildState, Targets
+from pipelines.stopping import Interrupted, StopRequest
 
 ASSUMED_RATE = 15_000          # events/s, until a finished rebuild has measured this machine
 RETENTION_SHARE = 0.5          # refuse when the estimate exceeds this share of delete.retention.ms
@@ -129,11 +130,20 @@ class Callbacks:
     bulk_progress: Callable[[dict[str, dict[str, Any]]], None] = lambda progress: None
 
 
-def run(spark, config: Config, plan: Plan, keep_old: bool = False, cb: Callbacks | None = None) -> RebuildState:
-    """Carry the plan out from wherever it stopped; returns the state, with the summary."""
+def run(spark, config: Config, plan: Plan, keep_old: bool = False, cb: Callbacks | None = None,
+        stop: StopRequest | None = None) -> RebuildState:
+    """Carry the plan out from wherever it stopped; returns the state, with the summary. A stop
+    request is honoured between phases, between bulk tasks and catch-up batches (Interrupted; a
+    rerun resumes), never between the switch and its record."""
     from pipelines.spark.rebuild_jobs import bulk
 
     cb = cb or Callbacks()
+    stop = stop or StopRequest()
+
+    def checkpoint(where: str) -> None:
+        if stop.is_set():
+            raise Interrupted(where)
+
     ckpt = config.spark.checkpoint_dir
     work = rebuild_state.work_dir(ckpt, plan.rebuild_id)
     state = rebuild_state.load(ckpt) if plan.resumed_phase else None
@@ -146,16 +156,19 @@ def run(spark, config: Config, plan: Plan, keep_old: bool = False, cb: Callbacks
         _create_generations(config, plan, resuming)
         _advance(ckpt, state, "bulk")
     if state.phase == "bulk":
+        checkpoint("before the bulk replay")
         cb.phase("bulk replay")
         started = time.monotonic()
-        state.summary["bulk"] = bulk(spark, config, plan, work, cb.bulk_progress)
+        state.summary["bulk"] = bulk(spark, config, plan, work, cb.bulk_progress, stop)
         state.summary["bulk"]["seconds"] = round(time.monotonic() - started, 1)
         _advance(ckpt, state, "catchup")
     if state.phase == "catchup":
+        checkpoint("before the catch-up")
         with ExitStack() as held:  # the fresh generations' writer lock, when this process replays
             started = time.monotonic()
-            state.summary["catchup"] = _catch_up(spark, config, plan, work, state, cb, held)
+            state.summary["catchup"] = _catch_up(spark, config, plan, work, state, cb, held, stop)
             state.summary["catchup"]["seconds"] = round(time.monotonic() - started, 1)
+            checkpoint("after the catch-up, before the switch")
             cb.phase("switching")
             state.live_batch_at_switch = _live_batch(config)
             _switch(config, plan)
@@ -181,8 +194,8 @@ LIVE_GONE_S = 15.0    # a live pipeline not seen for this long is taken as stopp
 LIVE_STUCK_S = 30.0   # nor one whose batches stopped finishing (failing on a lost store, or no data)
 
 
-def _catch_up(spark, config: Config, plan: Plan, work, state: RebuildState, cb: Callbacks, held: ExitStack
-              ) -> dict[str, Any]:
+def _catch_up(spark, config: Config, plan: Plan, work, state: RebuildState, cb: Callbacks, held: ExitStack,
+              stop: StopRequest) -> dict[str, Any]:
     """From the bulk's end to the log's end, by one writer (see state/rebuild.LiveDuty): the live
     pipeline when one runs on this host, else this process, which then holds the writer lock until
     its switch (a live pipeline started meanwhile waits on it). Decided again on a rerun: every
@@ -193,14 +206,14 @@ def _catch_up(spark, config: Config, plan: Plan, work, state: RebuildState, cb: 
     if _live_batch(config, finished_within_s=LIVE_STUCK_S) is not None:
         _hand_over(ckpt, state, rebuild_state.CATCHUP_BY_LIVE)
         cb.phase("catch-up (by the live pipeline)")
-        done = _await_live_catch_up(config, state.catchup_epoch)
+        done = _await_live_catch_up(config, state.catchup_epoch, stop)
         if done is not None:
             return {"by": "live pipeline", **{k: v for k, v in done.items() if k != "epoch"}}
     held.enter_context(rebuild_state.writer_lock(ckpt))   # after a live batch in flight
     _hand_over(ckpt, state, rebuild_state.CATCHUP_BY_REBUILD)
     reset_catchup(work)
     cb.phase("catch-up")
-    return {"by": "rebuild", **catchup(spark, config, plan, work, state.summary["bulk"]["fences"])}
+    return {"by": "rebuild", **catchup(spark, config, plan, work, state.summary["bulk"]["fences"], stop)}
 
 
 def _hand_over(ckpt: Path, state: RebuildState, by: str) -> None:
@@ -209,7 +222,7 @@ def _hand_over(ckpt: Path, state: RebuildState, by: str) -> None:
     rebuild_state.save(ckpt, state)
 
 
-def _await_live_catch_up(config: Config, epoch: str | None) -> dict[str, Any] | None:
+def _await_live_catch_up(config: Config, epoch: str | None, stop: StopRequest) -> dict[str, Any] | None:
     """The live pipeline's report once it has replayed the stretch and finished one more batch,
     which it wrote to the fresh generation too; None if it stopped first, or runs no batch (an idle
     log without heartbeats: Spark starts no micro-batch without data).
@@ -229,7 +242,8 @@ def _await_live_catch_up(config: Config, epoch: str | None) -> dict[str, Any] | 
                 last, advanced = batch, now
         if now - seen > LIVE_GONE_S or now - advanced > LIVE_STUCK_S:
             return None
-        time.sleep(0.5)
+        if stop.wait(0.5):
+            raise Interrupted("while the live pipeline replays the catch-up (it goes on; a rerun waits for it)")
 
 
 def _advance(ckpt: Path, state: RebuildState, phase: str) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import signal
 import threading
 import time
 from contextlib import ExitStack
@@ -21,18 +20,20 @@ from pipelines.apply.batch import ApplyOptions, apply_truncates
 from pipelines.apply.stats import BatchStats, add_stats
 from pipelines.apply.stores import stores_from_config
 from pipelines.config import Config, load_config
-from pipelines.errors import CdckitError
+from pipelines.errors import CdckitError, from_spark_failure
+from pipelines.stopping import StopRequest
 from pipelines.spark.partition_apply import STATS_DDL, executor_fn, range_executor_fn, stats_of
 from pipelines.spark.session import spark_session
 from pipelines.state.fences import FenceStore, fence_key
-from pipelines.state.offsets import batch_offsets, committed_offsets
+from pipelines.state.offsets import batch_committed, batch_offsets, committed_offsets
 from pipelines.state import rebuild as rebuild_state
 from pipelines.state.status import claim_status, write_status
 from pipelines.state.topic_ids import TopicIds
 from pipelines.state.truncate_cuts import TruncateCuts
 
 log = logging.getLogger("cdckit.job")
-STOP_GRACE_S = 30.0
+STOP_GRACE_S = 600.0
+COMMIT_WAIT_S = 10.0
 
 
 def change_stream(spark, config: Config):
@@ -114,7 +115,8 @@ class LiveConfig:
         return self.config
 
 
-def batch_writer(config: Config, on_batch: Callable | None = None, config_path: Path | None = None, metrics=None):
+def batch_writer(config: Config, on_batch: Callable | None = None, config_path: Path | None = None, metrics=None,
+                 gate: "BatchGate | None" = None):
     """foreachBatch: every Kafka partition's slice is applied on an executor (mapInArrow), which
     reads the slice itself when the source gives offset ranges; the driver only gathers the
     per-partition stats and fences."""
@@ -127,6 +129,17 @@ def batch_writer(config: Config, on_batch: Callable | None = None, config_path: 
     known_ids = TopicIds(config.spark.checkpoint_dir)
 
     def write(df, batch_id: int) -> None:
+        if gate is None:
+            return apply_batch(df, batch_id)
+        gate.begin(batch_id)
+        finished = None
+        try:
+            apply_batch(df, batch_id)
+            finished = batch_id
+        finally:
+            gate.end(finished)
+
+    def apply_batch(df, batch_id: int) -> None:
         nonlocal fresh
         started = time.monotonic()
         live.current()
@@ -151,9 +164,7 @@ def batch_writer(config: Config, on_batch: Callable | None = None, config_path: 
                 log.info("rebuild %s: catch-up stretch of %d records replayed", duty.rebuild_id, stretch["records"])
         if metrics is not None:
             metrics.batch(stats, seconds)
-        log.info("batch %d: %d records, search +%d (%d stale), cache +%d (%d stale), %d dead letters, %.2f s",
-                 batch_id, stats.records, stats.search_applied, stats.search_stale, stats.cache_applied,
-                 stats.cache_stale, stats.dead_letters, seconds)
+        log.info(batch_line(batch_id, stats, seconds, gate.lag if gate else None))
         if on_batch:
             on_batch(batch_id, stats, out)
 
@@ -188,6 +199,24 @@ def batch_writer(config: Config, on_batch: Callable | None = None, config_path: 
     return write
 
 
+def batch_line(batch_id: int, stats: BatchStats, seconds: float, lag: dict[str, int] | None) -> str:
+    """The one INFO line per batch: what it read and wrote per store, how far behind the topics'
+    ends the pipeline was at its start, and how old the newest change it applied was."""
+    parts = [f"batch {batch_id}: {stats.records:,} records"]
+    if stats.snapshot_reads:
+        parts.append(f"{stats.snapshot_reads:,} snapshot rows")
+    parts.append(f"search {stats.search_applied:,} applied/{stats.search_stale:,} stale")
+    parts.append(f"cache {stats.cache_applied:,} applied/{stats.cache_stale:,} stale")
+    if stats.dead_letters:
+        parts.append(f"{stats.dead_letters:,} DEAD LETTERS (`cdckit dlq list`)")
+    if lag is not None:
+        parts.append(f"lag {sum(lag.values()):,}")
+    if stats.newest_source_ts_ms:
+        parts.append(f"freshness {max(0.0, time.time() - stats.newest_source_ts_ms / 1000):.1f} s")
+    parts.append(f"{seconds:.2f} s")
+    return ", ".join(parts)
+
+
 def _rebuild_duty(checkpoint_dir: Path, held: ExitStack) -> rebuild_state.LiveDuty | None:
     """What a running rebuild asks of this batch, with the fresh generation's writer lock held for
     the batch (see LiveDuty): while the rebuild replays its catch-up stretch itself, this waits."""
@@ -202,8 +231,9 @@ def _rebuild_duty(checkpoint_dir: Path, held: ExitStack) -> rebuild_state.LiveDu
     return rebuild_state.live_duty(checkpoint_dir)  # what holds now: it may have switched meanwhile
 
 
-def start(spark, config: Config, on_batch=None, config_path: Path | None = None, metrics=None):
-    write = batch_writer(config, on_batch, config_path, metrics)
+def start(spark, config: Config, on_batch=None, config_path: Path | None = None, metrics=None,
+          gate: "BatchGate | None" = None):
+    write = batch_writer(config, on_batch, config_path, metrics, gate)
     writer = (change_stream(spark, config).writeStream.foreachBatch(write)
               .option("checkpointLocation", str(config.spark.checkpoint_dir / "query")))
     if config.spark.trigger == "available_now":
@@ -224,59 +254,107 @@ def progress_lag(progress: dict | None) -> dict[str, int]:
             for t, parts in latest.items()}
 
 
-def run(config: Config, config_path: Path | None = None, on_batch=None, once: Callable[[], bool] | None = None
-        ) -> int:
-    """Run until SIGTERM/SIGINT (after the current batch), or until `once()` says the work is done.
-    A store that stays unreachable beyond the sinks' retries, or a broker that does not answer,
-    fails the batch; the query is then restarted from its checkpoint after a pause (the batch is
-    re-run: versioned writes make that safe). Lost topics and bad config end it: a restart cannot help."""
+def run(config: Config, config_path: Path | None = None, on_batch=None, once: Callable[[], bool] | None = None,
+        stop: StopRequest | None = None) -> int:
+    """Run until a stop is requested (SIGTERM/SIGINT: after the current batch), or until `once()`
+    says the work is done. A store that stays unreachable beyond the sinks' retries, or a broker
+    that does not answer, fails the batch; the query is then restarted from its checkpoint after a
+    pause (the batch is re-run: versioned writes make that safe). Lost topics and bad config end it
+    with a typed error (pipelines/errors.from_spark_failure): a restart cannot help."""
     from pipelines.spark.metrics import PipelineMetrics
 
+    stop = stop or StopRequest().install()
+    if stop.is_set():
+        return 0
     claim_status(config.spark.checkpoint_dir)
     spark = spark_session(config)
     metrics = PipelineMetrics(config.metrics_port, config.metrics_host) if config.metrics_port else None
-    stopping = threading.Event()
-
-    def on_term(signum, _frame):
-        log.warning("signal %d: stopping after the current batch", signum)
-        stopping.set()
-
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGINT, on_term)
     pause = RESTART_PAUSE_S
     while True:
-        query = start(spark, config, on_batch=on_batch, config_path=config_path, metrics=metrics)
-        _follow(query, metrics, stopping, once)
+        gate = BatchGate()
+        query = start(spark, config, on_batch=on_batch, config_path=config_path, metrics=metrics, gate=gate)
+        try:
+            _follow(query, metrics, stop, once, gate, config.spark.checkpoint_dir)
+        except BaseException:  # e.g. `once` found the connector failed: nothing left running
+            query.stop()
+            spark.stop()
+            raise
         failure = query.exception()
         if failure is None:
             break
-        if not _restartable(failure) or stopping.is_set():
-            log.error("query failed: %s", failure)
-            return 1
-        log.warning("%s; restarting from the checkpoint in %.0f s", _first_line(failure), pause)
-        if stopping.wait(pause):
+        text = str(failure)
+        if not _restartable(text) or stop.is_set():
+            error = from_spark_failure(text)
+            error.trace = text
+            spark.stop()
+            raise error
+        log.warning("%s; restarting from the checkpoint in %.0f s", _first_line(text), pause)
+        if stop.wait(pause):
             break
         pause = min(pause * 2, 60.0)
     spark.stop()
+    if stop.is_set():
+        log.info("stopped%s; `cdckit run` (or the same command) resumes from the checkpoint",
+                 f" after batch {gate.last}" if gate.last is not None else "")
     return 0
 
 
 RESTART_PAUSE_S = 5.0
 
 
-def _follow(query, metrics, stopping: threading.Event, once: Callable[[], bool] | None) -> None:
+class BatchGate:
+    """Whether a batch is being applied, so a stop waits for exactly that batch and no other."""
+
+    def __init__(self) -> None:
+        self.idle = threading.Event()
+        self.idle.set()
+        self.last: int | None = None
+        self.current: int | None = None
+        self.began = 0.0
+        self.lag: dict[str, int] = {}   # records behind the topics' ends, from the last progress
+
+    def begin(self, batch_id: int | None = None) -> None:
+        self.current, self.began = batch_id, time.monotonic()
+        self.idle.clear()
+
+    def end(self, batch_id: int | None = None) -> None:
+        if batch_id is not None:
+            self.last = batch_id
+        self.idle.set()
+
+
+def _await_batch_end(gate: BatchGate) -> bool:
+    """Wait for the batch in flight, saying every 15 s that it is awaited (a backlog's batch can
+    take minutes; a second Ctrl-C stops at once)."""
+    deadline = time.monotonic() + STOP_GRACE_S
+    while not gate.idle.wait(15):
+        if time.monotonic() > deadline:
+            return False
+        log.info("waiting for batch %s to finish (running for %.0f s)", gate.current, time.monotonic() - gate.began)
+    return True
+
+
+def _follow(query, metrics, stop: StopRequest, once: Callable[[], bool] | None, gate: BatchGate,
+            checkpoint_dir: Path) -> None:
     while query.isActive:
-        if metrics is not None:
-            try:
-                metrics.lags(progress_lag(query.lastProgress))
-            except Exception:  # noqa: BLE001 - a metric must never stop the sync
-                log.exception("lag metric not updated")
-        if stopping.is_set() or (once is not None and once()):
+        try:
+            gate.lag = progress_lag(query.lastProgress)
+            if metrics is not None:
+                metrics.lags(gate.lag)
+        except Exception:  # noqa: BLE001 - a metric must never stop the sync
+            log.debug("lag not read", exc_info=True)
+        if stop.is_set() or (once is not None and once()):
             # Let the current batch finish, but not forever: a batch stuck on an unreachable store
-            # is re-run from the checkpoint next time anyway.
-            deadline = time.monotonic() + STOP_GRACE_S
-            while query.status.get("isTriggerActive") and time.monotonic() < deadline:
-                time.sleep(0.1)
+            # is re-run from the checkpoint next time anyway. Stopped the moment it ends, so the
+            # next trigger has (almost always) not begun.
+            if not _await_batch_end(gate):
+                log.warning("batch %s did not finish within %.0f s; it is re-run on the next start",
+                            gate.current, STOP_GRACE_S)
+                logging.getLogger("py4j").setLevel(logging.CRITICAL)  # the cancelled batch's callback error
+            elif gate.last is not None:  # and recorded (a stop before Spark's commit re-runs it)
+                deadline = time.monotonic() + COMMIT_WAIT_S
+                while not batch_committed(checkpoint_dir, gate.last) and time.monotonic() < deadline:
+                    time.sleep(0.02)
             query.stop()
             break
         try:
@@ -288,14 +366,13 @@ def _follow(query, metrics, stopping: threading.Event, once: Callable[[], bool] 
 _RESTARTABLE = ("StoreUnavailable", "KafkaUnavailable", "NoFetchResponse")
 
 
-def _restartable(failure) -> bool:
-    return any(name in str(failure) for name in _RESTARTABLE)
+def _restartable(text: str) -> bool:
+    return any(name in text for name in _RESTARTABLE)
 
 
-def _first_line(failure) -> str:
+def _first_line(text: str) -> str:
     """The exception's own message out of the Python traceback Spark wraps it in."""
     import re
 
-    text = str(failure)
     found = re.findall(rf"(?:{'|'.join(_RESTARTABLE)}): (.+)", text)
     return (found[-1] if found else text.splitlines()[0])[:300]

@@ -23,13 +23,15 @@ from pipelines.apply.rebuild_fold import PartitionFold
 from pipelines.apply.stats import BatchStats, add_stats
 from pipelines.apply.stores import stores_from_config
 from pipelines.config import Config, parse_config
-from pipelines.errors import CdckitError
+from pipelines.errors import CdckitError, PipelineFailed, from_spark_failure
 from pipelines.spark.partition_apply import (STATS_DDL, STATS_SCHEMA, apply_rows, arrow_rows, range_rows, stats_of,
                                              worker_resources)
 from pipelines.spark.schemas import ddl
 from pipelines.state.checkpoint import RebuildWork
 from pipelines.state.fences import FenceStore, fence_key
-from pipelines.state.rebuild import RebuildState, Targets, read_bulk, read_progress, report_progress, write_bulk
+from pipelines.state.rebuild import (RebuildState, Targets, read_bulk, read_progress, report_progress, request_stop,
+                                     stop_requested, write_bulk)
+from pipelines.stopping import Interrupted, StopRequest
 
 BULK_SCHEMA = pa.schema([
     ("topic", pa.string()), ("partition", pa.int32()), ("records", pa.int64()), ("tombstones", pa.int64()),
@@ -49,10 +51,12 @@ def config_json(config: Config) -> bytes:
 
 
 # -- bulk -------------------------------------------------------------------------------------------
-def bulk(spark, config: Config, plan, work: RebuildWork, on_progress: Callable[[dict[str, dict[str, Any]]], None]
-         ) -> dict[str, Any]:
+def bulk(spark, config: Config, plan, work: RebuildWork, on_progress: Callable[[dict[str, dict[str, Any]]], None],
+         stop: StopRequest | None = None) -> dict[str, Any]:
     """Every partition of the plan folded and written, except those a previous run finished; the
-    totals over all of them (this run's and earlier runs')."""
+    totals over all of them (this run's and earlier runs'). A stop request lets the running tasks
+    finish and the others skip their partition; then Interrupted (a rerun does the rest)."""
+    request_stop(work, False)
     done = {k for k, v in read_progress(work).items() if v.get("done")}
     todo = [(t, int(p), int(plan.begin.get(t, {}).get(p, 0)), int(e)) for t, parts in plan.end.items()
             for p, e in parts.items() if f"{t}-{p}" not in done and int(e) > int(plan.begin.get(t, {}).get(p, 0))]
@@ -61,20 +65,26 @@ def bulk(spark, config: Config, plan, work: RebuildWork, on_progress: Callable[[
         # One Spark partition per Kafka partition: a key and its snapshot fence live in one.
         frame = spark.createDataFrame(spark.sparkContext.parallelize(todo, len(todo)), RANGES_DDL)
         stop = threading.Event()
-        watcher = threading.Thread(target=_watch_progress, args=(work, on_progress, stop), daemon=True)
+        ended = threading.Event()
+        watcher = threading.Thread(target=_watch_progress, args=(work, on_progress, ended, stop), daemon=True)
         watcher.start()
         try:
             cuts = truncate_cuts(config, plan.begin, plan.end)
             rows = (frame.mapInArrow(bulk_fn(config_json(config), plan.targets, str(work.root), cuts), BULK_DDL)
                     .toArrow().to_pylist())
         finally:
-            stop.set()
+            ended.set()
             watcher.join()
     on_progress(read_progress(work))
     previous = read_bulk(work)
     for row in rows:
         previous[f"{row['topic']}-{row['partition']}"] = row
     write_bulk(work, previous)
+    skipped = [f"{t}-{p}" for t, p, _, _ in todo if f"{t}-{p}" not in previous]
+    if skipped:
+        if stop is not None and stop.is_set():
+            raise Interrupted(f"in the bulk replay with {len(skipped)} partition(s) left")
+        raise CdckitError(f"rebuild bulk: no result for {', '.join(skipped[:5])}")
     totals: dict[str, Any] = {k: sum(r[k] for r in previous.values()) for k in
                               ("records", "tombstones", "survivors", "search_applied", "search_stale", "cache_applied",
                                "cache_stale", "dead_letters", "unresolved_toast")}
@@ -84,8 +94,10 @@ def bulk(spark, config: Config, plan, work: RebuildWork, on_progress: Callable[[
     return totals
 
 
-def _watch_progress(work: RebuildWork, on_progress, stop: threading.Event) -> None:
-    while not stop.wait(0.5):
+def _watch_progress(work: RebuildWork, on_progress, ended: threading.Event, stop: StopRequest | None) -> None:
+    while not ended.wait(0.5):
+        if stop is not None and stop.is_set() and not stop_requested(work):
+            request_stop(work)
         on_progress(read_progress(work))
 
 
@@ -119,6 +131,8 @@ def bulk_fn(config_json: bytes, targets: Targets, work: str, cuts: dict[str, Ver
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for rb in batches:
             for r in rb.to_pylist():
+                if stop_requested(RebuildWork(work)):
+                    continue  # asked to stop before this task began: a rerun does the partition
                 yield _bulk_range(config_json, targets, RebuildWork(work), r["topic"], r["partition"], r["start"],
                                   r["end"], cuts or {})
 
@@ -172,9 +186,11 @@ def _fold_range(config: Config, work: RebuildWork, topic: str, partition: int, s
 
 
 # -- catch-up ---------------------------------------------------------------------------------------
-def catchup(spark, config: Config, plan, work: RebuildWork, bulk_fences: dict[str, int]) -> dict[str, Any]:
+def catchup(spark, config: Config, plan, work: RebuildWork, bulk_fences: dict[str, int],
+            stop: StopRequest | None = None) -> dict[str, Any]:
     """Structured Streaming from the bulk's end to the log's end now (availableNow), into the fresh
-    generations only, with the fences the bulk ended with."""
+    generations only, with the fences the bulk ended with. A stop request ends it after the
+    current batch (Interrupted; its checkpoint resumes it)."""
     totals = _fresh_totals()
     if not plan.topics:
         return totals
@@ -184,14 +200,22 @@ def catchup(spark, config: Config, plan, work: RebuildWork, bulk_fences: dict[st
     config_bytes = config_json(config)
     cuts = truncate_cuts(config, plan.begin, plan.end)  # what the bulk started from: older changes stay out
 
+    idle = threading.Event()
+    idle.set()
+
     def write(df, batch_id: int) -> None:
-        state = fences.before(batch_id)
-        out = df.mapInArrow(catchup_fn(config_bytes, plan.targets, state, cuts), STATS_DDL).toArrow().to_pylist()
-        for row in out:
-            key = fence_key(row["topic"], row["partition"])
-            state[key] = max(state.get(key, 0), row["fence"])
-        _settle_fresh(config, plan.targets, out, totals)
-        fences.save(batch_id, state)
+        idle.clear()
+        try:
+            state = fences.before(batch_id)
+            out = (df.mapInArrow(catchup_fn(config_bytes, plan.targets, state, cuts), STATS_DDL)
+                   .toArrow().to_pylist())
+            for row in out:
+                key = fence_key(row["topic"], row["partition"])
+                state[key] = max(state.get(key, 0), row["fence"])
+            _settle_fresh(config, plan.targets, out, totals)
+            fences.save(batch_id, state)
+        finally:
+            idle.set()
 
     reader = (spark.readStream.format("cdckit_kafka").option("subscribe", ",".join(replayed_topics(config, plan.tables)))
               .option("startingOffsets", json.dumps(plan.end)))
@@ -200,9 +224,20 @@ def catchup(spark, config: Config, plan, work: RebuildWork, bulk_fences: dict[st
     query = (reader.load().writeStream.foreachBatch(write).trigger(availableNow=True)
              .option("checkpointLocation", str(work.catchup)).queryName(f"cdckit-rebuild-{plan.rebuild_id}")
              .start())
-    query.awaitTermination()
+    while query.isActive:
+        if stop is not None and stop.is_set():
+            idle.wait(60)
+            query.stop()
+            raise Interrupted("in the catch-up (its checkpoint resumes it)")
+        try:
+            query.awaitTermination(1)
+        except Exception:  # noqa: BLE001 - the query failed: read below
+            break
     if query.exception():
-        raise CdckitError(f"rebuild catch-up failed: {query.exception()}")
+        text = str(query.exception())
+        error = PipelineFailed(f"rebuild catch-up failed: {from_spark_failure(text)}")
+        error.trace = text
+        raise error
     return totals
 
 

@@ -1,12 +1,54 @@
-"""The SparkSession cdckit runs in, with its Kafka source registered."""
+"""The SparkSession cdckit runs in, with its Kafka source registered.
+
+The driver JVM is started by cdckit itself, in a session of its own: a Ctrl-C at the terminal goes
+to the whole foreground process group, and the Python workers Spark forks from that JVM restore
+Python's SIGINT handler, so they died mid-task and failed the batch. In its own session the JVM and
+its workers see no terminal signal; cdckit's driver decides when to stop (pipelines/stopping.py).
+The JVM still ends with the driver: it exits when its stdin pipe closes."""
 from __future__ import annotations
 
+import hashlib
+import logging
 import os
+import re
+import signal
 import sys
+import tempfile
+import threading
 from pathlib import Path
 
 from pipelines.config import Config
 from pipelines.errors import ConfigError
+
+log = logging.getLogger("cdckit.spark")
+
+# Spark's own log level (log4j), and whether its console noise is shown: see set_verbose.
+SPARK_LOG_LEVEL = {"level": "ERROR"}
+
+
+def set_verbose(verbose: bool) -> None:
+    """`--verbose`: Spark's warnings and the JVM's stderr as they are."""
+    SPARK_LOG_LEVEL["level"] = "WARN" if verbose else "ERROR"
+
+_LOG4J2 = """\
+status = error
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{yyyy-MM-dd HH:mm:ss,SSS} %p spark.%c{1}: %m%n%ex
+rootLogger.level = {level}
+# Spark sets the root level to this logger's for an interactive driver (pyspark's gateway is one),
+# and prints that it did, unless the two agree.
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = {level}
+rootLogger.appenderRef.stdout.ref = console
+"""
+
+# JVM and native-library lines on stderr that say nothing an operator can act on.
+_NOISE = re.compile(r"^(WARNING: Using incubator modules|%[4-7]\|\d)")
+# A Java stack trace's frames: its first line says what failed; the frames only with --verbose.
+_JAVA_FRAME = re.compile(r"^\s+(at |\.\.\. \d+ more)")
 
 
 def kafka_source_jars() -> list[Path]:
@@ -19,6 +61,51 @@ def kafka_source_jars() -> list[Path]:
     return spark_kafka_jars()
 
 
+def spark_conf(config: Config, jars: list[Path]):
+    from pyspark import SparkConf
+
+    text = _LOG4J2.replace("{level}", SPARK_LOG_LEVEL["level"])
+    log4j = Path(tempfile.gettempdir()) / f"cdckit-log4j2-{hashlib.sha256(text.encode()).hexdigest()[:12]}.properties"
+    if not log4j.exists():  # written whole, then renamed: several cdckit processes may start at once
+        part = log4j.with_name(f"{log4j.name}.{os.getpid()}")
+        part.write_text(text)
+        os.replace(part, log4j)
+    conf = (SparkConf().setMaster(config.spark.master).setAppName("cdckit")
+            .set("spark.sql.shuffle.partitions", str(config.spark.shuffle_partitions))
+            .set("spark.ui.enabled", "false")
+            .set("spark.ui.showConsoleProgress", "false")   # cdckit draws its own progress
+            .set("spark.sql.streaming.stopGracefullyOnShutdown", "true")
+            .set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}"))
+    if jars:  # Spark's built-in kafka source, for `spark.kafka_source: jvm`
+        conf.set("spark.jars", ",".join(str(j) for j in jars))
+    return conf
+
+
+def _launch_jvm(conf) -> None:
+    """The driver JVM in its own session, its stderr read line by line (noise dropped unless
+    --verbose), unless this process has one already."""
+    from pyspark import SparkContext
+    from pyspark.java_gateway import launch_gateway
+    from subprocess import PIPE
+
+    if SparkContext._gateway is not None:
+        return
+    gateway = launch_gateway(conf, popen_kwargs={"start_new_session": True, "stderr": PIPE})
+    proc = getattr(gateway, "proc", None)
+    if proc is not None and proc.stderr is not None:
+        threading.Thread(target=_forward_stderr, args=(proc.stderr,), name="spark-stderr", daemon=True).start()
+    SparkContext._gateway, SparkContext._jvm = gateway, gateway.jvm
+
+
+def _forward_stderr(stream) -> None:
+    verbose = SPARK_LOG_LEVEL["level"] != "ERROR"
+    for raw in iter(stream.readline, b""):
+        line = raw.decode(errors="replace")
+        if verbose or not (_NOISE.match(line) or _JAVA_FRAME.match(line)):
+            sys.stderr.write(line)
+            sys.stderr.flush()
+
+
 def spark_session(config: Config):
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -28,15 +115,15 @@ def spark_session(config: Config):
     if config.spark.kafka_source == "jvm" and not jars:
         raise ConfigError("spark.kafka_source", "'jvm' needs the spark-sql-kafka-0-10 jar, which is not "
                           "fetched (run scripts/setup, or set CDCKIT_JARS_DIR)")
-    builder = SparkSession.builder
-    if jars:  # Spark's built-in kafka source, for `spark.kafka_source: jvm`
-        builder = builder.config("spark.jars", ",".join(str(j) for j in jars))
-    spark = (builder.master(config.spark.master).appName("cdckit")
-             .config("spark.sql.shuffle.partitions", str(config.spark.shuffle_partitions))
-             .config("spark.ui.enabled", "false")
-             .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("WARN")
+    conf = spark_conf(config, jars)
+    # SparkContext installs a SIGINT handler that cancels every job and raises KeyboardInterrupt;
+    # the command's own (pipelines/stopping.py) is put back, so Ctrl-C stops after the batch.
+    handler = signal.getsignal(signal.SIGINT)
+    _launch_jvm(conf)
+    spark = SparkSession.builder.config(conf=conf).getOrCreate()
+    if threading.current_thread() is threading.main_thread() and handler is not None:
+        signal.signal(signal.SIGINT, handler)
+    spark.sparkContext.setLogLevel(SPARK_LOG_LEVEL["level"])
     if config.spark.kafka_source == "python":
         from pipelines.spark.kafka_source import KafkaDataSource
 

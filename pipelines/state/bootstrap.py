@@ -19,14 +19,17 @@ class BootstrapState:
     snapshot_lsn: int | None
     offsets: dict[str, Any]              # the source offsets up to which the snapshot is applied
     detected_by: str                     # how the snapshot's end was recognised
-    rows: dict[str, int]                 # each table's row count when it started
+    # Exact `count(*)` per table when the bootstrap began (rows written since arrive as changes).
+    rows_at_start: dict[str, int]
+    # Snapshot rows this run applied: fewer than the table when an earlier run applied some, or
+    # when the cleaner compacted a row's snapshot record away for a later change of the row.
     snapshot_reads: dict[str, int]
     removed_after_lost_topics: dict[str, int] | None = None
 
     def as_json(self) -> dict[str, Any]:
         body = {"completed_at": self.completed_at, "seconds": self.seconds, "snapshot_lsn": self.snapshot_lsn,
-                "offsets": self.offsets, "detected_by": self.detected_by, "rows": self.rows,
-                "snapshot_reads": self.snapshot_reads}
+                "offsets": self.offsets, "detected_by": self.detected_by,
+                "rows_at_start": self.rows_at_start, "snapshot_reads_applied": self.snapshot_reads}
         if self.removed_after_lost_topics is not None:
             body["removed_after_lost_topics"] = self.removed_after_lost_topics
         return body
@@ -34,8 +37,10 @@ class BootstrapState:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "BootstrapState":
         return cls(data.get("completed_at", 0.0), data.get("seconds", 0.0), data.get("snapshot_lsn"),
-                   data.get("offsets") or {}, data.get("detected_by", ""), data.get("rows") or {},
-                   data.get("snapshot_reads") or {}, data.get("removed_after_lost_topics"))
+                   data.get("offsets") or {}, data.get("detected_by", ""),
+                   data.get("rows_at_start") or data.get("rows") or {},   # "rows": files of cdckit before 0.2
+                   data.get("snapshot_reads_applied") or data.get("snapshot_reads") or {},
+                   data.get("removed_after_lost_topics"))
 
 
 def state_path(checkpoint_dir: Path) -> Path:

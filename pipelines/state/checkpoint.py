@@ -52,6 +52,8 @@ class RebuildWork(_Folder):
     bulk = _File("bulk.json", "The bulk's result per partition.")
     progress_dir = _File("progress", "The bulk tasks' progress, which the driver draws as bars.")
     catchup = _File("catchup", "The catch-up query's checkpoint (Spark's).")
+    stop_flag = _File("stop-requested", "Present while a stop was asked for: bulk tasks not yet begun skip "
+                                        "their partition (a rerun does it).")
 
     def progress(self, topic: str, partition: int) -> Path:
         return self.progress_dir / f"{topic}-{partition}.json"

@@ -28,3 +28,7 @@ def committed_offsets(checkpoint_dir: Path) -> Offsets | None:
     if batch is None:
         return None
     return {t: {p: int(o) for p, o in parts.items()} for t, parts in batch_offsets(checkpoint_dir, batch).items()}
+
+
+def batch_committed(checkpoint_dir: Path, batch_id: int) -> bool:
+    return (CheckpointDir(checkpoint_dir).query / "commits" / str(batch_id)).exists()

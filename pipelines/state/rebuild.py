@@ -169,6 +169,18 @@ def report_progress(work: RebuildWork, topic: str, partition: int, **fields: Any
     write_json(work.progress(topic, partition), fields)
 
 
+def request_stop(work: RebuildWork, on: bool = True) -> None:
+    if on:
+        work.stop_flag.parent.mkdir(parents=True, exist_ok=True)
+        work.stop_flag.touch()
+    else:
+        work.stop_flag.unlink(missing_ok=True)
+
+
+def stop_requested(work: RebuildWork) -> bool:
+    return work.stop_flag.exists()
+
+
 def read_progress(work: RebuildWork) -> dict[str, dict[str, Any]]:
     found = {p.stem: read_json(p) for p in work.progress_dir.glob("*.json")}
     return {name: body for name, body in found.items() if body is not None}
