@@ -72,21 +72,31 @@ class PipelineFailed(CdckitError):
 _FROM_SPARK = {"TopicLost": StateLost, "ConfigError": None, "StoreUnavailable": PipelineFailed,
                "KafkaUnavailable": PipelineFailed, "NoFetchResponse": PipelineFailed,
                "GenerationError": PipelineFailed, "PostgresUnreachable": PipelineFailed}
-_RAISED = re.compile(r"(?:^|[\s.])([A-Z][A-Za-z]*(?:Error|Exception|Lost|Unavailable|Unreachable|Response))"
-                     r": (\S[^\n]*)", re.M)
+# "Type: message" lines (a Python traceback's last line; a Java exception's first).
+_RAISED = re.compile(r"^(?:[\w$]+\.)*([A-Z][\w$]*(?:Error|Exception|Lost|Unavailable|Unreachable|Response)): "
+                     r"(\S[^\n]*)$", re.M)
+# Spark's and py4j's wrappers around the exception that happened.
+_WRAPPERS = {"PythonException", "Py4JJavaError", "Py4JException", "Py4JNetworkError", "StreamingQueryException",
+             "SparkException", "ForeachBatchUserFuncException", "PySparkRuntimeError"}
 
 
 def from_spark_failure(text: str) -> CdckitError:
-    """One line for a Spark failure: cdckit's own exception when one was raised inside Spark
-    (the innermost, which is the cause), else the first line of what Spark said."""
-    found = [(name, message) for name, message in _RAISED.findall(text) if name in _FROM_SPARK]
-    if found:
-        name, message = found[-1]
+    """One line for a Spark failure: cdckit's own exception when one was raised inside Spark, else
+    the innermost exception that is not a wrapper (Spark prints the cause last), else Spark's
+    first line."""
+    raised = _RAISED.findall(text)
+    ours = [(name, message) for name, message in raised if name in _FROM_SPARK]
+    if ours:
+        name, message = ours[-1]
         kind = _FROM_SPARK[name]
         if kind is None:
             field = re.match(r"config error at '([^']*)': (.*)", message)
             return ConfigError(*(field.groups() if field else ("?", message)))
         return kind(message.strip())
+    causes = [(name, message) for name, message in raised if name not in _WRAPPERS]
+    if causes:
+        name, message = causes[-1]
+        return PipelineFailed(f"{name}: {message.strip()[:400]}")
     first = next((line.strip() for line in text.splitlines() if line.strip()), "unknown failure")
     return PipelineFailed(first[:400])
 

@@ -13,7 +13,7 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
-from connectors.kafka.errors import KafkaUnavailable
+from connectors.kafka.errors import KafkaUnavailable, TopicLost
 
 # The records of a range as Arrow batches: the columns of Spark's built-in kafka source.
 ARROW_SCHEMA = pa.schema([
@@ -130,10 +130,10 @@ def read_messages(conf: dict[str, Any], r: KafkaRange, poll_timeout_s: float = 1
                 # that does not answer is an outage, not a shorter log.
                 high = _log_end(c, r) if stalled > STALE_WATERMARK_S else None
                 if high is not None and 0 <= high < r.end and max(position, next_offset) >= high:
-                    raise RuntimeError(f"{where}: the log ends at {high}, before the range end {r.end} "
+                    raise TopicLost(f"{where}: the log ends at {high}, before the range end {r.end} "
                                        f"(the topic was recreated or the broker lost its data: recover with `cdckit bootstrap`)")
                 if stalled > STALE_WATERMARK_S and not _partition_exists(c, r):
-                    raise RuntimeError(f"{where}: the topic or partition no longer exists (it was deleted or the "
+                    raise TopicLost(f"{where}: the topic or partition no longer exists (it was deleted or the "
                                        f"broker lost its data: recover with `cdckit bootstrap`)")
                 if stalled > poll_timeout_s:
                     raise KafkaUnavailable(f"{where}: no record between offsets {next_offset} and {r.end} "
@@ -148,7 +148,7 @@ def read_messages(conf: dict[str, Any], r: KafkaRange, poll_timeout_s: float = 1
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
                         if m.offset() < r.end:
-                            raise RuntimeError(f"{where}: the log ends at {m.offset()}, before the range end "
+                            raise TopicLost(f"{where}: the log ends at {m.offset()}, before the range end "
                                                f"{r.end} (the topic was recreated or the broker lost its data: recover with `cdckit bootstrap`)")
                         good, next_offset = msgs[:i], r.end
                         break

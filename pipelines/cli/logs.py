@@ -1,6 +1,7 @@
 """One logging setup for every command: cdckit's lines with time, level and component on stderr
-(or one JSON object per line with `--log-format json`), Spark and py4j at ERROR unless `--verbose`,
-tracebacks only with `--debug`. Secret values are masked (pipelines/secrets.py)."""
+(or one JSON object per line with `--log-format json`), tracebacks only with `--debug`. Spark logs
+at ERROR into its own file (pipelines/spark/session.py) and py4j not at all, unless `--verbose`:
+the failures they log reach cdckit as exceptions, reported in one line. Secret values are masked."""
 from __future__ import annotations
 
 import json
@@ -106,8 +107,10 @@ def setup(verbose: bool = False, debug: bool = False, fmt: str = "text") -> None
     root.addHandler(handler)
     root.setLevel(logging.WARNING)
     logging.getLogger("cdckit").setLevel(logging.DEBUG if debug else logging.INFO)
-    quiet = logging.INFO if verbose else logging.ERROR
-    for noisy in ("py4j", "pyspark", "urllib3", "elastic_transport", "opensearch", "kafka"):
-        logging.getLogger(noisy).setLevel(quiet)
+    # py4j logs, at ERROR and with Java traces, every failure that cdckit reports itself in one line.
+    for noisy in ("py4j", "pyspark"):
+        logging.getLogger(noisy).setLevel(logging.INFO if verbose else logging.CRITICAL)
+    for noisy in ("urllib3", "elastic_transport", "opensearch", "kafka"):
+        logging.getLogger(noisy).setLevel(logging.INFO if verbose else logging.ERROR)
     set_verbose(verbose)
     install_log_masking()

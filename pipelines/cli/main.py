@@ -14,7 +14,7 @@ from pipelines.cli import config, connector, dead_letters, rebuild, snapshot, sy
 from pipelines.cli.base import app
 from pipelines.cli.logs import SETTINGS, hoist_global_options
 from pipelines.cli.render import say_error
-from pipelines.errors import PipelineFailed, known_errors
+from pipelines.errors import known_errors
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -36,8 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except known_errors() as exc:
-        trace = getattr(exc, "trace", None) if isinstance(exc, PipelineFailed) else None
-        where = f" (full trace in {write_trace(trace)})" if trace else ""
+        trace = getattr(exc, "trace", None)
+        where = f" (full trace in {write_trace(trace)}{spark_log()})" if trace else ""
         say_error(f"{exc}{where}")
         if SETTINGS.debug and trace:
             print(trace, file=sys.stderr)
@@ -49,6 +49,13 @@ def main(argv: list[str] | None = None) -> int:
         say_error(f"{type(exc).__name__}: {exc} (full trace in {write_trace(trace)})")
         return 1
     return 0
+
+
+def spark_log() -> str:
+    from pipelines.spark.session import spark_log_path
+
+    path = spark_log_path()
+    return f"; Spark's log in {path}" if path else ""
 
 
 def write_trace(text: str) -> str:

@@ -87,8 +87,8 @@ class ProgressView:
         if task.total:
             text += f"/{task.total:,} {task.unit} ({100 * min(task.completed, task.total) / task.total:.0f} %)"
             left = task.total - task.completed
-            if left > 0 and rate > 0:
-                text += f", {rate:,.0f} {task.unit}/s, about {left / rate:,.0f} s left"
+            if rate > 0:
+                text += f", {rate:,.0f} {task.unit}/s" + (f", about {left / rate:,.0f} s left" if left > 0 else "")
         else:
             text += f" {task.unit}"
         return text

@@ -15,13 +15,18 @@ from pipelines.cli.render import err, say
 def run_command(config_path: Path) -> None:
     """Run the streaming sync (Spark Structured Streaming). Ctrl-C or SIGTERM stop it after the
     current batch (again: at once)."""
-    from pipelines.ops import preflight
+    from pipelines.errors import StateLost
+    from pipelines.ops import bootstrap, preflight
     from pipelines.stopping import StopRequest
     from pipelines.spark import job
 
     stop = StopRequest().install()
     cfg = load(config_path)
     preflight.check(cfg, postgres="if_reachable")
+    lost = bootstrap.topics_lost(cfg)
+    if lost:  # else a deleted topic only stops matching the subscription, and the job waits forever
+        raise StateLost(f"change topics lost since the pipeline read them ({', '.join(lost[:5])}): the broker lost "
+                        "its data or they were deleted or recreated; recover with `cdckit bootstrap` (it re-snapshots)")
     sys.exit(job.run(cfg, config_path=config_path, stop=stop))
 
 
@@ -73,9 +78,6 @@ def bootstrap_command(config_path: Path, once: bool) -> None:
             return done and once
 
         code = job.run(cfg, config_path=config_path, on_batch=watch.on_batch, once=finished, stop=stop)
-    if watch.done and not state:
-        say(f"stores consistent with the snapshot (LSN {watch.done.snapshot_lsn}, {watch.done.seconds} s); "
-            f"watermark in {bootstrap.state_path(cfg)}")
-    elif not watch.done:
+    if not watch.done:
         say("stopped before the snapshot was applied; run `cdckit bootstrap` again to finish it")
     sys.exit(code)

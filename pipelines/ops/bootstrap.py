@@ -8,6 +8,7 @@ interruption at any point is finished by running the command again.
 """
 from __future__ import annotations
 
+import logging
 import os
 import time
 from dataclasses import dataclass, field
@@ -24,6 +25,8 @@ from pipelines.state import bootstrap as bootstrap_state
 from pipelines.state.bootstrap import BootstrapState
 from pipelines.state.offsets import batch_offsets, committed_offsets
 from pipelines.state.topic_ids import TopicIds
+
+log = logging.getLogger("cdckit.bootstrap")
 
 
 def state_path(config: Config) -> Path:
@@ -77,6 +80,8 @@ class Watch:
         self.done = BootstrapState(time.time(), round(time.monotonic() - self.started, 1), lsn, offsets, how,
                                    dict(self.totals), dict(self.reads), swept)
         bootstrap_state.write_state(self.config.spark.checkpoint_dir, self.done)
+        log.info("snapshot applied: the stores are consistent with it (LSN %s, %.1f s, by the %s); streaming "
+                 "changes from here; watermark in %s", lsn, self.done.seconds, how, state_path(self.config))
 
     last_check: float = 0.0
     snapshot_lsn: int | None = None            # the snapshot reads' position (their partitions' fence)

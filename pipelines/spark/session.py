@@ -15,10 +15,12 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 from pipelines.config import Config
 from pipelines.errors import ConfigError
+from pipelines.secrets import mask
 
 log = logging.getLogger("cdckit.spark")
 
@@ -47,8 +49,8 @@ rootLogger.appenderRef.stdout.ref = console
 
 # JVM and native-library lines on stderr that say nothing an operator can act on.
 _NOISE = re.compile(r"^(WARNING: Using incubator modules|%[4-7]\|\d)")
-# A Java stack trace's frames: its first line says what failed; the frames only with --verbose.
-_JAVA_FRAME = re.compile(r"^\s+(at |\.\.\. \d+ more)")
+# The JVM itself failing: shown even without --verbose.
+_FATAL = re.compile(r"^(Error: |Exception in thread \"main\"|.*java\.lang\.OutOfMemoryError)")
 
 
 def kafka_source_jars() -> list[Path]:
@@ -97,13 +99,27 @@ def _launch_jvm(conf) -> None:
     SparkContext._gateway, SparkContext._jvm = gateway, gateway.jvm
 
 
+def spark_log_path() -> Path | None:
+    """Where this process keeps what the Spark JVM (and the Python workers it runs) wrote."""
+    return _SPARK_LOG.get("path")
+
+
+_SPARK_LOG: dict[str, Path] = {}
+
+
 def _forward_stderr(stream) -> None:
+    """Everything into Spark's log file; on the terminal only with --verbose (minus noise), or a
+    line that says the JVM itself is failing. cdckit reports Spark's failures itself, in one line."""
     verbose = SPARK_LOG_LEVEL["level"] != "ERROR"
-    for raw in iter(stream.readline, b""):
-        line = raw.decode(errors="replace")
-        if verbose or not (_NOISE.match(line) or _JAVA_FRAME.match(line)):
-            sys.stderr.write(line)
-            sys.stderr.flush()
+    path = Path(tempfile.gettempdir()) / f"cdckit-spark-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
+    _SPARK_LOG["path"] = path
+    with open(path, "a", buffering=1) as kept:
+        for raw in iter(stream.readline, b""):
+            line = raw.decode(errors="replace")
+            kept.write(mask(line))
+            if (verbose and not _NOISE.match(line)) or _FATAL.match(line):
+                sys.stderr.write(line)
+                sys.stderr.flush()
 
 
 def spark_session(config: Config):
