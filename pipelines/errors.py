@@ -73,7 +73,7 @@ _FROM_SPARK = {"TopicLost": StateLost, "ConfigError": None, "StoreUnavailable": 
                "KafkaUnavailable": PipelineFailed, "NoFetchResponse": PipelineFailed,
                "GenerationError": PipelineFailed, "PostgresUnreachable": PipelineFailed}
 # "Type: message" lines (a Python traceback's last line; a Java exception's first).
-_RAISED = re.compile(r"^(?:[\w$]+\.)*([A-Z][\w$]*(?:Error|Exception|Lost|Unavailable|Unreachable|Response)): "
+_RAISED = re.compile(r"^(?:Caused by: )?(?:[\w$]+\.)*([A-Z][\w$]*(?:Error|Exception|Lost|Unavailable|Unreachable|Response)): "
                      r"(\S[^\n]*)$", re.M)
 # Spark's and py4j's wrappers around the exception that happened.
 _WRAPPERS = {"PythonException", "Py4JJavaError", "Py4JException", "Py4JNetworkError", "StreamingQueryException",

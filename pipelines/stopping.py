@@ -53,5 +53,5 @@ class Interrupted(Exception):
     """A stop request honoured at a safe point of long work that a rerun resumes (a rebuild)."""
 
     def __init__(self, where: str):
-        self.where = where
+        self.where = where   # e.g. "before the catch-up"
         super().__init__(f"stopped {where}")

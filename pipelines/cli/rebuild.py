@@ -46,7 +46,7 @@ def rebuild_command(store: str, config_path: Path, table: str | None, dry_run: b
             state = rebuild.run(spark, cfg, plan, keep_old=keep_old, cb=progress.callbacks(), stop=stop)
     except Interrupted as exc:
         again = f"cdckit rebuild {store}" + (f" --table {table}" if table else "") + f" -c {config_path}"
-        say(f"rebuild {plan.rebuild_id} {exc.where}; readers still use the current generation. "
+        say(f"rebuild {plan.rebuild_id} stopped {exc.where}; readers still use the current generation. "
             f"Resume with `{again}` (it continues where it stopped)")
         spark.stop()
         return

@@ -44,14 +44,16 @@ def _connector(config: Config, report: Report) -> None:
         return
     if st is None:
         report.connector = {"name": config.connector_name, "state": "MISSING", "tasks": []}
-        report.problem(f"connector {config.connector_name} is not registered")
+        report.problem(f"connector {config.connector_name} is not registered: `cdckit connector apply` (or "
+                       "`cdckit bootstrap`) registers it")
         return
     report.connector = {"name": st.name, "state": st.state, "tasks": [
         {"id": t.id, "state": t.state, "trace": (t.trace or "").splitlines()[0] if t.trace else None}
         for t in st.tasks]}
     if not st.healthy:
         states = ", ".join(f"task {t.id} {t.state}" for t in st.tasks) or "no tasks"
-        report.problem(f"connector {st.name} is {st.state} ({states})")
+        report.problem(f"connector {st.name} is {st.state} ({states}): `cdckit connector status` shows the "
+                       "trace; once its cause is fixed, `cdckit connector restart`")
     if int(stored.get("heartbeat.interval.ms", "0") or 0) <= 0:
         report.warnings.append("Debezium heartbeats are off: an idle database's WAL will pile up behind the slot")
 
@@ -74,7 +76,9 @@ def _slot(config: Config, report: Report) -> None:
         return
     if info is None:
         report.slot = {"name": config.postgres.slot, "exists": False}
-        report.problem(f"replication slot {config.postgres.slot} does not exist")
+        report.problem(f"replication slot {config.postgres.slot} does not exist: `cdckit connector restart` "
+                       "creates it; changes made before that are not in the topics, so `cdckit verify` "
+                       "afterwards")
         return
     lag = current - info.confirmed_flush_lsn if info.confirmed_flush_lsn else None
     report.slot = {"name": info.name, "exists": True, "active": info.active, "lag_bytes": lag,
@@ -112,7 +116,8 @@ def _topics(config: Config, report: Report) -> None:
         info: dict[str, Any] = {"exists": topic in existing}
         report.topics[topic] = info
         if topic not in existing:
-            report.problem(f"topic {topic} does not exist (connector not started, or the broker lost it)")
+            report.problem(f"topic {topic} does not exist (connector not started: `cdckit bootstrap`; or the "
+                           "broker lost it: `cdckit bootstrap` re-snapshots)")
             continue
         info["cleanup_policy"] = topic_setting(conf, topic, "cleanup.policy")
         info["end_offsets"] = end.get(topic, {})
@@ -136,7 +141,8 @@ def _pipeline(config: Config, report: Report) -> None:
         return
     age = time.time() - st["finished_at"]
     if st.get("host") == socket.gethostname() and not process_alive(st.get("pid")):
-        report.problem(f"the pipeline process that applied the last batch (pid {st.get('pid')}) is not running")
+        report.problem(f"the pipeline process that applied the last batch (pid {st.get('pid')}) is not "
+                       "running: start it with `cdckit run`")
     report.pipeline = {"last_batch_id": st["batch_id"], "last_batch_age_s": round(age, 1),
                        "newest_change_age_s": round(time.time() - st["newest_source_ts_ms"] / 1000, 1)
                        if st.get("newest_source_ts_ms") else None,

@@ -119,7 +119,8 @@ def test_ctrl_c_stops_bootstrap_and_run_after_the_batch_and_twice_at_once(stack,
         from confluent_kafka.admin import AdminClient
 
         topic = f"{data['topic_prefix']}.{table}"
-        for done in AdminClient({"bootstrap.servers": stack.bootstrap_servers}).delete_topics([topic]).values():
+        admin = AdminClient({"bootstrap.servers": stack.bootstrap_servers})  # held until its futures answer
+        for done in admin.delete_topics([topic]).values():
             done.result()
         lost = cli("run", "-c", str(path), env={"SPARK_LOCAL_IP": "127.0.0.1"})
         assert lost.returncode == 5, (lost.stdout, lost.stderr)

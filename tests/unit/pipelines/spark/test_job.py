@@ -49,3 +49,18 @@ def test_progress_lag_from_spark_progress():
     assert progress_lag(progress) == {"t": 4}
     assert progress_lag(None) == {}
     assert progress_lag({"sources": [{"endOffset": "null", "latestOffset": None}]}) == {}
+
+
+def test_one_line_per_batch_says_what_it_did():
+    import time
+
+    from pipelines.apply.stats import BatchStats
+    from pipelines.spark.job import batch_line
+
+    stats = BatchStats(records=1200, search_applied=1000, search_stale=200, cache_applied=990, cache_stale=210,
+                       dead_letters=2, newest_source_ts_ms=int((time.time() - 1.5) * 1000))
+    line = batch_line(12, stats, 0.42, {"a": 5, "b": 7})
+    assert line.startswith("batch 12: 1,200 records, search 1,000 applied/200 stale, cache 990 applied/210 stale, "
+                           "2 DEAD LETTERS (`cdckit dlq list`), lag 12, freshness 1.")
+    assert line.endswith(", 0.42 s")
+    assert "freshness" not in batch_line(13, BatchStats(records=1), 0.1, None)

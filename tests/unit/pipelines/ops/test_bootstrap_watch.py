@@ -1,0 +1,34 @@
+"""The bootstrap stops waiting for a snapshot that a failed connector task will never finish."""
+from types import SimpleNamespace
+
+import pytest
+
+from pipelines.config import parse_config
+from pipelines.errors import ConnectorFailed
+from pipelines.ops.bootstrap import Watch
+from tests.support.configs import BASE
+
+TRACE = ("org.apache.kafka.connect.errors.ConnectException: An exception occurred in the change event producer.\n"
+         "\tat io.debezium.pipeline.ErrorHandler.setProducerThrowable(ErrorHandler.java:67)\n"
+         "Caused by: org.postgresql.util.PSQLException: ERROR: permission denied for table customers\n")
+
+
+def watch_with(monkeypatch, status) -> Watch:
+    monkeypatch.setattr("pipelines.ops.connector.status", lambda config: status)
+    return Watch(parse_config(BASE), {"public.customers": 10})
+
+
+def test_a_failed_task_ends_the_wait_with_its_root_cause(monkeypatch):
+    st = SimpleNamespace(name="cdc-postgres", state="RUNNING",
+                         tasks=[SimpleNamespace(id=0, state="FAILED", trace=TRACE)])
+    with pytest.raises(ConnectorFailed) as raised:
+        watch_with(monkeypatch, st).check_connector()
+    text = str(raised.value)
+    assert text.startswith("connector cdc-postgres task 0 FAILED during the snapshot: ")
+    assert "root cause: org.postgresql.util.PSQLException: ERROR: permission denied" in text
+    assert "`cdckit connector restart`" in text and raised.value.exit_code == 4
+
+
+def test_running_tasks_are_left_alone(monkeypatch):
+    st = SimpleNamespace(name="cdc-postgres", state="RUNNING", tasks=[SimpleNamespace(id=0, state="RUNNING", trace=None)])
+    watch_with(monkeypatch, st).check_connector()
