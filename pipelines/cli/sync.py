@@ -34,6 +34,7 @@ def bootstrap_command(config_path: Path, once: bool) -> None:
 
     from pipelines.ops import bootstrap, connector, preflight
     from pipelines.spark import job
+    from pipelines.spark.metrics import pipeline_metrics
 
     cfg = load(config_path)
     preflight.check(cfg, postgres="required")
@@ -59,7 +60,9 @@ def bootstrap_command(config_path: Path, once: bool) -> None:
             rate = reads / max(time.monotonic() - started, 1e-6)
             progress.update(tasks[table], completed=min(reads, totals[table]), rate=f"{rate:,.0f} rows/s")
 
-        watch = bootstrap.Watch(cfg, totals, on_progress=advance, done=state, sweep=bootstrap.resnapshot_pending(cfg))
+        metrics = pipeline_metrics(cfg)
+        watch = bootstrap.Watch(cfg, totals, on_progress=advance, done=state, sweep=bootstrap.resnapshot_pending(cfg),
+                                metrics=metrics)
 
         def finished() -> bool:
             done = watch.check_idle()
@@ -68,7 +71,7 @@ def bootstrap_command(config_path: Path, once: bool) -> None:
                     progress.update(tasks[name], completed=max(totals[name], 1))
             return done and once
 
-        code = job.run(cfg, config_path=config_path, on_batch=watch.on_batch, once=finished)
+        code = job.run(cfg, config_path=config_path, on_batch=watch.on_batch, once=finished, metrics=metrics)
     if watch.done:
         say(f"stores consistent with the snapshot (LSN {watch.done.snapshot_lsn}, "
             f"{watch.done.seconds} s); watermark in {bootstrap.state_path(cfg)}")

@@ -150,7 +150,7 @@ def batch_writer(config: Config, on_batch: Callable | None = None, config_path: 
                                                   stretch)
                 log.info("rebuild %s: catch-up stretch of %d records replayed", duty.rebuild_id, stretch["records"])
         if metrics is not None:
-            metrics.batch(stats, seconds)
+            metrics.batch(stats, seconds, out, live.config)
         log.info("batch %d: %d records, search +%d (%d stale), cache +%d (%d stale), %d dead letters, %.2f s",
                  batch_id, stats.records, stats.search_applied, stats.search_stale, stats.cache_applied,
                  stats.cache_stale, stats.dead_letters, seconds)
@@ -224,17 +224,17 @@ def progress_lag(progress: dict | None) -> dict[str, int]:
             for t, parts in latest.items()}
 
 
-def run(config: Config, config_path: Path | None = None, on_batch=None, once: Callable[[], bool] | None = None
-        ) -> int:
+def run(config: Config, config_path: Path | None = None, on_batch=None, once: Callable[[], bool] | None = None,
+        metrics=None) -> int:
     """Run until SIGTERM/SIGINT (after the current batch), or until `once()` says the work is done.
     A store that stays unreachable beyond the sinks' retries, or a broker that does not answer,
     fails the batch; the query is then restarted from its checkpoint after a pause (the batch is
     re-run: versioned writes make that safe). Lost topics and bad config end it: a restart cannot help."""
-    from pipelines.spark.metrics import PipelineMetrics
+    from pipelines.spark.metrics import pipeline_metrics
 
     claim_status(config.spark.checkpoint_dir)
     spark = spark_session(config)
-    metrics = PipelineMetrics(config.metrics_port, config.metrics_host) if config.metrics_port else None
+    metrics = metrics if metrics is not None else pipeline_metrics(config)  # bootstrap brings its own
     stopping = threading.Event()
 
     def on_term(signum, _frame):
