@@ -39,6 +39,7 @@ def bootstrap_command(config_path: Path, once: bool) -> None:
     from pipelines.ops import bootstrap, connector, preflight
     from pipelines.stopping import StopRequest
     from pipelines.spark import job
+    from pipelines.spark.metrics import pipeline_metrics
 
     stop = StopRequest().install()
     cfg = load(config_path)
@@ -67,7 +68,9 @@ def bootstrap_command(config_path: Path, once: bool) -> None:
             if table in progress.tasks:
                 progress.update(table, reads)
 
-        watch = bootstrap.Watch(cfg, totals, on_progress=advance, done=state, sweep=bootstrap.resnapshot_pending(cfg))
+        metrics = pipeline_metrics(cfg)
+        watch = bootstrap.Watch(cfg, totals, on_progress=advance, done=state, sweep=bootstrap.resnapshot_pending(cfg),
+                                metrics=metrics)
 
         def finished() -> bool:
             watch.check_connector()
@@ -77,7 +80,8 @@ def bootstrap_command(config_path: Path, once: bool) -> None:
                     progress.finish(name)
             return done and once
 
-        code = job.run(cfg, config_path=config_path, on_batch=watch.on_batch, once=finished, stop=stop)
+        code = job.run(cfg, config_path=config_path, on_batch=watch.on_batch, once=finished, stop=stop,
+                       metrics=metrics)
     if not watch.done:
         say("stopped before the snapshot was applied; run `cdckit bootstrap` again to finish it")
     sys.exit(code)

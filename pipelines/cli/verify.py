@@ -39,14 +39,35 @@ def verify_command(config_path: Path, table: str | None, sample: int | None, tim
 @config_option
 @json_option
 @click.option("--exact", is_flag=True, help="exact row/document/key counts (scans; slower)")
-def status_command(config_path: Path, as_json: bool, exact: bool) -> None:
+@click.option("--watch", is_flag=True, help="a live view of the running pipeline, refreshed until Ctrl-C")
+@click.option("--interval", "interval_s", type=click.FloatRange(min=0.2), default=2.0, show_default=True,
+              help="seconds between refreshes of --watch")
+@click.option("--metrics-url", default=None,
+              help="the pipeline's metrics endpoint for --watch (default: metrics_host:metrics_port of the config)")
+def status_command(config_path: Path, as_json: bool, exact: bool, watch: bool, interval_s: float,
+                   metrics_url: str | None) -> None:
     """Connector, slot, topics, pipeline and stores as they are now. Exit 1 when unhealthy."""
     from pipelines.ops import status
 
     cfg = load(config_path)
+    if watch:
+        sys.exit(_watch(cfg, interval_s, metrics_url, as_json or exact))
     report = status.collect(cfg, exact=exact)
     if as_json:
         say(json.dumps(report.as_json(), indent=2, default=str))
     else:
         show_status(report)
     sys.exit(0 if report.healthy else 1)
+
+
+def _watch(cfg, interval_s: float, metrics_url: str | None, other_flags: bool) -> int:
+    from pipelines.cli.render import out
+    from pipelines.cli.status_watch import watch
+    from pipelines.ops.watch_feed import Feed, metrics_url as config_url, shown_url
+
+    if other_flags:
+        raise click.UsageError("--watch shows a live view: it takes neither --json nor --exact")
+    url = metrics_url or config_url(cfg)
+    if url is None:
+        raise click.UsageError("the config turns the metrics off (metrics_port: 0): pass --metrics-url")
+    return watch(Feed(cfg, url), out, interval_s, shown_url(url))

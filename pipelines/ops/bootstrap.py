@@ -59,6 +59,12 @@ class Watch:
     reads: dict[str, int] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
     sweep: bool = False   # a re-snapshot after lost topics: remove what the snapshot did not rewrite
+    metrics: Any = None   # the job's PipelineMetrics: the progress as gauges, for `status --watch`
+
+    def __post_init__(self) -> None:
+        if self.metrics is not None and self.done is None:
+            for name, total in self.totals.items():
+                self.metrics.snapshot(name, 0, total)
 
     def on_batch(self, batch_id: int, stats, rows: list[dict[str, Any]]) -> None:
         for row in rows:
@@ -68,6 +74,8 @@ class Watch:
             if table is not None and row["snapshot_reads"]:
                 self.reads[table.name] = self.reads.get(table.name, 0) + row["snapshot_reads"]
                 self.on_progress(table.name, self.reads[table.name])
+                if self.metrics is not None:
+                    self.metrics.snapshot(table.name, self.reads[table.name], self.totals.get(table.name, 0))
         if stats.snapshot_last_lsn and self.done is None:
             self.complete(batch_offsets(self.config.spark.checkpoint_dir, batch_id), stats.snapshot_last_lsn,
                           "final snapshot record")
@@ -80,6 +88,9 @@ class Watch:
         self.done = BootstrapState(time.time(), round(time.monotonic() - self.started, 1), lsn, offsets, how,
                                    dict(self.totals), dict(self.reads), swept)
         bootstrap_state.write_state(self.config.spark.checkpoint_dir, self.done)
+        if self.metrics is not None:  # complete: the reads fall short where rows were deleted meanwhile
+            for name, total in self.totals.items():
+                self.metrics.snapshot(name, max(total, self.reads.get(name, 0)), total)
         log.info("snapshot applied: the stores are consistent with it (LSN %s, %.1f s, by the %s); streaming "
                  "changes from here; watermark in %s", lsn, self.done.seconds, how, state_path(self.config))
 

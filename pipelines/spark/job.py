@@ -163,7 +163,7 @@ def batch_writer(config: Config, on_batch: Callable | None = None, config_path: 
                                                   stretch)
                 log.info("rebuild %s: catch-up stretch of %d records replayed", duty.rebuild_id, stretch["records"])
         if metrics is not None:
-            metrics.batch(stats, seconds)
+            metrics.batch(stats, seconds, out, live.config)
         log.info(batch_line(batch_id, stats, seconds, gate.lag if gate else None))
         if on_batch:
             on_batch(batch_id, stats, out)
@@ -255,20 +255,20 @@ def progress_lag(progress: dict | None) -> dict[str, int]:
 
 
 def run(config: Config, config_path: Path | None = None, on_batch=None, once: Callable[[], bool] | None = None,
-        stop: StopRequest | None = None) -> int:
+        stop: StopRequest | None = None, metrics=None) -> int:
     """Run until a stop is requested (SIGTERM/SIGINT: after the current batch), or until `once()`
     says the work is done. A store that stays unreachable beyond the sinks' retries, or a broker
     that does not answer, fails the batch; the query is then restarted from its checkpoint after a
     pause (the batch is re-run: versioned writes make that safe). Lost topics and bad config end it
     with a typed error (pipelines/errors.from_spark_failure): a restart cannot help."""
-    from pipelines.spark.metrics import PipelineMetrics
+    from pipelines.spark.metrics import pipeline_metrics
 
     stop = stop or StopRequest().install()
     if stop.is_set():
         return 0
     claim_status(config.spark.checkpoint_dir)
     spark = spark_session(config)
-    metrics = PipelineMetrics(config.metrics_port, config.metrics_host) if config.metrics_port else None
+    metrics = metrics if metrics is not None else pipeline_metrics(config)  # bootstrap brings its own
     pause = RESTART_PAUSE_S
     while True:
         gate = BatchGate()

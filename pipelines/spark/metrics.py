@@ -3,12 +3,16 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any, Iterable
 
 log = logging.getLogger("cdckit.metrics")
+
+TASK_STATES = ("RUNNING", "FAILED", "PAUSED", "UNASSIGNED")
 
 
 class PipelineMetrics:
     def __init__(self, port: int, host: str = "127.0.0.1"):
+        """`port` 0: the metrics are kept but not served (tests read `registry`)."""
         from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
         self.registry = CollectorRegistry()
@@ -27,14 +31,39 @@ class PipelineMetrics:
         self.lag = Gauge("cdckit_lag_records", "records behind the end of each topic", ["topic"], registry=r)
         self.last_batch = Gauge("cdckit_last_batch_timestamp_seconds", "when the last batch finished",
                                 registry=r)
-        self.port = port
+        # Per table, from the batch's per-partition stats rows.
+        self.table_records = Counter("cdckit_table_records", "Kafka records read per table", ["table"], registry=r)
+        self.table_dead = Counter("cdckit_table_dead_letters", "dead letters per table", ["table"], registry=r)
+        self.table_freshness = Gauge("cdckit_table_freshness_seconds",
+                                     "age of the table's newest applied change at apply time", ["table"], registry=r)
+        # The source side, polled by pipelines/spark/source_health.py (0 also when a poll fails).
+        self.slot_lag = Gauge("cdckit_slot_lag_bytes", "WAL between the database's position and the slot's "
+                              "confirmed position (NaN: unknown)", registry=r)
+        self.slot_retained = Gauge("cdckit_slot_retained_bytes", "WAL the slot keeps (NaN: unknown)", registry=r)
+        self.slot_active = Gauge("cdckit_slot_active", "1 when a client reads the replication slot", registry=r)
+        self.connector_running = Gauge("cdckit_connector_running", "1 when the Debezium connector is RUNNING",
+                                       registry=r)
+        self.connector_tasks = Gauge("cdckit_connector_tasks", "connector tasks per state", ["state"], registry=r)
+        # Long work in progress: the bootstrap's snapshot and a rebuild (its state beside the checkpoint).
+        self.snapshot_read = Gauge("cdckit_snapshot_rows_read", "snapshot rows applied", ["table"], registry=r)
+        self.snapshot_total = Gauge("cdckit_snapshot_rows_total", "rows to snapshot (counted at its start)",
+                                    ["table"], registry=r)
+        self.rebuild_active = Gauge("cdckit_rebuild_active", "1 while a rebuild is unfinished", registry=r)
+        self.rebuild_done = Gauge("cdckit_rebuild_records_done", "records the rebuild's bulk replay has read",
+                                  registry=r)
+        self.rebuild_total = Gauge("cdckit_rebuild_records_total", "records the rebuild's bulk replays", registry=r)
+        self.port = port or None
+        if not port:
+            return
         try:
             start_http_server(port, addr=host, registry=r)
         except OSError as exc:
             log.warning("metrics not served: port %d: %s", port, exc.strerror)
             self.port = None
 
-    def batch(self, stats, seconds: float) -> None:
+    def batch(self, stats, seconds: float, rows: Iterable[dict[str, Any]] = (), config=None) -> None:
+        """A finished batch: `stats` its totals, `rows` its per-partition stats rows (by table
+        through `config`; topics of no configured table, such as the heartbeat's, are left out)."""
         self.records.inc(stats.records)
         self.applied.labels("search").inc(stats.search_applied)
         self.applied.labels("cache").inc(stats.cache_applied)
@@ -42,12 +71,62 @@ class PipelineMetrics:
         self.stale.labels("cache").inc(stats.cache_stale)
         self.dead.inc(stats.dead_letters)
         self.batch_seconds.observe(seconds)
-        self.last_batch.set(time.time())
+        now = time.time()
+        self.last_batch.set(now)
         for ms in stats.visible_ms or ():
             self.visible.observe(max(0.0, ms / 1000))
         if stats.newest_source_ts_ms:
-            self.freshness.set(max(0.0, time.time() - stats.newest_source_ts_ms / 1000))
+            self.freshness.set(max(0.0, now - stats.newest_source_ts_ms / 1000))
+        if config is not None:
+            self._tables(rows, config, now)
+
+    def _tables(self, rows: Iterable[dict[str, Any]], config, now: float) -> None:
+        newest: dict[str, int] = {}
+        for row in rows:
+            table = config.table_for_topic(row["topic"])
+            if table is None:
+                continue
+            self.table_records.labels(table.name).inc(row.get("records") or 0)
+            self.table_dead.labels(table.name).inc(row.get("dead_letters") or 0)
+            if row.get("newest_source_ts_ms"):
+                newest[table.name] = max(newest.get(table.name, 0), row["newest_source_ts_ms"])
+        for name, ts_ms in newest.items():
+            self.table_freshness.labels(name).set(max(0.0, now - ts_ms / 1000))
 
     def lags(self, lag_by_topic: dict[str, int]) -> None:
         for topic, lag in lag_by_topic.items():
             self.lag.labels(topic).set(lag)
+
+    def connector(self, running: bool, task_states: Iterable[str]) -> None:
+        """Every state is set (0 when no task has it) so a rule can compare without `absent()`."""
+        states = list(task_states)
+        self.connector_running.set(1 if running else 0)
+        for state in TASK_STATES:
+            self.connector_tasks.labels(state).set(states.count(state))
+
+    def slot(self, active: bool, lag_bytes: float | None, retained_bytes: float | None) -> None:
+        self.slot_active.set(1 if active else 0)
+        self.slot_lag.set(float("nan") if lag_bytes is None else lag_bytes)
+        self.slot_retained.set(float("nan") if retained_bytes is None else retained_bytes)
+
+    def snapshot(self, table: str, read: int, total: int) -> None:
+        self.snapshot_read.labels(table).set(read)
+        self.snapshot_total.labels(table).set(total)
+
+    def rebuild(self, active: bool, done: int = 0, total: int = 0) -> None:
+        self.rebuild_active.set(1 if active else 0)
+        self.rebuild_done.set(done)
+        self.rebuild_total.set(total)
+
+
+def pipeline_metrics(config) -> PipelineMetrics | None:
+    """The running pipeline's metrics on the config's address (None when `metrics_port` is 0), with
+    the source poller started: made once per process, before the job when bootstrap reports to them."""
+    if not config.metrics_port:
+        return None
+    from pipelines.spark.source_health import SourcePoller
+
+    metrics = PipelineMetrics(config.metrics_port, config.metrics_host)
+    if metrics.port is not None:  # nobody could read what it polls
+        SourcePoller.for_config(config, metrics).start()
+    return metrics

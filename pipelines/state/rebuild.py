@@ -194,3 +194,18 @@ def measured_rate(checkpoint_dir: Path) -> float | None:
 def remember_rate(checkpoint_dir: Path, events_per_s: float) -> None:
     write_json(CheckpointDir(checkpoint_dir).rebuild_rate, {"events_per_s": round(events_per_s),
                                                             "measured_at": time.time()})
+
+
+def progress_totals(checkpoint_dir: Path) -> tuple[bool, int, int]:
+    """(unfinished, records read, records planned) of the current rebuild, for the live job's
+    metrics: the bulk counts its reads per partition; past the bulk every planned record is read."""
+    state = load(checkpoint_dir)
+    if state is None or state.phase == "done":
+        return False, 0, 0
+    total = int(state.plan.get("records") or 0)
+    if state.phase in ("catchup", "switched"):
+        return True, total, total
+    rebuild_id = str(state.plan.get("rebuild_id", ""))
+    read = sum(int(p.get("read") or 0) for p in read_progress(work_dir(checkpoint_dir, rebuild_id)).values()) \
+        if rebuild_id else 0
+    return True, min(read, total) if total else read, total
