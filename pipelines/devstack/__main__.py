@@ -1,6 +1,7 @@
 """`python -m pipelines.devstack up|down|status` (scripts/devstack): the local stack of real servers."""
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 import click
@@ -25,9 +26,14 @@ def devstack() -> None:
 
 
 @devstack.command("up")
-def devstack_up() -> None:
+@click.option("--with-monitoring", is_flag=True,
+              help="also start Prometheus (Debian's binary) scraping the pipeline's metrics with "
+                   "compose/monitoring/alerts.yml (or CDCKIT_DEVSTACK_MONITORING=1)")
+def devstack_up(with_monitoring: bool) -> None:
     """Start the five servers (idempotent) and wait until each answers."""
     settings = StackSettings()
+    if with_monitoring:
+        settings = dataclasses.replace(settings, monitoring=True)
     say(f"local stack in {settings.state_dir}")
     stack.up(settings, say=say)
     show(stack.status(settings))
@@ -41,7 +47,7 @@ def devstack_down() -> None:
 
 @devstack.command("status")
 def devstack_status() -> None:
-    """Which servers run and answer. Exit 1 unless all five are healthy."""
+    """Which servers run and answer. Exit 1 unless all five (and a started Prometheus) are healthy."""
     states = stack.status(StackSettings())
     show(states)
     sys.exit(0 if all(s.healthy for s in states) else 1)

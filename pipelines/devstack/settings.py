@@ -5,10 +5,12 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-DEFAULT_PORTS = {"postgres": 55432, "kafka": 59092, "connect": 58083, "redis": 56379, "search": 59200}
+DEFAULT_PORTS = {"postgres": 55432, "kafka": 59092, "connect": 58083, "redis": 56379, "search": 59200,
+                 "prometheus": 59090}
+_TRUE = ("1", "true", "yes", "on")
 
 
-def _port(name: str) -> int:
+def port_from_env(name: str) -> int:
     value = os.environ.get(f"CDCKIT_DEVSTACK_{name.upper()}_PORT")
     return int(value) if value else DEFAULT_PORTS[name]
 
@@ -16,10 +18,13 @@ def _port(name: str) -> int:
 @dataclass(frozen=True)
 class StackSettings:
     state_dir: Path = field(default_factory=lambda: Path(os.environ.get("CDCKIT_DEVSTACK_DIR", ".devstack")).resolve())
-    ports: dict[str, int] = field(default_factory=lambda: {n: _port(n) for n in DEFAULT_PORTS})
+    ports: dict[str, int] = field(default_factory=lambda: {n: port_from_env(n) for n in DEFAULT_PORTS})
     database: str = "cdckit"
     # The search engine: a real OpenSearch node, or osmem-server (lighter, in memory).
     search_engine: str = field(default_factory=lambda: os.environ.get("CDCKIT_DEVSTACK_SEARCH", "opensearch"))
+    # The optional Prometheus (`up --with-monitoring`); `down` and `status` also find one started before.
+    monitoring: bool = field(
+        default_factory=lambda: os.environ.get("CDCKIT_DEVSTACK_MONITORING", "").lower() in _TRUE)
     # A JVM server (OpenSearch, Connect) on a busy 2-core machine can take well over a minute.
     start_timeout_s: float = 180.0
 
@@ -49,6 +54,15 @@ class StackSettings:
     @property
     def search_url(self) -> str:
         return f"http://127.0.0.1:{self.ports['search']}"
+
+    @property
+    def prometheus_port(self) -> int:
+        # Port maps written before monitoring existed (the tests' own) have no entry for it.
+        return self.ports.get("prometheus") or port_from_env("prometheus")
+
+    @property
+    def prometheus_url(self) -> str:
+        return f"http://127.0.0.1:{self.prometheus_port}"
 
     @property
     def redis_url(self) -> str:

@@ -1,10 +1,12 @@
-"""`devstack up|down|status`: bring the five servers up healthy, report, and stop exactly them."""
+"""`devstack up|down|status`: bring the five servers (and, with monitoring, Prometheus) up healthy,
+report, and stop exactly them."""
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
 
 from pipelines.devstack import processes
+from pipelines.devstack.monitoring import Prometheus
 from pipelines.devstack.search_servers import SEARCH_ENGINES
 from pipelines.devstack.servers import Connect, Kafka, Postgres, Redis, Server
 from pipelines.devstack.settings import StackSettings
@@ -25,7 +27,12 @@ class ServerState:
 
 
 def server_classes(settings: StackSettings) -> tuple[type[Server], ...]:
-    return (Postgres, Kafka, Redis, SEARCH_ENGINES[settings.search_engine], Connect)
+    core = (Postgres, Kafka, Redis, SEARCH_ENGINES[settings.search_engine], Connect)
+    # Prometheus when asked for, or when an earlier `up --with-monitoring` left its pid file: `down`
+    # stops it and `status` shows it without the flag; otherwise the stack's health ignores it.
+    if settings.monitoring or Prometheus(settings).pid_file.exists():
+        return (*core, Prometheus)
+    return core
 
 
 def servers(settings: StackSettings) -> list[Server]:

@@ -44,18 +44,22 @@ def read_env_file(path: Path) -> dict[str, str]:
     return {key.strip(): value.strip() for key, value in pairs}
 
 
-def compose_config(env_file: Path, shell_env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """`docker compose config` as a user runs it from compose/, with `env_file` in the place of
-    compose/.env (a developer's own .env is never read) and only `shell_env` exported."""
+def compose_config(env_file: Path, shell_env: dict[str, str] | None = None,
+                   profiles: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    """`docker compose [--profile P] config` as a user runs it from compose/, with `env_file` in the
+    place of compose/.env (a developer's own .env is never read) and only `shell_env` exported."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp"),
            **(shell_env or {})}
-    return subprocess.run([str(compose_binary()), "-f", str(COMPOSE_FILE), "--env-file", str(env_file),
+    chosen = [arg for profile in profiles for arg in ("--profile", profile)]
+    return subprocess.run([str(compose_binary()), "-f", str(COMPOSE_FILE), "--env-file", str(env_file), *chosen,
                            "config", "--format", "json"], cwd=COMPOSE_DIR, env=env,
                           capture_output=True, text=True, timeout=60)
 
 
-def rendered(env_file: Path, shell_env: dict[str, str] | None = None) -> dict[str, Any]:
-    """The model Compose renders (interpolated, anchors and include resolved); fails on its error."""
-    run = compose_config(env_file, shell_env)
+def rendered(env_file: Path, shell_env: dict[str, str] | None = None,
+             profiles: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The model Compose renders (interpolated, anchors and include resolved, services of other
+    profiles left out); fails on its error."""
+    run = compose_config(env_file, shell_env, profiles)
     assert run.returncode == 0, f"docker compose config failed:\n{run.stderr}"
     return json.loads(run.stdout)

@@ -9,12 +9,19 @@ from tests.support.compose_tools import COMPOSE_DIR, compose_config, read_env_fi
 
 ENV_EXAMPLE = COMPOSE_DIR / ".env.example"
 SERVICES = {"postgres", "kafka", "connect", "opensearch", "redis", "cdckit"}
+MONITORING = {"prometheus", "grafana"}           # only with --profile monitoring
 PASSWORDS = ("POSTGRES_PASSWORD", "OPENSEARCH_PASSWORD", "REDIS_PASSWORD")
 
 
 @pytest.fixture(scope="module")
 def stack():
     return rendered(ENV_EXAMPLE)
+
+
+@pytest.fixture(scope="module")
+def full():
+    """With every profile: the monitoring services too."""
+    return rendered(ENV_EXAMPLE, profiles=("monitoring",))
 
 
 def _seconds(duration: str) -> float:
@@ -57,18 +64,18 @@ def _published(stack):
             for name, svc in stack["services"].items()}
 
 
-def test_host_ports_are_variables_on_loopback_and_do_not_clash(stack, tmp_path):
-    published = _published(stack)
+def test_host_ports_are_variables_on_loopback_and_do_not_clash(full, tmp_path):
+    published = _published(full)
     assert all(host_ip == "127.0.0.1" for ports in published.values() for host_ip, _, _ in ports)
     numbers = [port for ports in published.values() for _, port, _ in ports]
-    assert len(numbers) == len(set(numbers)) == len(SERVICES)
+    assert len(numbers) == len(set(numbers)) == len(SERVICES | MONITORING)
     shifted = tmp_path / "shifted.env"
     env = read_env_file(ENV_EXAMPLE)
     ports = {k: v for k, v in env.items() if k.endswith("_HOST_PORT")}
-    assert len(ports) == len(SERVICES)
+    assert len(ports) == len(SERVICES | MONITORING)
     shifted.write_text("".join(f"{k}={v}\n" for k, v in env.items() if k not in ports)
                        + "".join(f"{k}={int(v) + 10000}\n" for k, v in ports.items()))
-    moved = _published(rendered(shifted))
+    moved = _published(rendered(shifted, profiles=("monitoring",)))
     assert sorted(int(port) for ports in moved.values() for _, port, _ in ports) == \
         sorted(int(port) + 10000 for port in numbers)
     # The broker tells host clients the port they reached it on.
@@ -89,12 +96,12 @@ def test_kafka_is_kraft_compacts_and_has_a_host_listener(stack):
     assert env["KAFKA_INTER_BROKER_LISTENER_NAME"] == "PLAINTEXT"
 
 
-def test_every_service_restarts_has_a_healthcheck_and_waits_for_healthy_deps(stack):
-    for name, svc in stack["services"].items():
+def test_every_service_restarts_has_a_healthcheck_and_waits_for_healthy_deps(full):
+    for name, svc in full["services"].items():
         assert svc.get("restart") == "unless-stopped", name
         assert svc.get("healthcheck", {}).get("test"), name
         for dep, cond in (svc.get("depends_on") or {}).items():
-            assert dep in stack["services"] and cond["condition"] == "service_healthy", (name, dep)
+            assert dep in full["services"] and cond["condition"] == "service_healthy", (name, dep)
 
 
 def test_slow_starters_get_time_before_failed_probes_count(stack):
