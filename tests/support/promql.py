@@ -22,11 +22,12 @@ JOB_METRICS = {
     "cdckit_dead_letters_total", "cdckit_batch_duration_seconds", "cdckit_freshness_seconds",
     "cdckit_change_visible_seconds", "cdckit_lag_records", "cdckit_last_batch_timestamp_seconds",
 }
-# Connector, slot, per-table and snapshot state, exported with `cdckit status`'s checks.
+# Per table, connector, slot, snapshot and rebuild state (the poller in pipelines/spark/source_health.py).
 STATUS_METRICS = {
-    "cdckit_table_records_total", "cdckit_table_dead_letters_total", "cdckit_slot_lag_bytes",
-    "cdckit_slot_retained_bytes", "cdckit_slot_active", "cdckit_connector_running", "cdckit_connector_tasks",
-    "cdckit_snapshot_rows_read", "cdckit_snapshot_rows_total", "cdckit_rebuild_active",
+    "cdckit_table_records_total", "cdckit_table_dead_letters_total", "cdckit_table_freshness_seconds",
+    "cdckit_slot_lag_bytes", "cdckit_slot_retained_bytes", "cdckit_slot_active", "cdckit_connector_running",
+    "cdckit_connector_tasks", "cdckit_snapshot_rows_read", "cdckit_snapshot_rows_total", "cdckit_rebuild_active",
+    "cdckit_rebuild_records_done", "cdckit_rebuild_records_total",
 }
 HISTOGRAMS = {"cdckit_batch_duration_seconds", "cdckit_change_visible_seconds"}
 KNOWN_METRICS = JOB_METRICS | STATUS_METRICS | {"up"}     # `up`: Prometheus' own, per scrape target

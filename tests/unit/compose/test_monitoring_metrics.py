@@ -5,7 +5,7 @@ from __future__ import annotations
 import prometheus_client
 
 from pipelines.spark.metrics import PipelineMetrics
-from tests.support.promql import JOB_METRICS, metric_names
+from tests.support.promql import KNOWN_METRICS, metric_names
 
 
 def _exposed(monkeypatch) -> set[str]:
@@ -14,8 +14,8 @@ def _exposed(monkeypatch) -> set[str]:
     return {family.name + ("_total" if family.type == "counter" else "") for family in registry.collect()}
 
 
-def test_the_listed_job_metrics_are_exposed(monkeypatch):
-    assert JOB_METRICS <= _exposed(monkeypatch)
+def test_every_metric_the_rules_and_dashboard_may_use_is_exposed(monkeypatch):
+    assert KNOWN_METRICS - {"up"} <= _exposed(monkeypatch)
 
 
 def test_metric_names_finds_selectors_not_functions_labels_or_variables():
