@@ -19,6 +19,7 @@ class _Task:
     started: float = field(default_factory=time.monotonic)
     said_at: float = 0.0
     said_completed: int = -1
+    said: tuple = ()
 
 
 class ProgressView:
@@ -65,9 +66,10 @@ class ProgressView:
                                   description=description or name, rate=f"{rate:,.0f} {task.unit}/s")
             return
         now = time.monotonic()
-        done = task.total and completed >= task.total
-        if completed != task.said_completed and (done or now - task.said_at >= self.every_s):
-            task.said_at, task.said_completed = now, completed
+        said = (completed, description)
+        finishing = task.total and completed >= task.total and task.said_completed < task.total
+        if said != task.said and (finishing or now - task.said_at >= self.every_s):
+            task.said_at, task.said_completed, task.said = now, completed, said
             log.info(self.line(task, rate, description))
 
     def finish(self, name: str) -> None:
