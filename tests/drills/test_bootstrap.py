@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.integration import (assert_exact, cli, cli_json, diff_stores, drop_connector, pg, stores_exact, wait_for,
-                           write_config)
+from tests.support.integration import (assert_exact, cli, cli_json, create_simple_table, diff_stores, drop_connector,
+                                       pg, stores_exact, wait_for, write_config)
 from pipelines.state.status import read_status
 from tests.support.stack import ROOT
 
@@ -33,17 +33,10 @@ def kill(proc: subprocess.Popen) -> None:
         time.sleep(4)  # the JVM lingers a moment after kill -9
 
 
-def create(stack, table: str, rows: int) -> None:
-    with pg(stack) as conn:
-        conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, name text, n int)")
-        if rows:
-            conn.execute(f"INSERT INTO {table} SELECT g, 'row ' || g, g FROM generate_series(1, {rows}) g")
-
-
 def test_bootstrap_killed_midway_then_rerun_is_exact(stack, tmp_path):
     name = f"boot_{uuid.uuid4().hex[:6]}"
     table = f"public.{name}"
-    create(stack, table, 200_000)
+    create_simple_table(stack, table, 200_000)
     ckpt = tmp_path / "ckpt"
     data = stack.config(tables=[{"name": table, "redis_key": f"{name}:{{id}}", "index": name}],
                         spark={"checkpoint_dir": str(ckpt), "max_offsets_per_trigger": 40_000}, metrics_port=0)
@@ -75,8 +68,8 @@ def test_bootstrap_killed_midway_then_rerun_is_exact(stack, tmp_path):
 def test_snapshot_add_under_load_and_status_states(stack, tmp_path):
     name = f"add_{uuid.uuid4().hex[:6]}"
     first, second = f"public.{name}_a", f"public.{name}_b"
-    create(stack, first, 2_000)
-    create(stack, second, 5_000)
+    create_simple_table(stack, first, 2_000)
+    create_simple_table(stack, second, 5_000)
     ckpt = tmp_path / "ckpt"
     tables = [{"name": first, "redis_key": f"{name}_a:{{id}}", "index": f"{name}_a"}]
     data = stack.config(tables=tables, spark={"checkpoint_dir": str(ckpt), "trigger": "500 ms"}, metrics_port=0)

@@ -11,8 +11,8 @@ import pytest
 import redis
 
 from pipelines.state.offsets import batch_committed
-from tests.support.integration import (assert_exact, cli, drop_connector, fresh_redis_dbs, pg, wait_for,
-                                       write_config)
+from tests.support.integration import (assert_exact, cli, create_simple_table, drop_connector, fresh_redis_dbs, pg,
+                                       wait_for, write_config)
 from tests.support.terminal import Terminal
 
 pytestmark = [pytest.mark.integration,
@@ -22,12 +22,6 @@ BATCH_LINE = r"INFO job: batch (\d+): "
 # What a person must not see: Spark's console progress and log lines, Python or Java traces, librdkafka.
 NOISE = re.compile(r"\[Stage \d+|Traceback|Exception|^\s+at |WARN [A-Z]\w+:|NativeCodeLoader|incubator modules|"
                    r"log4j|%\d\|", re.M)
-
-
-def create(stack, table: str, rows: int) -> None:
-    with pg(stack) as conn:
-        conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, name text, n int)")
-        conn.execute(f"INSERT INTO {table} SELECT g, 'row ' || g, g FROM generate_series(1, {rows}) g")
 
 
 class Writes:
@@ -69,7 +63,7 @@ def assert_quiet(screen: str) -> None:
 def test_ctrl_c_stops_bootstrap_and_run_after_the_batch_and_twice_at_once(stack, tmp_path):
     name = f"term_{uuid.uuid4().hex[:6]}"
     table = f"public.{name}"
-    create(stack, table, 3_000)
+    create_simple_table(stack, table, 3_000)
     ckpt = tmp_path / "ckpt"
     data = stack.config(tables=[{"name": table, "redis_key": f"{name}:{{id}}", "index": name}],
                         spark={"checkpoint_dir": str(ckpt)}, metrics_port=0)
@@ -134,7 +128,7 @@ def test_ctrl_c_stops_a_rebuild_which_then_resumes(stack, tmp_path):
     name = f"termrb_{uuid.uuid4().hex[:6]}"
     table = f"public.{name}"
     rows = 90_000
-    create(stack, table, rows)
+    create_simple_table(stack, table, rows)
     own = fresh_redis_dbs(stack, LIVE_DB, SPARE_DB)
     ckpt = tmp_path / "ckpt"
     data = own.config(tables=[{"name": table, "redis_key": f"{name}:{{id}}", "index": name}],

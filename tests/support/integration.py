@@ -46,6 +46,14 @@ def pg(stack: Endpoints) -> psycopg.Connection:
                            user=stack.pg_user, autocommit=True)
 
 
+def create_simple_table(stack: Endpoints, table: str, rows: int) -> None:
+    """(id int primary key, name text, n int) with `rows` rows."""
+    with pg(stack) as conn:
+        conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, name text, n int)")
+        if rows:
+            conn.execute(f"INSERT INTO {table} SELECT g, 'row ' || g, g FROM generate_series(1, {rows}) g")
+
+
 def read_topic(bootstrap: str, topic: str, expect: int, timeout_s: float = 60) -> list[tuple[Any, Any]]:
     """(key, value) pairs of every partition from its first offset, decoded (None for tombstones),
     in offset order per partition, partition after partition (a key's records keep their order)."""
