@@ -114,6 +114,21 @@ class ConnectConfig(_Strict):
     connector_name: str | None = None
     timeout_s: float = Field(10.0, gt=0)
     heartbeat_interval_ms: int = Field(10_000, ge=0)
+    # How the connector gets the database password: a reference the Connect worker resolves with
+    # its config providers (the value is then never at rest in Connect), or the value itself.
+    secrets: Literal["reference", "inline"] = "reference"
+    password_reference: str | None = Field(
+        None, description="the password as the worker resolves it, e.g. '${dir:/run/secrets:pg_password}'; "
+                          "default: from postgres.password ({env: X} -> ${env:X}, {file: P} -> ${dir:DIR:FILE})")
+
+    @field_validator("password_reference")
+    @classmethod
+    def _a_reference(cls, v: str | None) -> str | None:
+        from connectors.connect_secrets import is_reference
+
+        if v is not None and not is_reference(v):
+            raise ValueError("must be a config provider reference like '${env:NAME}' or '${dir:/path:file}'")
+        return v
 
     @field_validator("url")
     @classmethod

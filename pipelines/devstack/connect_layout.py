@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from connectors.connect_secrets import worker_provider_properties
 from pipelines.devstack.jars import component_dir
 
 PLUGIN = "debezium-connector-postgres"
@@ -48,6 +49,8 @@ def worker_properties(bootstrap: str, port: int, plugins: Path, group: str = "cd
         "plugin.path": str(plugins),
         # Debezium's jars declare their plugins as services: no class-path scan at start.
         "plugin.discovery": "service_load",
+        # Secrets in connector configs as references the worker resolves (connectors/connect_secrets.py).
+        **worker_provider_properties(),
         # Lets the connector config tune its own producer (linger, batch size).
         "connector.client.config.override.policy": "All",
         # Faster group joins and rebalances after a test deletes a connector.

@@ -137,6 +137,18 @@ class Postgres(Server):
                            "wal_level = logical\nmax_replication_slots = 10\nmax_wal_senders = 10\n"
                            "max_connections = 100\nshared_buffers = 256MB\n")
         (self.data / "postgresql.auto.conf").write_text(f"port = {self.port}\n")
+        self._password_logins()
+
+    PASSWORD_GROUP = "cdckit_password_login"
+
+    def _password_logins(self) -> None:
+        """Loopback is trusted, except for members of this group: they must give their password
+        (scram), so a test can tell that Connect resolved a password reference."""
+        hba = self.data / "pg_hba.conf"
+        line = f"host all +{self.PASSWORD_GROUP} 127.0.0.1/32 scram-sha-256\n"
+        text = hba.read_text()
+        if line not in text:
+            hba.write_text(line + text)  # first: pg_hba's first matching line decides
 
     def start(self) -> None:
         self.prepare()
@@ -167,6 +179,8 @@ class Postgres(Server):
                              autocommit=True) as conn:
             if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (self.s.database,)).fetchone():
                 conn.execute(f'CREATE DATABASE "{self.s.database}"')
+            if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (self.PASSWORD_GROUP,)).fetchone():
+                conn.execute(f"CREATE ROLE {self.PASSWORD_GROUP} NOLOGIN")
 
     def stop(self) -> bool:
         if self.pid() is None:

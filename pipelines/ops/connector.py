@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 
 from connectors import postgres
 from connectors.connect_client import ConnectClient, ConnectorStatus
+from connectors.connect_secrets import is_reference, reference
 from connectors.debezium_config import POSTGRES_CONNECTOR, SECRET_KEYS, ConnectorSettings, connector_config, diff
 from pipelines.config import Config
 from pipelines.errors import ConfigError
@@ -17,12 +18,22 @@ class ApplyResult:
     changes: list[tuple[str, str | None, str | None]] = field(default_factory=list)
 
 
+def connector_password(config: Config) -> str | None:
+    """A reference Connect resolves (connectors/connect_secrets.py), unless `connect.secrets: inline`."""
+    pg, connect = config.postgres, config.connect
+    if pg.password is None:
+        return None
+    if connect.secrets == "inline":
+        return pg.password.get()
+    return connect.password_reference or reference(env=pg.password.env, file=pg.password.file)
+
+
 def connector_settings(config: Config) -> ConnectorSettings:
-    """The connector's settings from cdckit's config (the database password resolved)."""
+    """The connector's settings from cdckit's config."""
     pg = config.postgres
     return ConnectorSettings(
         config.topic_prefix, pg.connector_host or pg.host, pg.connector_port or pg.port, pg.user,
-        pg.password.get() if pg.password is not None else None, pg.database, pg.sslmode,
+        connector_password(config), pg.database, pg.sslmode,
         str(pg.sslrootcert) if pg.sslrootcert else None, pg.slot, pg.publication, [t.name for t in config.tables],
         pg.signal_table, pg.heartbeat_table, pg.truncate_table, config.connect.heartbeat_interval_ms,
         config.kafka.replication_factor, config.kafka.partitions, dict(config.kafka.topic_config))
@@ -34,8 +45,10 @@ def wanted_config(config: Config) -> dict[str, str]:
 
 
 def masked(config: dict[str, str]) -> dict[str, str]:
-    """A copy safe to print: secret-looking keys replaced, known secret values masked anywhere."""
-    return {k: (MASK if any(s in k.lower() for s in SECRET_KEYS) else mask(v)) for k, v in config.items()}
+    """A copy safe to print: secret-looking keys replaced (a provider reference is no secret),
+    known secret values masked anywhere."""
+    return {k: (MASK if any(s in k.lower() for s in SECRET_KEYS) and not is_reference(v) else mask(v))
+            for k, v in config.items()}
 
 
 def client_for(config: Config) -> ConnectClient:

@@ -38,8 +38,13 @@ def test_registered_connector_reaches_the_compose_services(stack, secrets):
     assert generated["database.hostname"] == "postgres" and generated["database.port"] == "5432"
     assert generated["database.dbname"] == postgres_env["POSTGRES_DB"]
     assert generated["database.user"] == postgres_env["POSTGRES_USER"]
-    assert generated["database.password"] == postgres_env["POSTGRES_PASSWORD"] == read_env_file(ENV_EXAMPLE)[
+    # The password as a reference the Connect worker resolves from its own environment (never stored).
+    assert generated["database.password"] == "${env:POSTGRES_PASSWORD}"
+    connect_env = services["connect"]["environment"]
+    assert connect_env["POSTGRES_PASSWORD"] == postgres_env["POSTGRES_PASSWORD"] == read_env_file(ENV_EXAMPLE)[
         "POSTGRES_PASSWORD"]
+    assert connect_env["CONNECT_CONFIG_PROVIDERS"].split(",") == ["env", "dir"]
+    assert connect_env["CONNECT_CONFIG_PROVIDERS_ENV_CLASS"].endswith(".EnvVarConfigProvider")
     advertised = services["kafka"]["environment"]["KAFKA_ADVERTISED_LISTENERS"]
     assert f"PLAINTEXT://{cfg.kafka.bootstrap_servers}" in advertised.split(",")
     assert urlsplit(cfg.connect.url).hostname == "connect"

@@ -26,14 +26,38 @@ def test_generated_config_carries_what_the_sync_relies_on():
     assert "database.password" not in c
 
 
-def test_password_is_in_config_but_masked_when_shown(monkeypatch):
+def test_the_password_reaches_connect_as_a_reference_its_worker_resolves(monkeypatch, tmp_path):
     monkeypatch.setenv("PGPW", "pa55-w0rd")
-    cfg = parse_config(with_("postgres.password", {"env": "PGPW"}))
-    c = wanted_config(cfg)
+    c = wanted_config(parse_config(with_("postgres.password", {"env": "PGPW"})))
+    assert c["database.password"] == "${env:PGPW}" and "pa55-w0rd" not in repr(c)
+    assert masked(c)["database.password"] == "${env:PGPW}"  # a reference is no secret
+    (tmp_path / "pg_password").write_text("pa55-w0rd")
+    from_file = parse_config(with_("postgres.password", {"file": str(tmp_path / "pg_password")}))
+    assert wanted_config(from_file)["database.password"] == f"${{dir:{tmp_path}:pg_password}}"
+    data = with_("postgres.password", {"env": "PGPW"})
+    data["connect"]["password_reference"] = "${file:/etc/connect/secrets.properties:pg}"
+    assert wanted_config(parse_config(data))["database.password"] == "${file:/etc/connect/secrets.properties:pg}"
+
+
+def test_inline_password_only_when_asked_and_masked_when_shown(monkeypatch):
+    monkeypatch.setenv("PGPW", "pa55-w0rd")
+    data = with_("postgres.password", {"env": "PGPW"})
+    data["connect"]["secrets"] = "inline"
+    c = wanted_config(parse_config(data))
     assert c["database.password"] == "pa55-w0rd"
     shown = masked(c)
     assert shown["database.password"] == "****"
     assert "pa55-w0rd" not in repr(shown)
+
+
+def test_a_password_reference_must_be_one():
+    import pytest
+
+    from pipelines.errors import ConfigError
+
+    data = with_("connect.password_reference", "hunter2")
+    with pytest.raises((ConfigError, ValueError), match="password_reference"):
+        parse_config(data)
 
 
 def test_diff_ignores_name_and_reports_changes():
