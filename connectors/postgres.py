@@ -9,11 +9,35 @@ import psycopg
 
 
 class PostgresUnreachable(Exception):
+    """The database did not let us in: unreachable, or refusing, with the config field to check."""
+
     exit_code = 3
 
-    def __init__(self, endpoint: str, detail: str):
-        self.endpoint = endpoint
-        super().__init__(f"PostgreSQL at {endpoint} is unreachable: {detail}")
+    def __init__(self, endpoint: str, detail: str, what: str = "is unreachable", field: str | None = None):
+        self.endpoint, self.field = endpoint, field
+        super().__init__(f"PostgreSQL at {endpoint} {what}" + (f" (check {field})" if field else "")
+                         + (f": {detail}" if detail else ""))
+
+
+# libpq's words for each refusal -> what it means and the config fields to check.
+_REFUSALS = (
+    (("password authentication failed", "no password supplied", "password is required"),
+     "refused the credentials", "postgres.user / postgres.password"),
+    (("certificate verify failed", "root certificate file", "certificate is not yet valid", "has expired"),
+     "presented a certificate the configured CA does not vouch for", "postgres.sslrootcert"),
+    (("does not match host name", "server certificate for"),
+     "presented a certificate for another host name", "postgres.host / postgres.sslmode"),
+    (("no encryption", "server does not support SSL", "SSL off", "SSL is not enabled"),
+     "refused the connection's TLS setting", "postgres.sslmode"),
+)
+
+
+def classify(detail: str) -> tuple[str, str | None]:
+    low = detail.lower()
+    for words, what, field in _REFUSALS:
+        if any(w.lower() in low for w in words):
+            return what, field
+    return "is unreachable", None
 
 
 @contextmanager
@@ -22,8 +46,11 @@ def connect(dsn: dict[str, Any], autocommit: bool = True) -> Iterator[psycopg.Co
     try:
         conn = psycopg.connect(autocommit=autocommit, **dsn)
     except psycopg.OperationalError as exc:
-        # The driver's message never carries the password; keep only its first line.
-        raise PostgresUnreachable(endpoint, str(exc).strip().splitlines()[0] if str(exc).strip() else "") from None
+        # The driver's message never carries the password. libpq may report one failure per
+        # attempt (sslmode=prefer tries TLS, then plaintext): the line naming a refusal wins.
+        lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+        detail = next((line for line in lines if classify(line)[1]), lines[0] if lines else "")
+        raise PostgresUnreachable(endpoint, detail[:300], *classify(detail)) from None
     try:
         yield conn
     finally:

@@ -81,7 +81,26 @@ def _redis(config: Config) -> None:
                                      _short(str(exc))) from None
         raise
     except (redis.ConnectionError, redis.TimeoutError) as exc:
-        raise EndpointUnreachable("redis", config.redis.url, _short(str(exc))) from None
+        raise EndpointUnreachable("redis", config.redis.url, _short(str(exc)), *_tls_refusal(str(exc), "redis")) \
+            from None
+
+
+# What a TLS mismatch looks like from the client -> what it means and the config fields to check.
+_TLS_REFUSALS = (
+    (("CERTIFICATE_VERIFY_FAILED", "certificate verify failed"),
+     "presented a certificate the configured CA does not vouch for", "{s}.ca_certs"),
+    (("WRONG_VERSION_NUMBER", "wrong version number", "record layer failure"),
+     "does not speak TLS", "{s}.url: redis:// for plaintext"),
+    (("Connection closed by server", "Connection reset by peer", "Error while reading from socket"),
+     "closed the connection (a TLS-only port?)", "{s}.url: rediss:// for TLS"),
+)
+
+
+def _tls_refusal(text: str, section: str) -> tuple[str, str | None]:
+    for words, reason, field in _TLS_REFUSALS:
+        if any(w in text for w in words):
+            return reason, field.format(s=section)
+    return "is unreachable", None
 
 
 def _short(text: str) -> str:

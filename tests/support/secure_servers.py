@@ -1,0 +1,132 @@
+"""Throwaway servers that speak only TLS, with certificates made at run time by `trustme` (never
+committed): a PostgreSQL that refuses unencrypted and password-less logins, and a Redis with a TLS
+port only and an ACL user. Each runs from a temp dir on a free loopback port and is stopped by PID."""
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from pipelines.devstack.packages import postgres_binary, system_binary
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class Certificates:
+    ca: Path            # the CA that signed the servers' certificate
+    other_ca: Path      # a CA that signed nothing here: "unknown CA"
+    cert: Path
+    key: Path
+
+
+def make_certificates(folder: Path) -> Certificates:
+    import trustme
+
+    ca, other = trustme.CA(), trustme.CA()
+    server = ca.issue_cert("127.0.0.1", "localhost")
+    paths = Certificates(folder / "ca.pem", folder / "other-ca.pem", folder / "server.pem", folder / "server.key")
+    ca.cert_pem.write_to_path(str(paths.ca))
+    other.cert_pem.write_to_path(str(paths.other_ca))
+    server.cert_chain_pems[0].write_to_path(str(paths.cert))
+    server.private_key_pem.write_to_path(str(paths.key))
+    return paths
+
+
+def _wait(check, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"{what} did not start within {timeout_s} s")
+
+
+def _answers(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.3)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+@dataclass
+class TlsPostgres:
+    port: int
+    user: str
+    password: str
+    database: str = "postgres"
+
+
+@contextmanager
+def tls_postgres(certs: Certificates, user: str = "cdckit_tls", password: str = "tls-secret-1") -> Iterator[TlsPostgres]:
+    """ssl=on; loopback logins only over TLS and with a password (scram); plaintext is rejected."""
+    home = Path(tempfile.mkdtemp(prefix="cdckit-tls-pg-"))
+    owner = pwd.getpwnam("postgres") if os.geteuid() == 0 else None
+    as_owner = ["runuser", "-u", "postgres", "--"] if owner else []
+    data, port = home / "data", free_port()
+    for path in (certs.cert, certs.key):
+        shutil.copy(path, home / path.name)
+    if owner:
+        for path in (home, home / certs.cert.name, home / certs.key.name):
+            os.chown(path, owner.pw_uid, owner.pw_gid)
+    (home / certs.key.name).chmod(0o600)
+    run = lambda *argv: subprocess.run([*as_owner, *map(str, argv)], check=True, capture_output=True)  # noqa: E731
+    run(postgres_binary("initdb"), "-D", data, "-U", "postgres", "--auth-local=trust", "--auth-host=reject")
+    (data / "pg_hba.conf").write_text(
+        "local all all trust\n"
+        "hostssl all all 127.0.0.1/32 scram-sha-256\n"
+        "hostnossl all all 127.0.0.1/32 reject\n")
+    with open(data / "postgresql.conf", "a") as conf:
+        conf.write(f"\nlisten_addresses = '127.0.0.1'\nport = {port}\nunix_socket_directories = '{home}'\n"
+                   f"ssl = on\nssl_cert_file = '{home / certs.cert.name}'\nssl_key_file = '{home / certs.key.name}'\n")
+    run(postgres_binary("pg_ctl"), "-D", data, "-l", home / "log", "-w", "start")
+    try:
+        run(postgres_binary("psql"), "-h", home, "-p", port, "-U", "postgres", "-c",
+            f"CREATE ROLE {user} LOGIN PASSWORD '{password}'")
+        _wait(lambda: _answers(port), 30, "postgres")
+        yield TlsPostgres(port, user, password)
+    finally:
+        subprocess.run([*as_owner, str(postgres_binary("pg_ctl")), "-D", str(data), "-m", "immediate", "stop"],
+                       capture_output=True)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@dataclass
+class TlsRedis:
+    port: int
+    user: str
+    password: str
+
+
+@contextmanager
+def tls_redis(certs: Certificates, user: str = "cdckit", password: str = "tls-secret-2") -> Iterator[TlsRedis]:
+    """A TLS port only (no plaintext port), clients not asked for certificates, one ACL user and
+    the default user off."""
+    home = Path(tempfile.mkdtemp(prefix="cdckit-tls-redis-"))
+    port = free_port()
+    (home / "redis.conf").write_text(
+        f"port 0\ntls-port {port}\nbind 127.0.0.1\ndir {home}\nsave \"\"\nappendonly no\n"
+        f"tls-cert-file {certs.cert}\ntls-key-file {certs.key}\ntls-ca-cert-file {certs.ca}\ntls-auth-clients no\n"
+        f"user default off\nuser {user} on >{password} ~* &* +@all\n")
+    proc = subprocess.Popen([str(system_binary("redis-server", "redis", "redis-server")), str(home / "redis.conf")],
+                            stdout=open(home / "log", "wb"), stderr=subprocess.STDOUT)
+    try:
+        _wait(lambda: _answers(port) or proc.poll() is not None, 30, "redis")
+        if proc.poll() is not None:
+            raise RuntimeError(f"redis-server exited: {(home / 'log').read_text()[-1000:]}")
+        yield TlsRedis(port, user, password)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        shutil.rmtree(home, ignore_errors=True)
