@@ -62,7 +62,8 @@ def _search(config: Config) -> None:
                                      "search.api_key", f"HTTP {status}") from None
         if isinstance(status, int):
             return  # it answers; other statuses on / (some proxies) are not our concern here
-        raise EndpointUnreachable("search", config.search.url, type(exc).__name__) from None
+        raise EndpointUnreachable("search", config.search.url, _short(f"{type(exc).__name__}: {exc}"),
+                                  *_tls_refusal(_chained(exc), "search")) from None
 
 
 def _redis(config: Config) -> None:
@@ -90,17 +91,31 @@ _TLS_REFUSALS = (
     (("CERTIFICATE_VERIFY_FAILED", "certificate verify failed"),
      "presented a certificate the configured CA does not vouch for", "{s}.ca_certs"),
     (("WRONG_VERSION_NUMBER", "wrong version number", "record layer failure"),
-     "does not speak TLS", "{s}.url: redis:// for plaintext"),
-    (("Connection closed by server", "Connection reset by peer", "Error while reading from socket"),
-     "closed the connection (a TLS-only port?)", "{s}.url: rediss:// for TLS"),
+     "does not speak TLS", "{s}.url: {plain} for plaintext"),
+    (("Connection closed by server", "Connection reset by peer", "Error while reading from socket",
+      "Connection aborted", "RemoteDisconnected"),
+     "closed the connection (a TLS-only port?)", "{s}.url: {tls} for TLS"),
 )
+_SCHEMES = {"redis": ("redis://", "rediss://"), "search": ("http://", "https://")}
 
 
 def _tls_refusal(text: str, section: str) -> tuple[str, str | None]:
+    plain, tls = _SCHEMES[section]
     for words, reason, field in _TLS_REFUSALS:
         if any(w in text for w in words):
-            return reason, field.format(s=section)
+            return reason, field.format(s=section, plain=plain, tls=tls)
     return "is unreachable", None
+
+
+def _chained(exc: BaseException) -> str:
+    """The exception with its causes: client libraries wrap the TLS error that says what happened
+    (elasticsearch-py's TlsError reads just "TLS error")."""
+    parts, seen = [], set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        parts += [str(exc), *(str(e) for e in getattr(exc, "errors", ()) or ())]
+        exc = exc.__cause__ or exc.__context__
+    return " | ".join(parts)
 
 
 def _short(text: str) -> str:

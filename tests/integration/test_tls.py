@@ -103,3 +103,56 @@ def test_redis_over_tls_with_an_acl_user(redis_server, certs, monkeypatch):
                                            url=f"redis://127.0.0.1:{redis_server.port}/0"), EndpointUnreachable)
     assert endpoint in plaintext and "redis.url" in plaintext
     assert redis_server.password not in wrong + unknown_ca + plaintext
+
+
+@pytest.fixture(scope="module")
+def search_server(certs):
+    from tests.support.secure_servers import tls_search
+
+    with tls_search(certs) as server:
+        yield server
+
+
+def search_config(server, monkeypatch, kind: str, password: str, url: str | None = None, ca=None):
+    monkeypatch.setenv("CDCKIT_TEST_SEARCH_PASSWORD", password)
+    search = {"kind": kind, "url": url or server.url, "username": server.user,
+              "password": {"env": "CDCKIT_TEST_SEARCH_PASSWORD"}}
+    if ca is not None:
+        search["ca_certs"] = str(ca)
+    return parse_config({**BASE, "search": search})
+
+
+def search_refusal(cfg, kind) -> str:
+    from pipelines.ops.preflight import _search
+
+    with pytest.raises(kind) as raised:
+        _search(cfg)
+    text = str(raised.value)
+    assert "\n" not in text, text
+    return text
+
+
+@pytest.mark.parametrize("kind", ["opensearch", "elasticsearch"])
+def test_search_over_https_with_basic_auth(search_server, certs, monkeypatch, kind):
+    from pipelines.apply.stores import search_engine
+    from pipelines.ops.preflight import _search
+
+    cfg = search_config(search_server, monkeypatch, kind, search_server.password, ca=certs.ca)
+    _search(cfg)
+    engine = search_engine(cfg)
+    index = f"tls_{kind}"
+    engine.create_index(index, None)
+    engine.bulk([{"index": {"_index": index, "_id": "1"}}, {"name": "over tls"}])
+    engine.refresh(index)
+    assert engine.mget(index, ["1"])["1"]["name"] == "over tls"
+    engine.delete_index(index)
+    wrong = search_refusal(search_config(search_server, monkeypatch, kind, "nope", ca=certs.ca), CredentialsRefused)
+    assert search_server.url in wrong and "search.username / search.password" in wrong
+    unknown_ca = search_refusal(search_config(search_server, monkeypatch, kind, search_server.password,
+                                              ca=certs.other_ca), EndpointUnreachable)
+    assert search_server.url in unknown_ca and "search.ca_certs" in unknown_ca
+    plain = search_server.url.replace("https://", "http://")
+    plaintext = search_refusal(search_config(search_server, monkeypatch, kind, search_server.password, url=plain),
+                               EndpointUnreachable)
+    assert plain in plaintext and "search.url" in plaintext
+    assert search_server.password not in wrong + unknown_ca + plaintext

@@ -130,3 +130,75 @@ def tls_redis(certs: Certificates, user: str = "cdckit", password: str = "tls-se
         proc.terminate()
         proc.wait(10)
         shutil.rmtree(home, ignore_errors=True)
+
+
+@dataclass
+class TlsSearch:
+    url: str
+    user: str
+    password: str
+
+
+@contextmanager
+def tls_search(certs: Certificates, user: str = "cdckit", password: str = "tls-secret-3") -> Iterator[TlsSearch]:
+    """The search engine behind HTTPS with basic auth. Neither engine of the local stack does TLS
+    itself (osmem-server cannot; the OpenSearch node runs without its security plugin), so this is
+    the usual production shape of a proxy in front: TLS and auth checked here, the API the engine's."""
+    import base64
+    import http.client
+    import ssl
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from pipelines.devstack.packages import osmem_binary
+
+    engine_port = free_port()
+    engine = subprocess.Popen([str(osmem_binary()), "-addr", f"127.0.0.1:{engine_port}", "-no-stdin-watch"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    expected = "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+    hop = {"connection", "keep-alive", "transfer-encoding", "content-length"}
+
+    class Proxy(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args) -> None:
+            pass
+
+        def _forward(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if self.headers.get("Authorization") != expected:
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", 'Basic realm="search"')
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            upstream = http.client.HTTPConnection("127.0.0.1", engine_port, timeout=30)
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in hop | {"authorization", "host"}}
+            upstream.request(self.command, self.path, body=body or None, headers=headers)
+            resp = upstream.getresponse()
+            data = resp.read()
+            self.send_response(resp.status)
+            for k, v in resp.getheaders():
+                if k.lower() not in hop:
+                    self.send_header(k, v)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            upstream.close()
+
+        do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+    server = ThreadingHTTPServer(("127.0.0.1", free_port()), Proxy)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(str(certs.cert), str(certs.key))
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    try:
+        _wait(lambda: _answers(engine_port), 30, "osmem-server")
+        thread.start()
+        yield TlsSearch(f"https://127.0.0.1:{server.server_address[1]}", user, password)
+    finally:
+        server.shutdown()
+        server.server_close()
+        engine.terminate()
+        engine.wait(10)
