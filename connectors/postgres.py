@@ -61,10 +61,22 @@ def ensure_support_tables(conn: psycopg.Connection, heartbeat_table: str, signal
                           truncate_table: str, tables: list[str]) -> None:
     """The heartbeat table (target of Debezium's heartbeat action query), the signal table, and
     the truncate marker table with a TRUNCATE trigger on each synced table that fills it."""
-    conn.execute(f"CREATE TABLE IF NOT EXISTS {heartbeat_table} (id int PRIMARY KEY, ts timestamptz NOT NULL)")
-    conn.execute(f"CREATE TABLE IF NOT EXISTS {signal_table} "
-                 f"(id varchar(64) PRIMARY KEY, type varchar(32) NOT NULL, data varchar(2048))")
+    _create_missing(conn, heartbeat_table, HEARTBEAT_COLUMNS)
+    _create_missing(conn, signal_table, SIGNAL_COLUMNS)
     ensure_truncate_markers(conn, truncate_table, tables)
+
+
+# The support tables' columns; connectors/sql/roles.sql creates the same (a unit test compares).
+HEARTBEAT_COLUMNS = "id int PRIMARY KEY, ts timestamptz NOT NULL"
+SIGNAL_COLUMNS = "id varchar(64) PRIMARY KEY, type varchar(32) NOT NULL, data varchar(2048)"
+TRUNCATE_COLUMNS = "table_name text PRIMARY KEY, truncated_at timestamptz NOT NULL"
+
+
+def _create_missing(conn: psycopg.Connection, table: str, columns: str) -> None:
+    # Looked up first: CREATE TABLE IF NOT EXISTS needs CREATE on the schema even when the table
+    # exists, which a least-privilege role (connectors/sql/roles.sql) does not have.
+    if conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()[0] is None:
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {table} ({columns})")
 
 
 # Debezium's truncate event has no key, and Kafka refuses a keyless record on a compacted topic (the
@@ -88,15 +100,19 @@ def marker_trigger_name(truncate_table: str) -> str:
 
 
 def ensure_truncate_markers(conn: psycopg.Connection, truncate_table: str, tables: list[str]) -> None:
-    conn.execute(f"CREATE TABLE IF NOT EXISTS {truncate_table} "
-                 f"(table_name text PRIMARY KEY, truncated_at timestamptz NOT NULL)")
+    _create_missing(conn, truncate_table, TRUNCATE_COLUMNS)
     if not conn.execute("SELECT 1 FROM pg_proc WHERE proname = 'cdckit_record_truncate' "
                         "AND pronamespace = 'public'::regnamespace").fetchone():
         conn.execute(_MARKER_FUNCTION)
     trigger = marker_trigger_name(truncate_table)
     for table in tables:
-        if conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()[0] is None:
+        oid = conn.execute("SELECT to_regclass(%s)::oid", (table,)).fetchone()[0]
+        if oid is None:
             continue  # not created yet: the publication step names it
+        # The trigger's name stands for its marker table, so one that exists is right; creating
+        # only missing ones spares a role that has not the TRIGGER privilege (the DBA added them).
+        if conn.execute("SELECT 1 FROM pg_trigger WHERE tgrelid = %s AND tgname = %s", (oid, trigger)).fetchone():
+            continue
         conn.execute(f"CREATE OR REPLACE TRIGGER {trigger} AFTER TRUNCATE ON {table} "
                      f"FOR EACH STATEMENT EXECUTE FUNCTION public.cdckit_record_truncate('{truncate_table}')")
 

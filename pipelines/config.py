@@ -286,6 +286,12 @@ class SparkConfig(_Strict):
         return f"{m[1]} {unit}"
 
 
+class DeadLetterConfig(_Strict):
+    include_values: bool = Field(True, description="false: a dead letter keeps the record's key, source "
+                                 "position and reason but not its value (the row image); `dlq replay` "
+                                 "reads each key's newest record from the change topic either way")
+
+
 class Config(_Strict):
     topic_prefix: str = Field("cdc", pattern=r"^[A-Za-z0-9_\-]+$")
     postgres: PostgresConfig
@@ -296,6 +302,7 @@ class Config(_Strict):
     redis: RedisConfig
     spark: SparkConfig = Field(default_factory=SparkConfig)
     dlq_topic: str | None = None
+    dlq: DeadLetterConfig = Field(default_factory=DeadLetterConfig)
     metrics_port: int = Field(9464, ge=0, le=65535, description="Prometheus metrics of `cdckit run`; 0 = off")
     metrics_host: str = Field("127.0.0.1", description="address the metrics listen on (0.0.0.0 in a container)")
     sinks: list[Literal["search", "cache"]] = Field(default_factory=lambda: ["search", "cache"], min_length=1,

@@ -18,6 +18,18 @@ class ConfigError(CdckitError):
         super().__init__(f"config error at '{field}': {message}")
 
 
+class PrivilegesMissing(ConfigError):
+    """The configured Postgres user lacks privileges cdckit or Debezium need (each named, as a DBA
+    grants it); nothing was started. Exit 2, like any config error: the fix is a grant, or another
+    `postgres.user` (connectors/sql/roles.sql creates one that has them)."""
+
+    def __init__(self, user: str, missing: list[str]):
+        self.missing = missing
+        shown = "; ".join(missing[:5]) + (f"; and {len(missing) - 5} more" if len(missing) > 5 else "")
+        super().__init__("postgres.user", f"{user} lacks {shown} (`cdckit config check --connect` lists all; "
+                         "connectors/sql/roles.sql grants them)")
+
+
 class EndpointUnreachable(CdckitError):
     """A server named in the config does not answer."""
 

@@ -11,13 +11,19 @@ from connectors.kafka.offsets import end_offsets
 from derived.change import DeadLetter
 
 
+DROPPED = "cdckit.value.dropped"  # header: the record had a value, left out (dlq.include_values: false)
+
+
 class DeadLetterWriter:
     """The dead-letter sink of the pipeline: a Kafka producer."""
 
-    def __init__(self, kafka_conf: dict, topic: str):
+    def __init__(self, kafka_conf: dict, topic: str, include_values: bool = True):
         from confluent_kafka import Producer
 
         self.topic = topic
+        # Without values a letter holds no row image (personal data stays in the change topics,
+        # whose access and retention are already governed); replay never needs it.
+        self.include_values = include_values
         # One partition, kept, not compacted: every letter matters.
         ensure_topic(kafka_conf, topic)
         self._producer = Producer({**kafka_conf, "linger.ms": 5, "enable.idempotence": False})
@@ -31,11 +37,13 @@ class DeadLetterWriter:
         """Produce and wait for every letter; raises if any is not acknowledged (the batch is retried)."""
         count = 0
         for dl in letters:
+            value = dl.value if self.include_values else None
             headers = {"cdckit.reason": dl.reason, "cdckit.stage": dl.stage,
                        "cdckit.source.topic": dl.position.topic,
                        "cdckit.source.partition": str(dl.position.partition),
-                       "cdckit.source.offset": str(dl.position.offset), **{f"cdckit.{k}": v for k, v in dl.extra.items()}}
-            self._producer.produce(self.topic, key=dl.key, value=dl.value,
+                       "cdckit.source.offset": str(dl.position.offset), **{f"cdckit.{k}": v for k, v in dl.extra.items()},
+                       **({DROPPED: "true"} if value is None and dl.value is not None else {})}
+            self._producer.produce(self.topic, key=dl.key, value=value,
                                    headers=[(k, v.encode()) for k, v in headers.items()], on_delivery=self._delivered)
             count += 1
         if count:
@@ -59,12 +67,13 @@ class Letter:
     reason: str
     key: bytes | None
     value: bytes | None
+    value_dropped: bool = False
 
     def as_json(self) -> dict[str, Any]:
         return {"offset": self.offset, "source": f"{self.source_topic}[{self.source_partition}]@{self.source_offset}",
                 "stage": self.stage, "reason": self.reason,
                 "key": None if self.key is None else self.key.decode(errors="replace")[:200],
-                "value_bytes": None if self.value is None else len(self.value)}
+                "value_bytes": None if self.value is None else len(self.value), "value_dropped": self.value_dropped}
 
 
 def read_letters(conf: dict[str, Any], topic: str, from_offset: int = 0) -> list[Letter]:
@@ -89,7 +98,8 @@ def read_letters(conf: dict[str, Any], topic: str, from_offset: int = 0) -> list
                 h = {k: (v or b"").decode(errors="replace") for k, v in (m.headers() or [])}
                 letters.append(Letter(m.offset(), h.get("cdckit.source.topic", ""),
                                       int(h.get("cdckit.source.partition", 0)), int(h.get("cdckit.source.offset", -1)),
-                                      h.get("cdckit.stage", ""), h.get("cdckit.reason", ""), m.key(), m.value()))
+                                      h.get("cdckit.stage", ""), h.get("cdckit.reason", ""), m.key(), m.value(),
+                                      h.get(DROPPED) == "true"))
     finally:
         c.close()
     return letters

@@ -1,7 +1,9 @@
-"""`cdckit config check`."""
+"""`cdckit config check|roles-sql`."""
 from __future__ import annotations
 
 from pathlib import Path
+
+import click
 
 from pipelines.cli.base import app, config_option, load
 from pipelines.cli.render import say
@@ -14,8 +16,39 @@ def config_group() -> None:
 
 @config_group.command("check")
 @config_option
-def config_check(config_path: Path) -> None:
-    """Validate the config (fields and secrets) without contacting anything."""
+@click.option("--connect", is_flag=True, help="also connect to PostgreSQL and report each privilege "
+              "postgres.user lacks (exit 2 if any)")
+def config_check(config_path: Path, connect: bool) -> None:
+    """Validate the config (fields and secrets); without --connect, nothing is contacted."""
     cfg = load(config_path)
     say(f"config ok: {len(cfg.tables)} table(s), topic prefix '{cfg.topic_prefix}', "
         f"search {cfg.search.kind} at {cfg.search.url}, redis at {cfg.redis.url}")
+    if connect:
+        from pipelines.errors import PrivilegesMissing
+        from pipelines.ops import privileges
+
+        lacking = privileges.missing(cfg)
+        for line in lacking:
+            say(f"missing privilege: {line}")
+        if lacking:
+            raise PrivilegesMissing(cfg.postgres.user, lacking)
+        say(f"postgres: {cfg.postgres.user} has every privilege the pipeline needs")
+
+
+@config_group.command("roles-sql")
+@config_option
+@click.option("--cdc-role", default="cdckit_cdc", show_default=True,
+              help="the replication role (Debezium, and cdckit's postgres.user)")
+@click.option("--reader-role", default="cdckit_reader", show_default=True,
+              help="the read-only role (a config for `cdckit verify` and `status`)")
+def config_roles_sql(config_path: Path, cdc_role: str, reader_role: str) -> None:
+    """Print connectors/sql/roles.sql for this config's tables, for a superuser to run with psql."""
+    from pipelines.errors import ConfigError
+    from pipelines.ops import privileges
+
+    cfg = load(config_path)
+    try:
+        script = privileges.roles_script(cfg, cdc_role, reader_role)
+    except ValueError as exc:
+        raise ConfigError("--cdc-role/--reader-role", str(exc)) from None
+    click.echo(script, nl=False)

@@ -11,6 +11,8 @@ itself (`newest_records`). Versions alone do not make an old letter harmless:
 The newest record of a key is in the same partition at an offset at or after the letter's
 (Debezium keys records by primary key, and the partition of a key never changes while its topic
 exists). Letters that still fail are reported, not written back (the originals stay in the topic).
+So a letter's own value is needed only when its key is missing or its source partition can no
+longer be read: letters written without values (`dlq.include_values: false`) replay the same.
 """
 from __future__ import annotations
 
@@ -55,6 +57,12 @@ def newest_records(letters: list[Letter], later: dict[tuple[str, int], list[dict
     return [rows[k] for k in sorted(rows)]
 
 
+def replayable(letter: Letter, later: dict[tuple[str, int], list[dict[str, Any]]]) -> bool:
+    """The letter has something to replay: its key's records in its source partition, or its own value."""
+    return (letter.key is not None and (letter.source_topic, letter.source_partition) in later) \
+        or letter.value is not None
+
+
 def _later_records(config: Config, letters: list[Letter]) -> dict[tuple[str, int], list[dict[str, Any]]]:
     """Each lettered source partition's records from its first letter to its end now; a partition
     that can no longer be read (its topic deleted) is left out."""
@@ -93,12 +101,13 @@ def replay(config: Config, letters: list[Letter]) -> dict[str, Any]:
 
     stores = stores_from_config(config)
     fences = FenceStore(config.spark.checkpoint_dir).before(1 << 62)
-    rows = newest_records(letters, _later_records(config, letters))
+    later = _later_records(config, letters)
+    rows = newest_records(letters, later)
     collect = CollectedLetters()
     how = ApplyOptions(known_cuts=TruncateCuts(config.spark.checkpoint_dir).known)
     stats = apply_records(rows, stores, dict(fences), collect, how=how) if rows else None
     failed = {(d.position.topic, d.position.partition, d.position.offset): d.reason for d in collect.failed}
-    replayed = sum(1 for x in letters if x.value is not None)
+    replayed = sum(1 for x in letters if replayable(x, later))
     return {"letters": len(letters), "replayed": replayed, "without_payload": len(letters) - replayed,
             "records_applied": len(rows),
             "search_applied": stats.search_applied if stats else 0, "cache_applied": stats.cache_applied if stats else 0,

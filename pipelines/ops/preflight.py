@@ -14,8 +14,9 @@ log = logging.getLogger("cdckit.preflight")
 
 
 def check(config: Config, kafka: bool = True, postgres: str = "no") -> None:
-    """postgres: "no"; "required" (also checks the configured tables, see pipelines/ops/table_checks.py);
-    "if_reachable" (the streaming job does not need the database: checked when it answers)."""
+    """postgres: "no"; "required" (also checks the configured tables, see pipelines/ops/table_checks.py,
+    and the user's privileges, pipelines/ops/privileges.py); "if_reachable" (the streaming job does
+    not need the database: its tables are checked when it answers)."""
     if kafka:
         _kafka(config)
     if "search" in config.sinks:
@@ -24,10 +25,13 @@ def check(config: Config, kafka: bool = True, postgres: str = "no") -> None:
         _redis(config)
     if postgres != "no":
         from connectors.postgres import PostgresUnreachable
+        from pipelines.ops import privileges
         from pipelines.ops.table_checks import check_database_tables
 
         try:
             check_database_tables(config)
+            if postgres == "required":
+                privileges.require(config)
         except PostgresUnreachable as exc:
             if postgres == "required":
                 raise

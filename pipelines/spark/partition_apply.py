@@ -45,7 +45,8 @@ def worker_resources(config_json: bytes, targets: Targets | None = None):
         config = parse_config(orjson.loads(config_json))
         if targets is None:
             _workers[key] = (stores_from_config(config),
-                             DeadLetterWriter(config.kafka.client_config(), config.dead_letter_topic))
+                             DeadLetterWriter(config.kafka.client_config(), config.dead_letter_topic,
+                                              config.dlq.include_values))
         else:
             _workers[key] = stores_from_config(config, targets)
     return _workers[key]

@@ -156,7 +156,8 @@ def _bulk_range(config_json: bytes, targets: Targets, work: RebuildWork, topic: 
     apply_s = time.perf_counter() - t
     for letter in dead:
         letter.extra["rebuild"] = work.name
-    written = DeadLetterWriter(config.kafka.client_config(), config.dead_letter_topic).write(dead) if dead else 0
+    written = DeadLetterWriter(config.kafka.client_config(), config.dead_letter_topic,
+                               config.dlq.include_values).write(dead) if dead else 0
     report_progress(work, topic, partition, read=fold.records, applied=len(survivors), survivors=len(survivors),
                     done=True)
     return pa.RecordBatch.from_pylist([{
@@ -296,7 +297,8 @@ def _apply_fresh(config_json: bytes, targets: Targets, fences: dict[str, int], c
     how = ApplyOptions(defer_truncates=True, known_cuts=cuts, fresh_generation=True)
     # Rejections are the fresh generation's own (its mappings may differ from the live one's).
     config = parse_config(orjson.loads(config_json))
-    dlq = MarkedLetters(DeadLetterWriter(config.kafka.client_config(), config.dead_letter_topic))
+    dlq = MarkedLetters(DeadLetterWriter(config.kafka.client_config(), config.dead_letter_topic,
+                                         config.dlq.include_values))
     rows = list(apply_rows(chunks, worker_resources(config_json, targets), dlq, dict(fences), how=how))
     if rows:
         yield pa.RecordBatch.from_pylist(rows, schema=STATS_SCHEMA)

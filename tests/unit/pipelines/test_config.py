@@ -112,3 +112,12 @@ def test_tables_with_overlapping_redis_keys_are_refused():
     assert exc.value.field == "tables.1.redis_key" and "public.users" in str(exc.value)
     tables[1]["redis_key"] = "prefs:{id}"
     assert len(parse_config(with_("tables", tables)).tables) == 2
+
+
+def test_dead_letters_keep_values_unless_told_not_to():
+    assert parse_config(BASE).dlq.include_values is True
+    assert parse_config(with_("dlq", {"include_values": False})).dlq.include_values is False
+    with pytest.raises(ConfigError, match="dlq.include_values"):
+        parse_config(with_("dlq", {"include_values": "sometimes"}))
+    with pytest.raises(ConfigError, match="dlq.topic"):
+        parse_config(with_("dlq", {"topic": "x"}))

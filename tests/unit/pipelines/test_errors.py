@@ -43,3 +43,12 @@ def test_a_java_failure_is_its_innermost_cause():
 
 def test_text_without_an_exception_is_its_first_line():
     assert str(from_spark_failure("\n  query stopped for no reason given\nmore")) == "query stopped for no reason given"
+
+
+def test_missing_privileges_are_a_config_error_at_postgres_user():
+    from pipelines.errors import PrivilegesMissing
+
+    error = PrivilegesMissing("cdc", [f"SELECT on public.t{i}" for i in range(7)])
+    assert isinstance(error, ConfigError) and error.exit_code == 2 and error.field == "postgres.user"
+    assert "cdc lacks SELECT on public.t0;" in str(error) and "and 2 more" in str(error)
+    assert len(error.missing) == 7

@@ -38,3 +38,13 @@ def test_two_letters_of_one_key_give_one_record():
     later = {("t", 0): [_rec(b"a", 5), _rec(b"a", 6), _rec(b"a", 7, b"last")]}
     rows = newest_records([_letter(b"a", 5), _letter(b"a", 6)], later)
     assert [r["offset"] for r in rows] == [7]
+
+
+def test_letters_without_values_replay_their_keys_newest_record():
+    from pipelines.ops.dead_letters import replayable
+
+    later = {("t", 0): [_rec(b"a", 5, b"old"), _rec(b"a", 7, b"new")]}
+    letters = [_letter(b"a", 5, None), _letter(None, 3, None), _letter(b"k", 4, None, partition=1)]
+    rows = newest_records(letters, later)
+    assert [(r["key"], r["offset"], r["value"]) for r in rows] == [(b"a", 7, b"new")]
+    assert [replayable(x, later) for x in letters] == [True, False, False]
