@@ -9,19 +9,22 @@ pytestmark = pytest.mark.integration
 SECRET = "Sup3r-S3cret-Pa55"
 
 
-def test_connector_status_masks_password(stack, tmp_path):
+@pytest.mark.parametrize("secrets,shown", [("reference", "database.password=${env:CDCKIT_PW}"),
+                                            ("inline", "database.password=****")])
+def test_connector_status_masks_password(stack, tmp_path, secrets, shown):
     from tests.support.integration import drop_connector, pg
 
     with pg(stack) as conn:
         conn.execute("CREATE TABLE IF NOT EXISTS public.masked_pw (id int PRIMARY KEY)")
     data = stack.config(tables=[{"name": "public.masked_pw"}])
     data["postgres"]["password"] = {"env": "CDCKIT_PW"}
+    data["connect"]["secrets"] = secrets
     path = write_config(tmp_path, data)
     try:
         # trust auth accepts any password, so the connector really gets created with it
         result = cli("connector", "apply", "-c", str(path), env={"CDCKIT_PW": SECRET})
         assert result.returncode == 0, result.stderr
-        assert "database.password=****" in result.stdout
+        assert shown in result.stdout
         status = cli("connector", "status", "--json", "-c", str(path), env={"CDCKIT_PW": SECRET})
         for text in (result.stdout, result.stderr, status.stdout, status.stderr):
             assert SECRET not in text
