@@ -48,8 +48,20 @@ class CredentialsRefused(CdckitError):
     exit_code = 3
 
     def __init__(self, what: str, endpoint: str, fields: str, detail: str = ""):
+        self.what, self.endpoint, self.fields = what, endpoint, fields
         super().__init__(f"{what} at {endpoint} refused the credentials (check {fields})"
                          + (f": {detail}" if detail else ""))
+
+
+class SecurityMismatch(CdckitError):
+    """A server answers, but not the way the config says to talk to it: another protocol on that
+    port, or a TLS certificate the configured CA did not sign."""
+
+    exit_code = 3
+
+    def __init__(self, what: str, endpoint: str, problem: str, fields: str, detail: str = ""):
+        self.what, self.endpoint, self.fields = what, endpoint, fields
+        super().__init__(f"{what} at {endpoint} {problem} (check {fields})" + (f": {detail}" if detail else ""))
 
 
 class RebuildRefused(CdckitError):

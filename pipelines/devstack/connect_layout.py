@@ -5,7 +5,9 @@ them in plugin isolation as it does in production.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from connectors.connect_secrets import worker_provider_properties
 from pipelines.devstack.jars import component_dir
@@ -26,7 +28,15 @@ def assemble(connect_dir: Path) -> tuple[Path, Path]:
     return component_dir("connect"), plugins
 
 
-def worker_properties(bootstrap: str, port: int, plugins: Path, group: str = "cdckit-connect") -> str:
+CLIENT_PREFIXES = ("", "producer.", "consumer.", "admin.")
+
+
+def worker_properties(bootstrap: str, port: int, plugins: Path, group: str = "cdckit-connect",
+                      client: Mapping[str, Any] | None = None) -> str:
+    """client: the Java client's security settings (KafkaConfig.java_client_config(): protocol,
+    SASL, trust store), for the worker's own clients and, prefixed producer./consumer./admin., the
+    ones it makes for connectors: a worker on a SASL_SSL listener needs them four times.
+    `bootstrap` names the brokers (a bootstrap.servers in `client` is ignored)."""
     props = {
         "bootstrap.servers": bootstrap,
         "group.id": group,
@@ -58,6 +68,18 @@ def worker_properties(bootstrap: str, port: int, plugins: Path, group: str = "cd
         "heartbeat.interval.ms": "1000",
         "scheduled.rebalance.max.delay.ms": "0",
         # No client telemetry pushes (the broker has no metrics plugin: each push logs a warning).
-        **{f"{p}enable.metrics.push": "false" for p in ("", "producer.", "consumer.", "admin.")},
+        **{f"{p}enable.metrics.push": "false" for p in CLIENT_PREFIXES},
     }
-    return "".join(f"{k}={v}\n" for k, v in props.items())
+    for key, value in (client or {}).items():
+        if key != "bootstrap.servers":
+            props.update({f"{p}{key}": str(value) for p in CLIENT_PREFIXES})
+    return properties_text(props)
+
+
+def properties_text(props: Mapping[str, Any]) -> str:
+    """A Java .properties file: a backslash in a value (a JAAS password may have one) is escaped,
+    and a line break, so each setting stays one line."""
+    def escaped(value: Any) -> str:
+        return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+
+    return "".join(f"{k}={escaped(v)}\n" for k, v in props.items())

@@ -4,15 +4,17 @@ from __future__ import annotations
 import base64
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 
 import requests
 
 from pipelines.devstack import processes
-from pipelines.devstack.connect_layout import assemble, worker_properties
+from pipelines.devstack.connect_layout import assemble, properties_text, worker_properties
 from pipelines.devstack.jars import component_dir, jar_version
 from pipelines.devstack.packages import MissingPackage, check_major, postgres_binary, system_binary
 from pipelines.devstack.settings import StackSettings
@@ -219,16 +221,25 @@ class Kafka(Server):
         if self.pid() is None and processes.port_in_use(self.controller_port):
             raise MissingPackage(self.name, f"a free controller port ({self.controller_port} is taken)")
 
+    def properties(self) -> str:
+        """server.properties (a subclass may add listeners: tests/support/secure_kafka.py)."""
+        return broker_properties(self.port, self.controller_port, self.data)
+
+    def format_options(self) -> list[str]:
+        """More options of the one-off `kafka-storage format` (e.g. --add-scram users)."""
+        return []
+
     def prepare(self) -> None:
         super().prepare()
-        (self.home / "server.properties").write_text(broker_properties(self.port, self.controller_port, self.data))
+        (self.home / "server.properties").write_text(self.properties())
         _log4j2(self.home, quiet=("kafka.log.LogCleaner", "org.apache.kafka.storage.internals.log",
                                   "kafka.coordinator", "org.apache.kafka.coordinator"))
         if not (self.data / "meta.properties").exists():
             # KRaft needs its log directory formatted once with a cluster id.
             cluster_id = kraft_cluster_id()
             subprocess.run(self._java("kafka.tools.StorageTool", "format", "--standalone", "-t", cluster_id,
-                                      "-c", str(self.home / "server.properties"), heap="-Xmx256m"),
+                                      "-c", str(self.home / "server.properties"), *self.format_options(),
+                                      heap="-Xmx256m"),
                            check=True, capture_output=True)
 
     def healthy(self) -> bool:
@@ -241,15 +252,25 @@ class Kafka(Server):
         return f"Apache Kafka {jar_version('kafka', 'kafka_2.13') or '?'} (KRaft)"
 
 
-def broker_properties(port: int, controller_port: int, data: Path) -> str:
+def broker_properties(port: int, controller_port: int, data: Path,
+                      extra_listeners: Mapping[str, tuple[str, int]] | None = None,
+                      extra: Mapping[str, str] | None = None) -> str:
+    """A combined broker and controller on loopback. PLAINTEXT on `port` stays the inter-broker
+    listener; `extra_listeners` (name -> (security protocol, port)) are served and advertised
+    beside it, set up by `extra` (e.g. sasl_ssl_listener_settings)."""
+    served = {"PLAINTEXT": ("PLAINTEXT", port), **(extra_listeners or {})}
+    if "CONTROLLER" in served:
+        raise ValueError("CONTROLLER is the controller's listener")
+    advertised = ",".join(f"{name}://127.0.0.1:{p}" for name, (_, p) in served.items())
     props = {
         "process.roles": "broker,controller",
         "node.id": "1",
         "controller.quorum.bootstrap.servers": f"127.0.0.1:{controller_port}",
-        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "listeners": f"{advertised},CONTROLLER://127.0.0.1:{controller_port}",
+        "advertised.listeners": advertised,
         "controller.listener.names": "CONTROLLER",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "listener.security.protocol.map": ",".join(f"{name}:{protocol}" for name, (protocol, _) in served.items())
+                                          + ",CONTROLLER:PLAINTEXT",
         "log.dirs": str(data),
         # Topics are created on purpose (Debezium, Connect, cdckit), never by a stray metadata request.
         "auto.create.topics.enable": "false",
@@ -265,8 +286,38 @@ def broker_properties(port: int, controller_port: int, data: Path) -> str:
         # segments and a low dirty ratio is compacted within seconds, which tests rely on.
         "log.cleaner.backoff.ms": "1000",
         "log.retention.check.interval.ms": "5000",
+        **(extra or {}),
     }
-    return "".join(f"{k}={v}\n" for k, v in props.items())
+    return properties_text(props)
+
+
+SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
+
+
+def sasl_ssl_listener_settings(listener: str, keystore: Path, mechanism: str = "SCRAM-SHA-512") -> dict[str, str]:
+    """Broker settings of a SASL_SSL listener: TLS with a PEM key store (the private key, PKCS#8
+    and unencrypted, then the certificate chain, in one file) and SCRAM logins checked against the
+    credentials in the cluster metadata (`kafka-storage format --add-scram`, or the Admin API).
+    No client certificates. The listener only authenticates: the broker has no authorizer."""
+    if not mechanism.startswith("SCRAM-"):
+        raise ValueError(f"only SCRAM mechanisms are stored by the broker, not {mechanism}")
+    prefix = f"listener.name.{listener.lower()}."
+    return {
+        f"{prefix}sasl.enabled.mechanisms": mechanism,
+        # Server side: no user of its own (inter-broker traffic stays on PLAINTEXT).
+        f"{prefix}{mechanism.lower()}.sasl.jaas.config": f"{SCRAM_LOGIN_MODULE} required;",
+        f"{prefix}ssl.keystore.type": "PEM",
+        f"{prefix}ssl.keystore.location": str(keystore),
+        f"{prefix}ssl.client.auth": "none",
+    }
+
+
+def scram_format_option(mechanism: str, user: str, password: str) -> list[str]:
+    """`kafka-storage format` options creating a SCRAM user with the cluster (KRaft)."""
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", user) or not re.fullmatch(r"[A-Za-z0-9_.@%+-]+", password):
+        # The option's [name=...,password=...] syntax has no quoting for ',', ']', '=' or spaces.
+        raise ValueError("SCRAM user names and passwords here are letters, digits and _.-@%+ only")
+    return ["--add-scram", f"{mechanism}=[name={user},password={password}]"]
 
 
 def _log4j2(home: Path, quiet: tuple[str, ...] = ()) -> None:
@@ -295,11 +346,14 @@ class Connect(Server):
         self.argv()
         assemble(self.home)
 
+    def worker_properties(self, plugins: Path) -> str:
+        """worker.properties (a subclass may set the clients' security: tests/support/secure_kafka.py)."""
+        return worker_properties(self.s.bootstrap_servers, self.port, plugins)
+
     def prepare(self) -> None:
         super().prepare()
         _, plugins = assemble(self.home)
-        (self.home / "worker.properties").write_text(
-            worker_properties(self.s.bootstrap_servers, self.port, plugins))
+        (self.home / "worker.properties").write_text(self.worker_properties(plugins))
         _log4j2(self.home)
 
     def start(self) -> None:
