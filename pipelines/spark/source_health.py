@@ -69,10 +69,10 @@ class SourcePoller:
     @classmethod
     def for_config(cls, config: Config, metrics, interval_s: float = POLL_S) -> "SourcePoller":
         from connectors import postgres
-        from pipelines.ops.connector import client_for
+        from connectors.connect_client import ConnectClient
         from pipelines.state.rebuild import progress_totals
 
-        client = client_for(config)
+        client = ConnectClient(config.connect.url, timeout_s=config.connect.timeout_s)
         return cls(metrics, lambda: connector_health(client, config.connector_name),
                    lambda: slot_health(lambda: postgres.connect(config.postgres.dsn_kwargs()), config.postgres.slot),
                    lambda: progress_totals(config.spark.checkpoint_dir), interval_s)
