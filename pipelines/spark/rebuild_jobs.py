@@ -64,7 +64,6 @@ def bulk(spark, config: Config, plan, work: RebuildWork, on_progress: Callable[[
     if todo:
         # One Spark partition per Kafka partition: a key and its snapshot fence live in one.
         frame = spark.createDataFrame(spark.sparkContext.parallelize(todo, len(todo)), RANGES_DDL)
-        stop = threading.Event()
         ended = threading.Event()
         watcher = threading.Thread(target=_watch_progress, args=(work, on_progress, ended, stop), daemon=True)
         watcher.start()
