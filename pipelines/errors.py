@@ -35,11 +35,9 @@ class EndpointUnreachable(CdckitError):
 
     exit_code = 3
 
-    def __init__(self, what: str, endpoint: str, detail: str = "", reason: str = "is unreachable",
-                 field: str | None = None):
-        self.what, self.endpoint, self.field = what, endpoint, field
-        super().__init__(f"{what} at {endpoint} {reason}" + (f" (check {field})" if field else "")
-                         + (f": {detail}" if detail else ""))
+    def __init__(self, what: str, endpoint: str, detail: str = ""):
+        self.what, self.endpoint = what, endpoint
+        super().__init__(f"{what} at {endpoint} is unreachable" + (f": {detail}" if detail else ""))
 
 
 class CredentialsRefused(CdckitError):

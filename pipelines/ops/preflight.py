@@ -145,8 +145,8 @@ def _search(config: Config) -> None:
                                      "search.api_key", f"HTTP {status}") from None
         if isinstance(status, int):
             return  # it answers; other statuses on / (some proxies) are not our concern here
-        raise EndpointUnreachable("search", config.search.url, _short(f"{type(exc).__name__}: {exc}"),
-                                  *_tls_refusal(_chained(exc), "search")) from None
+        raise _unreachable("search", config.search.url, _short(f"{type(exc).__name__}: {exc}"), _chained(exc)) \
+            from None
 
 
 def _redis(config: Config) -> None:
@@ -165,8 +165,7 @@ def _redis(config: Config) -> None:
                                      _short(str(exc))) from None
         raise
     except (redis.ConnectionError, redis.TimeoutError) as exc:
-        raise EndpointUnreachable("redis", config.redis.url, _short(str(exc)), *_tls_refusal(str(exc), "redis")) \
-            from None
+        raise _unreachable("redis", config.redis.url, _short(str(exc)), str(exc)) from None
 
 
 # What a TLS mismatch looks like from the client -> what it means and the config fields to check.
@@ -182,12 +181,13 @@ _TLS_REFUSALS = (
 _SCHEMES = {"redis": ("redis://", "rediss://"), "search": ("http://", "https://")}
 
 
-def _tls_refusal(text: str, section: str) -> tuple[str, str | None]:
+def _unreachable(section: str, url: str, detail: str, text: str) -> CdckitError:
+    """A TLS mismatch read from the client's error `text` (SecurityMismatch naming the field), else unreachable."""
     plain, tls = _SCHEMES[section]
-    for words, reason, field in _TLS_REFUSALS:
+    for words, problem, field in _TLS_REFUSALS:
         if any(w in text for w in words):
-            return reason, field.format(s=section, plain=plain, tls=tls)
-    return "is unreachable", None
+            return SecurityMismatch(section, url, problem, field.format(s=section, plain=plain, tls=tls), detail)
+    return EndpointUnreachable(section, url, detail)
 
 
 def _chained(exc: BaseException) -> str:

@@ -7,7 +7,7 @@ import pytest
 
 from connectors import postgres
 from pipelines.config import parse_config
-from pipelines.errors import CredentialsRefused, EndpointUnreachable
+from pipelines.errors import CredentialsRefused, SecurityMismatch
 from tests.support.configs import BASE
 from tests.support.secure_servers import make_certificates, tls_postgres, tls_redis
 
@@ -97,10 +97,10 @@ def test_redis_over_tls_with_an_acl_user(redis_server, certs, monkeypatch):
     wrong = redis_refusal(redis_config(redis_server, monkeypatch, "nope", ca=certs.ca), CredentialsRefused)
     assert endpoint in wrong and "redis.username / redis.password" in wrong
     unknown_ca = redis_refusal(redis_config(redis_server, monkeypatch, redis_server.password, ca=certs.other_ca),
-                               EndpointUnreachable)
+                               SecurityMismatch)
     assert endpoint in unknown_ca and "redis.ca_certs" in unknown_ca
     plaintext = redis_refusal(redis_config(redis_server, monkeypatch, redis_server.password,
-                                           url=f"redis://127.0.0.1:{redis_server.port}/0"), EndpointUnreachable)
+                                           url=f"redis://127.0.0.1:{redis_server.port}/0"), SecurityMismatch)
     assert endpoint in plaintext and "redis.url" in plaintext
     assert redis_server.password not in wrong + unknown_ca + plaintext
 
@@ -149,10 +149,10 @@ def test_search_over_https_with_basic_auth(search_server, certs, monkeypatch, ki
     wrong = search_refusal(search_config(search_server, monkeypatch, kind, "nope", ca=certs.ca), CredentialsRefused)
     assert search_server.url in wrong and "search.username / search.password" in wrong
     unknown_ca = search_refusal(search_config(search_server, monkeypatch, kind, search_server.password,
-                                              ca=certs.other_ca), EndpointUnreachable)
+                                              ca=certs.other_ca), SecurityMismatch)
     assert search_server.url in unknown_ca and "search.ca_certs" in unknown_ca
     plain = search_server.url.replace("https://", "http://")
     plaintext = search_refusal(search_config(search_server, monkeypatch, kind, search_server.password, url=plain),
-                               EndpointUnreachable)
+                               SecurityMismatch)
     assert plain in plaintext and "search.url" in plaintext
     assert search_server.password not in wrong + unknown_ca + plaintext
