@@ -162,3 +162,17 @@ def _table_facts(conn: psycopg.Connection, name: str, trigger: str) -> TableFact
 
 def missing_privileges(conn: psycopg.Connection, wanted: Wanted) -> list[str]:
     return missing(gather(conn, wanted), wanted)
+
+
+def missing_read_privileges(conn: psycopg.Connection, tables: list[str]) -> list[str]:
+    """What a read-only role (verify, status) lacks: USAGE on each schema and SELECT on each table."""
+    out: list[str] = []
+    for name in tables:
+        t = _table_facts(conn, name, "")
+        if not t.exists:
+            continue  # reported by the table checks
+        if not t.schema_usage and f"USAGE on schema {name.split('.', 1)[0]}" not in out:
+            out.append(f"USAGE on schema {name.split('.', 1)[0]}")
+        if "SELECT" not in t.privileges:
+            out.append(f"SELECT on {name}")
+    return out

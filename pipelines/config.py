@@ -39,12 +39,32 @@ class PostgresConfig(_Strict):
                                 description="marker rows written by a TRUNCATE trigger on each synced table")
     connector_host: str | None = Field(None, description="host Kafka Connect uses, when it differs from 'host'")
     connector_port: int | None = Field(None, ge=1, le=65535)
+    # A read-only role for what only reads (verify, status): connectors/sql/roles.sql creates one.
+    reader_user: str | None = Field(None, description="read-only role for `cdckit verify` and `status`; "
+                                                      "default: postgres.user")
+    reader_password: SecretRef | None = None
+
+    @model_validator(mode="after")
+    def _reader_password_needs_a_reader(self) -> "PostgresConfig":
+        if self.reader_password is not None and self.reader_user is None:
+            raise ValueError("reader_password is given without reader_user")
+        return self
 
     def dsn_kwargs(self) -> dict[str, Any]:
-        kw: dict[str, Any] = dict(host=self.host, port=self.port, dbname=self.database, user=self.user,
+        """As `user`: the replication role bootstrap, run, snapshot and the connector use."""
+        return self._dsn(self.user, self.password)
+
+    def reader_dsn_kwargs(self) -> dict[str, Any]:
+        """As `reader_user` when one is configured: what verify and status use (they only read)."""
+        if self.reader_user is None:
+            return self.dsn_kwargs()
+        return self._dsn(self.reader_user, self.reader_password)
+
+    def _dsn(self, user: str, password: SecretRef | None) -> dict[str, Any]:
+        kw: dict[str, Any] = dict(host=self.host, port=self.port, dbname=self.database, user=user,
                                   sslmode=self.sslmode, connect_timeout=5)
-        if self.password:
-            kw["password"] = self.password.get()
+        if password:
+            kw["password"] = password.get()
         if self.sslrootcert:
             kw["sslrootcert"] = str(self.sslrootcert)
         return kw
@@ -365,7 +385,23 @@ def _secret_refs(model: BaseModel, path: str = "") -> Iterator[tuple[str, Secret
             yield from _secret_refs(value, here)
 
 
-def parse_config(data: Any, source: str = "config") -> Config:
+def _anchor_paths(model: BaseModel, base: Path) -> None:
+    """Relative paths anywhere in the config (secret files, CA bundles, checkpoints) are relative
+    to the config file, not the working directory."""
+    for name in type(model).model_fields:
+        value = getattr(model, name)
+        if isinstance(value, Path) and not value.is_absolute():
+            object.__setattr__(model, name, (base / value).resolve())
+        elif isinstance(value, BaseModel):
+            _anchor_paths(value, base)
+        elif isinstance(value, list):
+            for item in value:
+                if isinstance(item, BaseModel):
+                    _anchor_paths(item, base)
+
+
+def parse_config(data: Any, source: str = "config", base: Path | None = None) -> Config:
+    """`base`: the folder relative paths are relative to (the config file's)."""
     if not isinstance(data, dict):
         raise ConfigError("(top level)", f"{source} must be a mapping")
     try:
@@ -376,6 +412,8 @@ def parse_config(data: Any, source: str = "config") -> Config:
         more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
         raise ConfigError(field, err["msg"] + more) from None
     _check_disjoint_keys(config)
+    if base is not None:
+        _anchor_paths(config, base)
     for field, ref in _secret_refs(config):
         try:
             ref.resolve()
@@ -411,8 +449,4 @@ def load_config(path: str | Path) -> Config:
         raise ConfigError("--config", f"no such file: {path}") from None
     except yaml.YAMLError as exc:
         raise ConfigError("(yaml)", f"{path} is not valid YAML: {exc}") from None
-    config = parse_config(data, str(path))
-    # Relative paths in the config are relative to the config file, not the working directory.
-    if not config.spark.checkpoint_dir.is_absolute():
-        config.spark.checkpoint_dir = (path.parent / config.spark.checkpoint_dir).resolve()
-    return config
+    return parse_config(data, str(path), base=path.parent)

@@ -23,10 +23,10 @@ class PrivilegesMissing(ConfigError):
     grants it); nothing was started. Exit 2, like any config error: the fix is a grant, or another
     `postgres.user` (connectors/sql/roles.sql creates one that has them)."""
 
-    def __init__(self, user: str, missing: list[str]):
+    def __init__(self, user: str, missing: list[str], field: str = "postgres.user"):
         self.missing = missing
         shown = "; ".join(missing[:5]) + (f"; and {len(missing) - 5} more" if len(missing) > 5 else "")
-        super().__init__("postgres.user", f"{user} lacks {shown} (`cdckit config check --connect` lists all; "
+        super().__init__(field, f"{user} lacks {shown} (`cdckit config check --connect` lists all; "
                          "connectors/sql/roles.sql grants them)")
 
 

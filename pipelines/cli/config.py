@@ -17,7 +17,7 @@ def config_group() -> None:
 @config_group.command("check")
 @config_option
 @click.option("--connect", is_flag=True, help="also connect to PostgreSQL and report each privilege "
-              "postgres.user lacks (exit 2 if any)")
+              "postgres.user (and postgres.reader_user) lacks (exit 2 if any)")
 def config_check(config_path: Path, connect: bool) -> None:
     """Validate the config (fields and secrets); without --connect, nothing is contacted."""
     cfg = load(config_path)
@@ -30,9 +30,17 @@ def config_check(config_path: Path, connect: bool) -> None:
         lacking = privileges.missing(cfg)
         for line in lacking:
             say(f"missing privilege: {line}")
+        reader = cfg.postgres.reader_user
+        reader_lacking = privileges.missing_reader(cfg)
+        for line in reader_lacking:
+            say(f"missing privilege: {line} (reader {reader})")
         if lacking:
             raise PrivilegesMissing(cfg.postgres.user, lacking)
+        if reader_lacking:
+            raise PrivilegesMissing(reader, reader_lacking, "postgres.reader_user")
         say(f"postgres: {cfg.postgres.user} has every privilege the pipeline needs")
+        if reader:
+            say(f"postgres: reader {reader} can read every synced table (verify, status)")
 
 
 @config_group.command("roles-sql")

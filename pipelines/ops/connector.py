@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from connectors import postgres
 from connectors.connect_client import ConnectClient, ConnectorStatus
@@ -25,7 +26,10 @@ def connector_password(config: Config) -> str | None:
         return None
     if connect.secrets == "inline":
         return pg.password.get()
-    return connect.password_reference or reference(env=pg.password.env, file=pg.password.file)
+    # A file as an absolute path: the worker (on this host, e.g. the local stack) resolves it from its
+    # own working directory, the path is relative to cdckit's.
+    file = None if pg.password.file is None else Path(pg.password.file).absolute()
+    return connect.password_reference or reference(env=pg.password.env, file=file)
 
 
 def connector_settings(config: Config) -> ConnectorSettings:

@@ -28,6 +28,16 @@ def require(config: Config, conn=None) -> None:
         raise PrivilegesMissing(config.postgres.user, lacking)
 
 
+def missing_reader(config: Config) -> list[str]:
+    """What `postgres.reader_user` lacks for verify and status (empty when none is configured)."""
+    from connectors.postgres_privileges import missing_read_privileges
+
+    if config.postgres.reader_user is None:
+        return []
+    with postgres.connect(config.postgres.reader_dsn_kwargs()) as conn:
+        return missing_read_privileges(conn, [t.name for t in config.tables])
+
+
 def roles_script(config: Config, cdc_role: str, reader_role: str) -> str:
     """connectors/sql/roles.sql bound to this config's tables, support tables and publication."""
     from connectors import postgres_roles

@@ -62,7 +62,7 @@ def _slot(config: Config, report: Report) -> None:
     from connectors import postgres
 
     try:
-        with postgres.connect(config.postgres.dsn_kwargs()) as conn:
+        with postgres.connect(config.postgres.reader_dsn_kwargs()) as conn:
             info = postgres.slot_info(conn, config.postgres.slot)
             current = postgres.current_wal_lsn(conn)
             for t in config.tables:
@@ -175,7 +175,7 @@ def _stores(config: Config, report: Report, exact: bool) -> None:
         if exact:
             from connectors import postgres
 
-            with postgres.connect(config.postgres.dsn_kwargs()) as conn:
+            with postgres.connect(config.postgres.reader_dsn_kwargs()) as conn:
                 row["postgres_rows"] = conn.execute(f"SELECT count(*) FROM {t.name}").fetchone()[0]
         want = row.get("postgres_rows", row.get("postgres_rows_estimate"))
         for store in ("search_docs", "cache_keys"):

@@ -66,7 +66,7 @@ class VerifyReport:
 
 def wait_applied(config: Config, timeout_s: float) -> tuple[int, float]:
     started = time.monotonic()
-    with postgres.connect(config.postgres.dsn_kwargs()) as conn:
+    with postgres.connect(config.postgres.reader_dsn_kwargs()) as conn:
         target = postgres.current_wal_lsn(conn)
         while True:
             info = postgres.slot_info(conn, config.postgres.slot)
@@ -137,7 +137,7 @@ def verify_table(config: Config, table: TableConfig, stores, sample: int | None)
     report = TableReport(table.name, stores={s: StoreDiff() for s in config.sinks})
     search_t, cache_t = stores.search_tables[table.name], stores.cache_tables[table.name]
     seen = {s: 0 for s in config.sinks}
-    with postgres.connect(config.postgres.dsn_kwargs(), autocommit=False) as conn:
+    with postgres.connect(config.postgres.reader_dsn_kwargs(), autocommit=False) as conn:
         types = postgres.column_types(conn, table.name)
         key_cols = table.key or _primary_key(conn, table.name)
         for chunk in _chunks(_rows(conn, table.name, sample), BATCH):
@@ -201,7 +201,7 @@ def _extras(report, stores, search_t, cache_t, seen, config, table, key_cols) ->
 
 
 def _all_keys(config: Config, table: TableConfig, key_cols: list[str]):
-    with postgres.connect(config.postgres.dsn_kwargs(), autocommit=False) as conn:
+    with postgres.connect(config.postgres.reader_dsn_kwargs(), autocommit=False) as conn:
         types = postgres.column_types(conn, table.name)
         cols = ", ".join(key_cols)
         with conn.cursor(name="cdckit_verify_keys") as cur:

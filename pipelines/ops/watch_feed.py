@@ -166,7 +166,7 @@ class Feed:
         from pipelines.spark.source_health import slot_health
 
         try:
-            h = slot_health(lambda: postgres.connect(self.config.postgres.dsn_kwargs()), self.config.postgres.slot)
+            h = slot_health(lambda: postgres.connect(self.config.postgres.reader_dsn_kwargs()), self.config.postgres.slot)
         except Exception:  # noqa: BLE001 - Postgres unreachable
             return Slot(None, source="postgres")
         return Slot(h.active, h.lag_bytes, h.retained_bytes, h.exists, source="postgres")

@@ -66,21 +66,30 @@ def pkcs8_keystore(cert: Any) -> bytes:
 class SecureKafka(Kafka):
     """servers.Kafka plus a SASL_SSL listener and a SCRAM user made at format time."""
 
-    def __init__(self, settings: StackSettings, keystore: Path, user: str, password: str):
+    def __init__(self, settings: StackSettings, keystore: Path, user: str, password: str,
+                 others: dict[str, str] | None = None, authorizer: bool = False):
         super().__init__(settings)
         self.keystore, self.user, self.password = keystore, user, password
+        self.others, self.authorizer = others or {}, authorizer
 
     @property
     def sasl_port(self) -> int:
         return self.port + 2
 
     def properties(self) -> str:
+        extra = sasl_ssl_listener_settings(LISTENER, self.keystore, MECHANISM)
+        if self.authorizer:
+            # ACLs decide, except for the broker's own PLAINTEXT listeners (ANONYMOUS) and `user`.
+            extra |= {"authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+                      "super.users": f"User:ANONYMOUS;User:{self.user}"}
         return broker_properties(self.port, self.controller_port, self.data,
-                                 extra_listeners={LISTENER: ("SASL_SSL", self.sasl_port)},
-                                 extra=sasl_ssl_listener_settings(LISTENER, self.keystore, MECHANISM))
+                                 extra_listeners={LISTENER: ("SASL_SSL", self.sasl_port)}, extra=extra)
 
     def format_options(self) -> list[str]:
-        return scram_format_option(MECHANISM, self.user, self.password)
+        options = scram_format_option(MECHANISM, self.user, self.password)
+        for user, password in self.others.items():
+            options += scram_format_option(MECHANISM, user, password)
+        return options
 
 
 class SecureConnect(Connect):
@@ -148,9 +157,11 @@ class SecureBroker:
             server.stop()
 
 
-def start_secure_kafka(timeout_s: float = 180) -> SecureBroker:
+def start_secure_kafka(timeout_s: float = 180, others: dict[str, str] | None = None,
+                       authorizer: bool = False) -> SecureBroker:
     """Start the broker (a minute on a busy machine); the caller must call `stop()` (and may then
-    remove `state_dir`)."""
+    remove `state_dir`). `others`: more SCRAM users (name -> password); `authorizer`: ACLs apply to
+    everyone but the main user."""
     import trustme
 
     state = Path(tempfile.mkdtemp(prefix="cdckit-secure-kafka-"))
@@ -164,7 +175,8 @@ def start_secure_kafka(timeout_s: float = 180) -> SecureBroker:
     keystore.chmod(0o600)
     password = secrets.token_urlsafe(18).replace("-", "x").replace("_", "y")
     port = free_port_run(3)  # PLAINTEXT, CONTROLLER, SASL_SSL
-    kafka = SecureKafka(StackSettings(state_dir=state, ports={"kafka": port}), keystore, USER, password)
+    kafka = SecureKafka(StackSettings(state_dir=state, ports={"kafka": port}), keystore, USER, password,
+                        others, authorizer)
     broker = SecureBroker(state, kafka, tls / "ca.pem", tls / "other-ca.pem", USER, password)
     try:
         kafka.start()

@@ -66,11 +66,20 @@ class TlsPostgres:
     user: str
     password: str
     database: str = "postgres"
+    socket_dir: Path | None = None  # the superuser `postgres` logs in here without a password
+
+    def superuser(self):
+        import psycopg
+
+        return psycopg.connect(host=str(self.socket_dir), port=self.port, user="postgres", dbname=self.database,
+                               autocommit=True)
 
 
 @contextmanager
-def tls_postgres(certs: Certificates, user: str = "cdckit_tls", password: str = "tls-secret-1") -> Iterator[TlsPostgres]:
-    """ssl=on; loopback logins only over TLS and with a password (scram); plaintext is rejected."""
+def tls_postgres(certs: Certificates, user: str = "cdckit_tls", password: str = "tls-secret-1",
+                 logical: bool = False) -> Iterator[TlsPostgres]:
+    """ssl=on; loopback logins only over TLS and with a password (scram); plaintext is rejected.
+    `logical`: wal_level=logical, and replication connections (Debezium's) allowed the same way."""
     home = Path(tempfile.mkdtemp(prefix="cdckit-tls-pg-"))
     owner = pwd.getpwnam("postgres") if os.geteuid() == 0 else None
     as_owner = ["runuser", "-u", "postgres", "--"] if owner else []
@@ -86,16 +95,19 @@ def tls_postgres(certs: Certificates, user: str = "cdckit_tls", password: str = 
     (data / "pg_hba.conf").write_text(
         "local all all trust\n"
         "hostssl all all 127.0.0.1/32 scram-sha-256\n"
+        "hostssl replication all 127.0.0.1/32 scram-sha-256\n"
         "hostnossl all all 127.0.0.1/32 reject\n")
     with open(data / "postgresql.conf", "a") as conf:
         conf.write(f"\nlisten_addresses = '127.0.0.1'\nport = {port}\nunix_socket_directories = '{home}'\n"
                    f"ssl = on\nssl_cert_file = '{home / certs.cert.name}'\nssl_key_file = '{home / certs.key.name}'\n")
+        if logical:
+            conf.write("wal_level = logical\nmax_replication_slots = 4\nmax_wal_senders = 4\n")
     run(postgres_binary("pg_ctl"), "-D", data, "-l", home / "log", "-w", "start")
     try:
         run(postgres_binary("psql"), "-h", home, "-p", port, "-U", "postgres", "-c",
             f"CREATE ROLE {user} LOGIN PASSWORD '{password}'")
         _wait(lambda: _answers(port), 30, "postgres")
-        yield TlsPostgres(port, user, password)
+        yield TlsPostgres(port, user, password, socket_dir=home)
     finally:
         subprocess.run([*as_owner, str(postgres_binary("pg_ctl")), "-D", str(data), "-m", "immediate", "stop"],
                        capture_output=True)

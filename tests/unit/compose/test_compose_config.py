@@ -10,7 +10,9 @@ from tests.support.compose_tools import COMPOSE_DIR, compose_config, read_env_fi
 ENV_EXAMPLE = COMPOSE_DIR / ".env.example"
 SERVICES = {"postgres", "kafka", "connect", "opensearch", "redis", "cdckit"}
 MONITORING = {"prometheus", "grafana"}           # only with --profile monitoring
-PASSWORDS = ("POSTGRES_PASSWORD", "OPENSEARCH_PASSWORD", "REDIS_PASSWORD")
+PASSWORDS = ("POSTGRES_PASSWORD", "CDCKIT_CDC_PASSWORD", "CDCKIT_READER_PASSWORD", "OPENSEARCH_PASSWORD",
+             "REDIS_PASSWORD")
+CDCKIT_SECRETS = ("CDCKIT_CDC_PASSWORD", "CDCKIT_READER_PASSWORD", "OPENSEARCH_PASSWORD", "REDIS_PASSWORD")
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +56,8 @@ def test_without_env_shell_variables_are_enough(tmp_path):
     empty.write_text("")
     stack = rendered(empty, {name: f"from-shell-{name}" for name in PASSWORDS})
     env = stack["services"]["cdckit"]["environment"]
-    assert all(env[name] == f"from-shell-{name}" for name in PASSWORDS)
+    assert all(env[name] == f"from-shell-{name}" for name in CDCKIT_SECRETS)
+    assert stack["services"]["postgres"]["environment"]["POSTGRES_PASSWORD"] == "from-shell-POSTGRES_PASSWORD"
     # Host ports fall back to their defaults without a .env.
     assert _published(stack)["postgres"] == [("127.0.0.1", "5432", 5432)]
 
@@ -158,5 +161,6 @@ def test_connect_flushes_offsets_through_the_image_variable(stack):
 
 def test_only_the_needed_secrets_reach_cdckit(stack):
     env = stack["services"]["cdckit"]["environment"]
-    assert set(env) == {"CDCKIT_CONFIG", *PASSWORDS}
+    # Its own roles' passwords, never the database superuser's.
+    assert set(env) == {"CDCKIT_CONFIG", *CDCKIT_SECRETS}
     assert "env_file" not in stack["services"]["cdckit"]

@@ -37,12 +37,15 @@ def test_registered_connector_reaches_the_compose_services(stack, secrets):
     postgres_env = services["postgres"]["environment"]
     assert generated["database.hostname"] == "postgres" and generated["database.port"] == "5432"
     assert generated["database.dbname"] == postgres_env["POSTGRES_DB"]
-    assert generated["database.user"] == postgres_env["POSTGRES_USER"]
+    # Debezium connects as the replication role the init script makes, never as the superuser.
+    assert generated["database.user"] == "cdckit_cdc" != postgres_env["POSTGRES_USER"]
+    assert cfg.postgres.reader_user == "cdckit_reader"
     # The password as a reference the Connect worker resolves from its own environment (never stored).
-    assert generated["database.password"] == "${env:POSTGRES_PASSWORD}"
+    assert generated["database.password"] == "${env:CDCKIT_CDC_PASSWORD}"
     connect_env = services["connect"]["environment"]
-    assert connect_env["POSTGRES_PASSWORD"] == postgres_env["POSTGRES_PASSWORD"] == read_env_file(ENV_EXAMPLE)[
-        "POSTGRES_PASSWORD"]
+    assert connect_env["CDCKIT_CDC_PASSWORD"] == postgres_env["CDCKIT_CDC_PASSWORD"] == read_env_file(ENV_EXAMPLE)[
+        "CDCKIT_CDC_PASSWORD"]
+    assert "POSTGRES_PASSWORD" not in connect_env
     assert connect_env["CONNECT_CONFIG_PROVIDERS"].split(",") == ["env", "dir"]
     assert connect_env["CONNECT_CONFIG_PROVIDERS_ENV_CLASS"].endswith(".EnvVarConfigProvider")
     advertised = services["kafka"]["environment"]["KAFKA_ADVERTISED_LISTENERS"]
@@ -75,3 +78,25 @@ def test_checkpoints_live_in_the_checkpoints_volume(stack, secrets):
 
 def test_config_check_accepts_the_compose_config(secrets, capsys):
     assert main(["config", "check", "-c", str(CONFIG)]) == 0, capsys.readouterr()
+
+
+def test_the_init_script_makes_the_roles_the_config_names(secrets):
+    """compose/initdb/20-cdckit-roles.sh binds connectors/sql/roles.sql's variables as
+    `cdckit config roles-sql` would for the compose config, and mounts the script where it looks."""
+    import re
+    import shlex
+
+    from connectors import postgres_roles
+
+    cfg = load_config(CONFIG)
+    script = (COMPOSE_DIR / "initdb" / "20-cdckit-roles.sh").read_text()
+    given = dict(re.findall(r"-v (\w+)=(\S+)", script.split(" -f ")[0]))
+    given = {k: v for k, v in given.items() if k != "ON_ERROR_STOP"}
+    pg = cfg.postgres
+    wanted = postgres_roles.variables(pg.user, pg.reader_user, [t.name for t in cfg.tables], pg.heartbeat_table,
+                                      pg.signal_table, pg.truncate_table, pg.publication)
+    assert given == wanted
+    assert "ALTER ROLE cdckit_cdc PASSWORD :'cdc_pw'" in script and "CDCKIT_CDC_PASSWORD" in script
+    mounts = {m["target"]: m["source"] for m in rendered(ENV_EXAMPLE)["services"]["postgres"]["volumes"]}
+    default_path = shlex.split(re.search(r'ROLES_SQL:-([^}]+)}', script).group(1))[0]
+    assert mounts[default_path] == str(postgres_roles.SCRIPT)

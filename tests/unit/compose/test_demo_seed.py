@@ -25,7 +25,7 @@ def test_initdb_folder_is_mounted_where_postgres_runs_it():
 
 
 def test_every_synced_table_is_created_with_a_primary_key_and_filled(monkeypatch):
-    for name in ("POSTGRES_PASSWORD", "OPENSEARCH_PASSWORD", "REDIS_PASSWORD"):
+    for name in ("CDCKIT_CDC_PASSWORD", "CDCKIT_READER_PASSWORD", "OPENSEARCH_PASSWORD", "REDIS_PASSWORD"):
         monkeypatch.setenv(name, "x")
     cfg = load_config(COMPOSE_DIR / "config" / "cdckit.yaml")
     sql = _seed_sql()

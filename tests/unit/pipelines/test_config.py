@@ -1,6 +1,5 @@
-import copy
-
 import pytest
+import yaml
 
 from pipelines.config import load_config, parse_config
 from pipelines.errors import ConfigError
@@ -84,7 +83,7 @@ def test_yaml_errors_and_relative_checkpoint(tmp_path):
         load_config(bad)
     with pytest.raises(ConfigError, match="no such file"):
         load_config(tmp_path / "missing.yaml")
-    import yaml
+
 
     good = tmp_path / "conf" / "c.yaml"
     good.parent.mkdir()
@@ -92,11 +91,40 @@ def test_yaml_errors_and_relative_checkpoint(tmp_path):
     assert load_config(good).spark.checkpoint_dir == (good.parent / ".cdckit/checkpoints").resolve()
 
 
-def test_shipped_example_configs_are_valid():
+def test_shipped_example_configs_are_valid(tmp_path):
+    from pipelines.devstack.roles import ensure_password_files
     from tests.support.stack import ROOT
 
-    cfg = load_config(ROOT / "cdckit.example.yaml")
+    example = tmp_path / "cdckit.example.yaml"  # its secret files are relative to it
+    example.write_text((ROOT / "cdckit.example.yaml").read_text())
+    ensure_password_files(example)
+    cfg = load_config(example)
     assert cfg.tables[0].redis_key_template == "customer:{id}"
+    secrets = tmp_path / ".devstack" / "secrets"
+    assert cfg.postgres.password.file == secrets / "cdckit_cdc.password"
+    assert (secrets / "cdckit_cdc.password").stat().st_mode & 0o077 == 0
+    assert cfg.postgres.reader_dsn_kwargs()["user"] == "cdckit_reader" != cfg.postgres.dsn_kwargs()["user"]
+    assert cfg.postgres.reader_dsn_kwargs()["password"] != cfg.postgres.dsn_kwargs()["password"]
+
+
+def test_secret_files_and_ca_bundles_are_relative_to_the_config_file(tmp_path, monkeypatch):
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "pw").write_text("s3cret\n")
+    data = with_("postgres", {**BASE["postgres"], "password": {"file": "pw"}, "sslrootcert": "ca.pem"})
+    path = tmp_path / "conf" / "cdckit.yaml"
+    path.write_text(yaml.safe_dump(data))
+    monkeypatch.chdir(tmp_path)  # not the config's folder
+    cfg = load_config(path)
+    assert cfg.postgres.password.get() == "s3cret"
+    assert cfg.postgres.sslrootcert == tmp_path / "conf" / "ca.pem"
+
+
+def test_a_reader_password_without_a_reader_is_refused():
+    with pytest.raises(ConfigError) as exc:
+        parse_config(with_("postgres", {**BASE["postgres"], "reader_password": {"env": "X"}}))
+    assert exc.value.field == "postgres" and "reader_user" in str(exc.value)
+    plain = parse_config(BASE)
+    assert plain.postgres.reader_dsn_kwargs() == plain.postgres.dsn_kwargs()
 
 
 @pytest.mark.parametrize("given,spark", [("500 ms", "500 milliseconds"), ("1 second", "1 seconds"),
