@@ -26,7 +26,12 @@ def config_check(config_path: Path, connect: bool) -> None:
     if connect:
         from pipelines.errors import PrivilegesMissing
         from pipelines.ops import privileges
+        from pipelines.ops.table_checks import check_database_tables
 
+        # The tables first: each exists, has a key, its redis_key placeholders are key columns and
+        # a custom key is within its replica identity (a ConfigError naming tables.N.<field>).
+        check_database_tables(cfg)
+        say(f"tables: {len(cfg.tables)} found, keys and redis_key placeholders match")
         lacking = privileges.missing(cfg)
         for line in lacking:
             say(f"missing privilege: {line}")

@@ -53,3 +53,21 @@ def test_tables_are_checked_against_the_database(stack, tmp_path):
         assert (ident.replica_identity, ident.identity_columns, ident.primary_key) == ("index", ("email",), ("id",))
         conn.execute("ALTER TABLE public.keyed_by_email REPLICA IDENTITY FULL")
         assert key_identity(conn, "public.keyed_by_email").identity_columns == ("id", "email", "n")
+
+
+def test_config_check_connect_checks_redis_key_placeholders_against_the_real_key(stack, tmp_path):
+    """Without `key:` in the config only the database knows the key: `config check --connect` asks it."""
+    from tests.support.integration import pg
+
+    with pg(stack) as conn:
+        conn.execute("DROP TABLE IF EXISTS public.placeholder_check")
+        conn.execute("CREATE TABLE public.placeholder_check (id int PRIMARY KEY, email text)")
+    wrong = stack.config(tables=[{"name": "public.placeholder_check", "redis_key": "pc:{email}"}])
+    refused = cli("config", "check", "--connect", "-c", str(write_config(tmp_path, wrong)))
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "tables.0.redis_key" in refused.stderr and "['email']" in refused.stderr and "['id']" in refused.stderr
+    right = stack.config(tables=[{"name": "public.placeholder_check", "redis_key": "pc:{id}"}])
+    passed = cli("config", "check", "--connect", "-c", str(write_config(tmp_path, right, "right.yaml")))
+    assert passed.returncode == 0 and "redis_key placeholders match" in passed.stdout, passed.stdout + passed.stderr
+    with pg(stack) as conn:
+        conn.execute("DROP TABLE public.placeholder_check")
