@@ -164,6 +164,7 @@ def wheelhouse() -> Path:
     # setuptools and wheel build cdckit in the root; async-timeout is what redis-py needs on
     # Debian's Python 3.11.2 (python_full_version < 3.11.3), which the host's Python may not need.
     _checked(subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "-w", str(folder), str(ROOT),
+                             "-c", str(ROOT / "requirements.lock"),
                              "setuptools>=68", "wheel", "async-timeout>=4.0.3"],
                             capture_output=True, text=True, timeout=3600),
              "pip wheel (the wheelhouse)")
