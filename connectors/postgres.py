@@ -163,6 +163,18 @@ def column_types(conn: psycopg.Connection, table: str) -> dict[str, str]:
     return dict(rows)
 
 
+def table_columns(conn: psycopg.Connection, table: str) -> list:
+    """The table's live columns (connectors/table_shape.Column), in column order; [] if it is gone."""
+    from connectors.table_shape import Column
+
+    oid = conn.execute("SELECT to_regclass(%s)::oid", (table,)).fetchone()[0]
+    if oid is None:
+        return []
+    rows = conn.execute("SELECT attnum, attname, format_type(atttypid, atttypmod), atthasdef FROM pg_attribute "
+                        "WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped ORDER BY attnum", (oid,)).fetchall()
+    return [Column(*row) for row in rows]
+
+
 def select_row(conn: psycopg.Connection, table: str, columns: list[str], key: dict[str, Any]) -> dict[str, Any] | None:
     """These columns of the row with this key as it is now (None: no such row). Key values are
     bound as Debezium's key renders them (numbers, strings: Postgres casts them to the column's type)."""

@@ -1,0 +1,77 @@
+"""What a table's schema change means for its documents, per `on_schema_change` (pure).
+
+- An added column without a DEFAULT: existing rows hold NULL, which a document without the field
+  already says; new changes carry it. The live index mapping is extended in place.
+- An added column with a DEFAULT, a dropped column, a rename: existing rows changed without a
+  change event (a DEFAULT fills them in the catalog; a drop or rename rewrites no row), so their
+  documents keep the old shape until every row is read again: an incremental snapshot of the table
+  (Debezium's, through the signal table) re-reads each row at a version newer than its last change.
+- A type change: the same re-read, and where the field's index mapping differs, a rebuild of the
+  search index into a fresh generation after it (an index mapping cannot change type in place).
+
+`rebuild` re-reads and rebuilds both stores for any change; `stop` stops the job naming the change
+and the commands. A change to a column the table's `columns:` projects away is no change to any
+document.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Literal
+
+from connectors.table_shape import SchemaChange
+
+Policy = Literal["evolve", "rebuild", "stop"]
+
+
+@dataclass
+class SchemaPlan:
+    table: str
+    changes: list[SchemaChange]
+    extend_mapping: list[str] = field(default_factory=list)  # document fields to add to the live mapping
+    resnapshot: bool = False                                   # re-read every row of the table
+    rebuild: list[str] = field(default_factory=list)           # stores to rebuild after the re-read
+    stop: str | None = None                                    # the job stops with this message
+
+    def describe(self) -> str:
+        what = "; ".join(c.describe() for c in self.changes)
+        steps = []
+        if self.extend_mapping:
+            steps.append(f"index mapping extended with {', '.join(self.extend_mapping)}")
+        if self.resnapshot:
+            steps.append("every row re-read (incremental snapshot)")
+        if self.rebuild:
+            steps.append(f"then rebuild {' and '.join(self.rebuild)}")
+        return f"{self.table}: {what}" + (f" -> {', '.join(steps)}" if steps else "")
+
+
+def touches_documents(change: SchemaChange, columns: list[str] | None) -> bool:
+    if columns is None:
+        return True
+    return change.column in columns or (change.kind == "renamed" and change.old in columns)
+
+
+def plan(table: str, changes: list[SchemaChange], policy: Policy, columns: list[str] | None,
+         field_of: Callable[[str], str], same_mapping: Callable[[str, str], bool]) -> SchemaPlan | None:
+    """`field_of`: a column's document field (renames from the config); `same_mapping(old_type,
+    new_type)`: whether both types map to the same index field type. None: nothing to do."""
+    relevant = [c for c in changes if touches_documents(c, columns)]
+    if not relevant:
+        return None
+    out = SchemaPlan(table, relevant)
+    if policy == "stop":
+        commands = (f"`cdckit snapshot resync {table}` (re-reads every row), then "
+                    f"`cdckit rebuild search --table {table}` if a field changed type")
+        out.stop = (f"{'; '.join(c.describe() for c in relevant)}. on_schema_change is 'stop': the job stopped "
+                    f"before applying changes of the new shape. Run {commands}, or set on_schema_change: evolve, "
+                    f"then start the job again")
+        return out
+    for c in relevant:
+        if c.kind in ("added", "added_with_default", "renamed"):
+            out.extend_mapping.append(field_of(c.column))
+        if c.kind != "added":
+            out.resnapshot = True
+        if c.kind == "retyped" and not same_mapping(c.old or "", c.new or "") and "search" not in out.rebuild:
+            out.rebuild.append("search")
+    if policy == "rebuild":
+        out.resnapshot, out.rebuild = True, ["search", "cache"]
+    return out
