@@ -166,6 +166,10 @@ class TableConfig(_Strict):
     columns: list[str] | None = Field(None, min_length=1, description="projection: the columns kept")
     rename: dict[str, str] = Field(default_factory=dict, description="column -> document field")
     mappings: dict[str, Any] | None = Field(None, description="search mapping 'properties' for this table")
+    on_schema_change: Literal["evolve", "rebuild", "stop"] = Field(
+        "evolve", description="a column added, dropped, renamed or retyped: evolve (extend the index mapping; "
+                              "re-read every row when rows changed without events; rebuild search after a type "
+                              "change), rebuild (re-read and rebuild both stores), stop (stop the job, naming it)")
 
     @field_validator("name")
     @classmethod

@@ -87,13 +87,20 @@ class ConnectorFailed(CdckitError):
     exit_code = 4
 
 
+class SchemaChangeError(CdckitError):
+    """A synced table's columns changed and its `on_schema_change` is `stop`: the message names the
+    change and the commands to run; the next start goes on (status shows the work still to do)."""
+
+    exit_code = 6
+
+
 class PipelineFailed(CdckitError):
     """A failure inside Spark that is none of the above: its type and message, the trace in a file."""
 
 
 # Exceptions raised inside a Spark batch or source, found by name in the text Spark wraps them in,
 # and the typed error each becomes for the person who ran the command.
-_FROM_SPARK = {"TopicLost": StateLost, "ConfigError": None, "StoreUnavailable": PipelineFailed,
+_FROM_SPARK = {"TopicLost": StateLost, "ConfigError": None, "SchemaChangeError": SchemaChangeError, "StoreUnavailable": PipelineFailed,
                "KafkaUnavailable": PipelineFailed, "NoFetchResponse": PipelineFailed,
                "GenerationError": PipelineFailed, "PostgresUnreachable": PipelineFailed}
 # "Type: message" lines (a Python traceback's last line; a Java exception's first).

@@ -19,6 +19,19 @@ def snapshot_group() -> None:
 @config_option
 def snapshot_add(table: str, config_path: Path) -> None:
     """Add TABLE (schema.table, already in the config) to the running pipeline via an incremental snapshot."""
+    _incremental(table, config_path)
+
+
+@snapshot_group.command("resync")
+@click.argument("table")
+@config_option
+def snapshot_resync(table: str, config_path: Path) -> None:
+    """Re-read every row of TABLE (already synced) while the pipeline runs: after a schema change
+    that rewrote rows without change events (ADD COLUMN ... DEFAULT, DROP or RENAME COLUMN)."""
+    _incremental(table, config_path)
+
+
+def _incremental(table: str, config_path: Path) -> None:
     from pipelines.cli.progress_view import ProgressView
     from pipelines.ops.snapshot import add_table
 

@@ -1,0 +1,114 @@
+"""The running job's watch on its tables' columns (driver side, between batches).
+
+Each check reads the catalog for every synced table (one query per table, at most every
+`interval_s`), compares with the columns last seen (pipelines/state/schema.py: kept beside the
+checkpoint, so a change made while the job was down is noticed at the next start), and acts on
+a change as the table's `on_schema_change` says (pipelines/ops/schema_plan.py): extends the live
+index mapping, asks Debezium for an incremental snapshot of the table (every row re-read at a
+version newer than its last change), starts a rebuild once that re-read has been emitted, or stops
+the job. The columns' types are also what documents are rendered with (their Postgres types).
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable, Protocol
+
+from connectors.table_shape import Column, diff
+from pipelines.config import Config
+from pipelines.errors import SchemaChangeError
+from pipelines.ops.schema_plan import plan
+from pipelines.state.schema import PendingWork, SchemaState
+
+log = logging.getLogger("cdckit.schema")
+QUIET_S = 10.0  # no new snapshot window for this long after the re-read began: it has emitted every row
+
+
+class SchemaActions(Protocol):
+    def columns(self, tables: list[str]) -> dict[str, list[Column]]: ...
+    def signal_resnapshot(self, table: str) -> str: ...
+    def windows(self) -> int: ...
+    def extend_mapping(self, table: str, fields: dict[str, str]) -> None: ...
+    def start_rebuild(self, stores: list[str], table: str) -> None: ...
+
+
+class SchemaWatch:
+    def __init__(self, state: SchemaState, actions: SchemaActions, interval_s: float = 5.0,
+                 clock: Callable[[], float] = time.monotonic,
+                 same_mapping: Callable[[str, str], bool] = lambda a, b: a == b):
+        self.state, self.actions, self.interval_s, self.clock = state, actions, interval_s, clock
+        self.same_mapping = same_mapping
+        self.last_check: float | None = None
+        self.types: dict[str, dict[str, str]] = {}
+        self._windows: tuple[int, float] | None = None  # (count, when it last changed)
+
+    def check(self, config: Config, force: bool = False) -> dict[str, dict[str, str]]:
+        """Column types per table (name -> format_type), after acting on any change. Raises
+        SchemaChangeError under `on_schema_change: stop`."""
+        now = self.clock()
+        if not force and self.last_check is not None and now - self.last_check < self.interval_s:
+            return self.types
+        self.last_check = now
+        tables = {t.name: t for t in config.tables}
+        seen = self.actions.columns(list(tables))
+        shapes, pending = self.state.shapes(), self.state.pending()
+        stop: str | None = None
+        for name, columns in seen.items():
+            if not columns:
+                continue  # a table gone from the database: the table checks report it at the next start
+            before = shapes.get(name)
+            shapes[name] = columns
+            if before is None:
+                continue  # first sight: this is the shape the stores were filled with
+            changes = diff(name, before, columns)
+            table = tables[name]
+            step = plan(name, changes, table.on_schema_change, table.columns,
+                        lambda c: table.rename.get(c, c), self.same_mapping) if changes else None
+            if step is None:
+                continue
+            log.warning("schema change: %s", step.describe())
+            what = "; ".join(c.describe() for c in step.changes)
+            if step.stop:
+                pending.append(PendingWork(name, f"{name}: {what}", stopped=True))
+                stop = stop or f"{name}: {step.stop}"
+                continue
+            if step.extend_mapping:
+                types = {c.name: c.type for c in columns}
+                renamed = {table.rename.get(c, c): c for c in types}
+                self.actions.extend_mapping(name, {f: types[renamed.get(f, f)] for f in step.extend_mapping
+                                                   if renamed.get(f, f) in types})
+            work = PendingWork(name, f"{name}: {what}", rebuild=list(step.rebuild))
+            if step.resnapshot:
+                work.windows_at_request = self.actions.windows()
+                work.signal_id = self.actions.signal_resnapshot(name)
+                work.resnapshot = "requested"
+                pending.append(work)
+            elif work.rebuild:
+                self.actions.start_rebuild(work.rebuild, name)
+        pending = self._advance(pending, now)
+        self.state.save_shapes(shapes)
+        self.state.save_pending(pending)
+        self.types = {name: {c.name: c.type for c in cols} for name, cols in shapes.items() if name in tables}
+        if stop:
+            raise SchemaChangeError(stop)
+        return self.types
+
+    def _advance(self, pending: list[PendingWork], now: float) -> list[PendingWork]:
+        """Re-reads whose snapshot windows went quiet are done; their rebuilds start then."""
+        if not any(w.resnapshot == "requested" for w in pending):
+            return pending
+        count = self.actions.windows()
+        if self._windows is None or self._windows[0] != count:
+            self._windows = (count, now)
+        quiet = now - self._windows[1]
+        left = []
+        for w in pending:
+            if w.resnapshot == "requested" and count > w.windows_at_request and quiet >= QUIET_S:
+                w.resnapshot = "done"
+                log.warning("schema change: %s: every row re-read", w.what)
+                if w.rebuild:
+                    self.actions.start_rebuild(w.rebuild, w.table)
+                    w.rebuild = []
+            if w.resnapshot != "done" or w.stopped:
+                left.append(w)
+        return left

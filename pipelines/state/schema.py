@@ -1,0 +1,52 @@
+"""Beside the checkpoint: each synced table's columns as the job last saw them (so a change made
+while the job was down is still noticed at its next start), and the schema work in progress, which
+`status` shows until it is done."""
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from connectors.table_shape import Column
+from pipelines.state.json_files import read_json, write_json
+
+
+@dataclass
+class PendingWork:
+    table: str
+    what: str                                   # the changes, described
+    resnapshot: str = "none"                    # none | requested | done
+    rebuild: list[str] = field(default_factory=list)  # stores still to rebuild after the re-read
+    stopped: bool = False                       # on_schema_change: stop; the job stopped for it
+    since: float = field(default_factory=time.time)
+    signal_id: str | None = None
+    windows_at_request: int = 0
+
+    def line(self) -> str:
+        steps = []
+        if self.stopped:
+            steps.append("the job stopped for it (on_schema_change: stop): run "
+                         f"`cdckit snapshot resync {self.table}`")
+        if self.resnapshot == "requested":
+            steps.append("re-reading every row (incremental snapshot)")
+        if self.rebuild:
+            steps.append(f"rebuild of {' and '.join(self.rebuild)} to follow")
+        return f"{self.what}: {'; '.join(steps) or 'done'}"
+
+
+class SchemaState:
+    def __init__(self, checkpoint_dir: Path):
+        self.folder = Path(checkpoint_dir) / "schema"
+
+    def shapes(self) -> dict[str, list[Column]]:
+        raw = read_json(self.folder / "shapes.json", {}) or {}
+        return {t: [Column.from_json(c) for c in cols] for t, cols in raw.items()}
+
+    def save_shapes(self, shapes: dict[str, list[Column]]) -> None:
+        write_json(self.folder / "shapes.json", {t: [c.as_json() for c in cols] for t, cols in shapes.items()})
+
+    def pending(self) -> list[PendingWork]:
+        return [PendingWork(**p) for p in read_json(self.folder / "pending.json", []) or []]
+
+    def save_pending(self, work: list[PendingWork]) -> None:
+        write_json(self.folder / "pending.json", [asdict(w) for w in work])

@@ -1,0 +1,133 @@
+import pytest
+
+from connectors.table_shape import Column
+from pipelines.config import parse_config
+from pipelines.errors import SchemaChangeError
+from pipelines.ops.schema_watch import QUIET_S, SchemaWatch
+from pipelines.state.schema import SchemaState
+from tests.support.configs import BASE, with_
+
+T = "public.customers"
+V1 = [Column(1, "id", "integer", False), Column(2, "name", "text", False)]
+
+
+class Fake:
+    def __init__(self):
+        self.cols = {T: list(V1)}
+        self.signals, self.mappings, self.rebuilds = [], [], []
+        self.window_count = 0
+
+    def columns(self, tables):
+        return {t: list(self.cols.get(t, [])) for t in tables}
+
+    def signal_resnapshot(self, table):
+        self.signals.append(table)
+        return f"sig{len(self.signals)}"
+
+    def windows(self):
+        return self.window_count
+
+    def extend_mapping(self, table, fields):
+        self.mappings.append((table, fields))
+
+    def start_rebuild(self, stores, table):
+        self.rebuilds.append((tuple(stores), table))
+
+
+class Clock:
+    def __init__(self):
+        self.t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+def watch(tmp_path, fake, clock=None):
+    return SchemaWatch(SchemaState(tmp_path), fake, interval_s=5, clock=clock or Clock())
+
+
+def config(policy="evolve", **table):
+    return parse_config(with_("tables", [{**BASE["tables"][0], "on_schema_change": policy, **table}]))
+
+
+def test_first_sight_records_the_shape_and_returns_types(tmp_path):
+    fake = Fake()
+    assert watch(tmp_path, fake).check(config()) == {T: {"id": "integer", "name": "text"}}
+    assert SchemaState(tmp_path).shapes() == {T: V1}
+    assert fake.signals == fake.mappings == fake.rebuilds == []
+
+
+def test_checks_are_rate_limited_but_a_restart_still_sees_a_change_made_while_down(tmp_path):
+    fake, clock = Fake(), Clock()
+    w = watch(tmp_path, fake, clock)
+    w.check(config())
+    fake.cols[T] = V1 + [Column(3, "note", "text", False)]
+    clock.t = 1
+    assert "note" not in w.check(config())[T]          # within the interval: the cached types
+    restarted = watch(tmp_path, fake)                    # a new job process
+    assert "note" in restarted.check(config())[T]
+    assert fake.mappings == [(T, {"note": "text"})] and fake.signals == []
+
+
+def test_a_default_drop_or_rename_re_reads_the_table_until_its_windows_go_quiet(tmp_path):
+    fake, clock = Fake(), Clock()
+    w = watch(tmp_path, fake, clock)
+    w.check(config())
+    fake.cols[T] = [Column(1, "id", "integer", False), Column(2, "full_name", "text", False),
+                    Column(3, "status", "text", True)]
+    clock.t = 10
+    w.check(config())
+    assert fake.signals == [T]
+    assert fake.mappings == [(T, {"full_name": "text", "status": "text"})]
+    [work] = SchemaState(tmp_path).pending()
+    assert work.resnapshot == "requested" and "renamed to full_name" in work.what and "status added" in work.what
+    fake.window_count = 4                                # the snapshot's chunks
+    clock.t = 20
+    w.check(config())
+    assert SchemaState(tmp_path).pending()               # windows still moving
+    clock.t = 20 + QUIET_S + 1
+    w.check(config())
+    assert SchemaState(tmp_path).pending() == []
+    assert fake.rebuilds == []
+
+
+def test_a_type_change_with_another_mapping_rebuilds_search_after_the_re_read(tmp_path):
+    fake, clock = Fake(), Clock()
+    w = watch(tmp_path, fake, clock)
+    w.check(config())
+    fake.cols[T] = [V1[0], Column(2, "name", "integer", False)]
+    clock.t = 10
+    w.check(config())
+    assert fake.signals == [T] and fake.rebuilds == []
+    fake.window_count = 2
+    clock.t = 20
+    w.check(config())
+    clock.t = 40
+    w.check(config())
+    assert fake.rebuilds == [(("search",), T)]
+    assert SchemaState(tmp_path).pending() == []
+
+
+def test_stop_policy_stops_once_and_leaves_the_work_for_status(tmp_path):
+    fake, clock = Fake(), Clock()
+    w = watch(tmp_path, fake, clock)
+    w.check(config("stop"))
+    fake.cols[T] = [V1[0]]
+    clock.t = 10
+    with pytest.raises(SchemaChangeError, match="column name dropped") as raised:
+        w.check(config("stop"))
+    assert "cdckit snapshot resync public.customers" in str(raised.value)
+    assert fake.signals == [] and fake.mappings == []
+    [work] = SchemaState(tmp_path).pending()
+    assert work.stopped and "snapshot resync" in work.line()
+    assert watch(tmp_path, fake).check(config("stop")) == {T: {"id": "integer"}}  # the next start goes on
+
+
+def test_a_change_to_a_projected_away_column_is_ignored(tmp_path):
+    fake, clock = Fake(), Clock()
+    w = watch(tmp_path, fake, clock)
+    w.check(config(columns=["id"]))
+    fake.cols[T] = [V1[0]]
+    clock.t = 10
+    w.check(config(columns=["id"]))
+    assert fake.signals == fake.mappings == [] and SchemaState(tmp_path).pending() == []
