@@ -67,10 +67,22 @@ def add_table(config: Config, table_name: str, on_progress: Callable[[int, int],
             if all(int(committed.get(p, 0)) >= o for p, o in target.items()):
                 applied = _applied_count(stores, table)
                 on_progress(min(applied, total), total)
+                _settle_schema_work(config, table_name)
                 return {"signal_id": signal_id, "rows": total, "in_store": applied,
                         "seconds": round(time.monotonic() - started, 1)}
         time.sleep(1)
     raise TimeoutError(f"incremental snapshot of {table_name} did not finish within {timeout_s:g} s")
+
+
+def _settle_schema_work(config: Config, table_name: str) -> None:
+    """Every row re-read: schema work that waited for it (a stop, or a re-read) is done."""
+    from pipelines.state.schema import SchemaState
+
+    state = SchemaState(config.spark.checkpoint_dir)
+    pending = state.pending()
+    left = [w for w in pending if w.table != table_name or (w.rebuild and not w.stopped)]
+    if left != pending:
+        state.save_pending(left)
 
 
 def _end_offsets(config: Config, topic: str) -> dict[str, int]:

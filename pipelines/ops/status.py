@@ -23,6 +23,7 @@ class Report:
     pipeline: dict[str, Any] = field(default_factory=dict)
     tables: dict[str, dict[str, Any]] = field(default_factory=dict)
     stores_lost: list[str] = field(default_factory=list)
+    schema_pending: list[str] = field(default_factory=list)
 
     def problem(self, text: str) -> None:
         self.problems.append(text)
@@ -149,6 +150,16 @@ def _pipeline(config: Config, report: Report) -> None:
                        "last_batch_records": st["records"], "dead_letters_last_batch": st["dead_letters"]}
 
 
+def _schema(config: Config, report: Report) -> None:
+    """Schema work the job started and has not finished (pipelines/ops/schema_watch.py)."""
+    from pipelines.state.schema import SchemaState
+
+    for work in SchemaState(config.spark.checkpoint_dir).pending():
+        line = work.line()
+        report.schema_pending.append(line)
+        report.warnings.append(f"schema change: {line}")
+
+
 def _stores(config: Config, report: Report, exact: bool) -> None:
     from pipelines.apply.stores import stores_from_config
 
@@ -202,7 +213,7 @@ def _lost(config: Config, stores, report: Report) -> None:
 
 def collect(config: Config, exact: bool = False) -> Report:
     report = Report()
-    for part in (_connector, _slot, _topics, _pipeline):
+    for part in (_connector, _slot, _topics, _pipeline, _schema):
         part(config, report)
     _stores(config, report, exact)
     return report
