@@ -127,6 +127,7 @@ def batch_writer(config: Config, on_batch: Callable | None = None, config_path: 
     fresh = committed_offsets(config.spark.checkpoint_dir) is None
     cuts = TruncateCuts(config.spark.checkpoint_dir)
     known_ids = TopicIds(config.spark.checkpoint_dir)
+    schema = _schema_watch(live, config_path)
 
     def write(df, batch_id: int) -> None:
         if gate is None:
@@ -145,6 +146,7 @@ def batch_writer(config: Config, on_batch: Callable | None = None, config_path: 
         live.current()
         live.check_stores(fresh)
         fresh = False
+        _check_schema(schema, live.config)
         ids = topic_ids(config.kafka.client_config(), config.topic_pattern)
         recreated = known_ids.recreated(ids)
         if recreated:
@@ -197,6 +199,28 @@ def batch_writer(config: Config, on_batch: Callable | None = None, config_path: 
         return stats, out, stretch
 
     return write
+
+
+def _schema_watch(live: LiveConfig, config_path: Path | None):
+    from pipelines.ops.schema_actions import JobSchemaActions
+    from pipelines.ops.schema_watch import SchemaWatch
+    from pipelines.state.schema import SchemaState
+
+    return SchemaWatch(SchemaState(live.config.spark.checkpoint_dir),
+                       JobSchemaActions(lambda: live.config, lambda: live.stores, config_path))
+
+
+def _check_schema(schema, config: Config) -> None:
+    """The tables' columns against the last seen (a change acted on per on_schema_change). A
+    SchemaChangeError (policy stop) fails the batch; the database not answering only skips a check."""
+    from pipelines.errors import SchemaChangeError
+
+    try:
+        schema.check(config)
+    except SchemaChangeError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - Postgres or the search engine not answering: next batch
+        log.warning("schema check skipped: %s: %s", type(exc).__name__, str(exc)[:200])
 
 
 def batch_line(batch_id: int, stats: BatchStats, seconds: float, lag: dict[str, int] | None) -> str:

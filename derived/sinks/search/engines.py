@@ -23,6 +23,7 @@ class Engine(Protocol):
     def index_exists(self, index: str) -> bool: ...
     def scan_versions(self, index: str, page: int = 5000) -> Iterator[tuple[str, int]]: ...
     def refresh(self, index: str) -> None: ...
+    def put_mapping(self, index: str, properties: dict[str, Any]) -> None: ...
 
 
 class _Common:
@@ -101,6 +102,9 @@ class OpenSearchEngine(_Common):
     def _aliases(self, actions):
         self.client.indices.update_aliases(body={"actions": actions})
 
+    def put_mapping(self, index, properties):
+        self.client.indices.put_mapping(index=index, body={"properties": properties})
+
     def _mget(self, index, ids):
         return self.client.mget(index=index, body={"ids": ids})
 
@@ -133,6 +137,9 @@ class ElasticsearchEngine(_Common):
 
     def _aliases(self, actions):
         self.client.indices.update_aliases(actions=actions)
+
+    def put_mapping(self, index, properties):
+        self.client.indices.put_mapping(index=index, properties=properties)
 
     def _mget(self, index, ids):
         return self.client.mget(index=index, ids=ids).body

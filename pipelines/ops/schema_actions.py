@@ -1,0 +1,75 @@
+"""What the job's schema watch (pipelines/ops/schema_watch.py) does to the world: reads the
+catalog, signals Debezium, extends an index mapping, starts a rebuild."""
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+from pathlib import Path
+from typing import Callable
+
+from connectors import postgres
+from connectors.table_shape import Column
+from pipelines.config import Config
+
+log = logging.getLogger("cdckit.schema")
+
+
+class JobSchemaActions:
+    def __init__(self, config: Callable[[], Config], stores: Callable[[], object], config_path: Path | None):
+        self.config, self.stores, self.config_path = config, stores, config_path
+
+    def columns(self, tables: list[str]) -> dict[str, list[Column]]:
+        with postgres.connect(self.config().postgres.dsn_kwargs()) as conn:
+            return {t: postgres.table_columns(conn, t) for t in tables}
+
+    def signal_resnapshot(self, table: str) -> str:
+        from pipelines.ops.snapshot import _signal
+
+        return _signal(self.config(), table)
+
+    def windows(self) -> int:
+        from pipelines.ops.snapshot import _windows
+
+        return _windows(self.config())
+
+    def extend_mapping(self, table: str, fields: dict[str, str]) -> None:
+        """The new fields' mappings into the live index, in place (adding a field is allowed)."""
+        cfg = self.config()
+        if "search" not in cfg.sinks:
+            return
+        stores = self.stores()
+        search_table = stores.search_tables[table]
+        properties = _field_mappings(cfg, table, fields)
+        if properties:
+            stores.search.engine.put_mapping(search_table.alias, properties)
+            log.warning("schema change: %s: index mapping of %s extended with %s", table, search_table.alias,
+                        ", ".join(sorted(properties)))
+
+    def start_rebuild(self, stores: list[str], table: str) -> None:
+        """`cdckit rebuild <store> --table T` in the background; its progress shows in `status`."""
+        if self.config_path is None:
+            log.error("schema change: %s needs `cdckit rebuild %s --table %s`: run it (no config file to start "
+                      "it with)", table, _which(stores), table)
+            return
+        folder = Path(self.config().spark.checkpoint_dir) / "schema"
+        folder.mkdir(parents=True, exist_ok=True)
+        out = open(folder / f"rebuild-{table}.log", "ab")
+        subprocess.Popen([sys.executable, "-m", "pipelines.cli", "rebuild", _which(stores), "--table", table,
+                          "-c", str(self.config_path)], stdout=out, stderr=subprocess.STDOUT,
+                         stdin=subprocess.DEVNULL, start_new_session=True)
+        log.warning("schema change: %s: started `cdckit rebuild %s --table %s` (log %s)", table, _which(stores),
+                    table, folder / f"rebuild-{table}.log")
+
+
+def _which(stores: list[str]) -> str:
+    return "all" if set(stores) >= {"search", "cache"} else stores[0]
+
+
+def _field_mappings(cfg: Config, table: str, fields: dict[str, str]) -> dict[str, dict]:
+    """field -> mapping for these Postgres types (the index definition's rules)."""
+    try:
+        from derived.sinks.search.definition import field_mapping
+    except ImportError:  # dynamic mapping: the engine maps a new field from its first value
+        return {}
+    return {f: field_mapping(t) for f, t in fields.items()}
