@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -60,6 +61,17 @@ class JobSchemaActions:
                          stdin=subprocess.DEVNULL, start_new_session=True)
         log.warning("schema change: %s: started `cdckit rebuild %s --table %s` (log %s)", table, _which(stores),
                     table, folder / f"rebuild-{table}.log")
+
+
+    def rebuild_finished(self, since: float) -> bool:
+        """The rebuild started at `since` (or a later one) reached its end; also when it failed and
+        nothing runs any more (its log says why; `status` shows a failed rebuild)."""
+        from pipelines.state import rebuild as rebuild_state
+
+        state = rebuild_state.load(self.config().spark.checkpoint_dir)
+        if state is None or state.started_at < since - 60:
+            return time.time() - since > 600  # never began: give up waiting on it
+        return state.phase == "done"
 
 
 def _which(stores: list[str]) -> str:

@@ -30,6 +30,7 @@ class SchemaActions(Protocol):
     def windows(self) -> int: ...
     def extend_mapping(self, table: str, fields: dict[str, str]) -> None: ...
     def start_rebuild(self, stores: list[str], table: str) -> None: ...
+    def rebuild_finished(self, since: float) -> bool: ...
 
 
 class SchemaWatch:
@@ -85,6 +86,8 @@ class SchemaWatch:
                 pending.append(work)
             elif work.rebuild:
                 self.actions.start_rebuild(work.rebuild, name)
+                work.rebuild, work.rebuild_started_at = [], time.time()
+                pending.append(work)
         pending = self._advance(pending, now)
         self.state.save_shapes(shapes)
         self.state.save_pending(pending)
@@ -94,9 +97,15 @@ class SchemaWatch:
         return self.types
 
     def _advance(self, pending: list[PendingWork], now: float) -> list[PendingWork]:
-        """Re-reads whose snapshot windows went quiet are done; their rebuilds start then."""
+        """Re-reads whose snapshot windows went quiet are done, and their rebuilds start then;
+        a started rebuild is done when the rebuild says so."""
+        pending = [w for w in pending
+                   if w.rebuild_started_at is None or not self.actions.rebuild_finished(w.rebuild_started_at)]
+        for w in pending:
+            if w.rebuild_started_at is not None and w.resnapshot != "requested":
+                w.resnapshot = "done"
         if not any(w.resnapshot == "requested" for w in pending):
-            return pending
+            return [w for w in pending if w.resnapshot != "done" or w.stopped or w.rebuild_started_at is not None]
         count = self.actions.windows()
         if self._windows is None or self._windows[0] != count:
             self._windows = (count, now)
@@ -108,7 +117,7 @@ class SchemaWatch:
                 log.warning("schema change: %s: every row re-read", w.what)
                 if w.rebuild:
                     self.actions.start_rebuild(w.rebuild, w.table)
-                    w.rebuild = []
-            if w.resnapshot != "done" or w.stopped:
+                    w.rebuild, w.rebuild_started_at = [], time.time()
+            if w.resnapshot != "done" or w.stopped or w.rebuild_started_at is not None:
                 left.append(w)
         return left

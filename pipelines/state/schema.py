@@ -21,6 +21,7 @@ class PendingWork:
     since: float = field(default_factory=time.time)
     signal_id: str | None = None
     windows_at_request: int = 0
+    rebuild_started_at: float | None = None     # the rebuild the job started (until it is done)
 
     def line(self) -> str:
         steps = []
@@ -31,6 +32,8 @@ class PendingWork:
             steps.append("re-reading every row (incremental snapshot)")
         if self.rebuild:
             steps.append(f"rebuild of {' and '.join(self.rebuild)} to follow")
+        if self.rebuild_started_at is not None:
+            steps.append("rebuild running (see the rebuild line)")
         return f"{self.what}: {'; '.join(steps) or 'done'}"
 
 

@@ -16,6 +16,7 @@ class Fake:
         self.cols = {T: list(V1)}
         self.signals, self.mappings, self.rebuilds = [], [], []
         self.window_count = 0
+        self.rebuild_done = False
 
     def columns(self, tables):
         return {t: list(self.cols.get(t, [])) for t in tables}
@@ -32,6 +33,9 @@ class Fake:
 
     def start_rebuild(self, stores, table):
         self.rebuilds.append((tuple(stores), table))
+
+    def rebuild_finished(self, since):
+        return self.rebuild_done
 
 
 class Clock:
@@ -105,7 +109,13 @@ def test_a_type_change_with_another_mapping_rebuilds_search_after_the_re_read(tm
     clock.t = 40
     w.check(config())
     assert fake.rebuilds == [(("search",), T)]
+    [work] = SchemaState(tmp_path).pending()
+    assert "rebuild running" in work.line()
+    fake.rebuild_done = True
+    clock.t = 50
+    w.check(config())
     assert SchemaState(tmp_path).pending() == []
+    assert fake.rebuilds == [(("search",), T)]  # started once
 
 
 def test_stop_policy_stops_once_and_leaves_the_work_for_status(tmp_path):
