@@ -75,3 +75,17 @@ def plan(table: str, changes: list[SchemaChange], policy: Policy, columns: list[
     if policy == "rebuild":
         out.resnapshot, out.rebuild = True, ["search", "cache"]
     return out
+
+
+# Table settings whose edit leaves stored documents or keys in the old shape, and the stores it
+# concerns: documents are only rewritten by a change of their row, so an edit needs a rebuild.
+_EDIT_STORES = {"columns": ("search", "cache"), "rename": ("search", "cache"), "key": ("search", "cache"),
+                "mappings": ("search",), "index": ("search",), "redis_key": ("cache",),
+                "redis_format": ("cache",)}
+
+
+def config_edits(old, new) -> tuple[list[str], list[str]]:
+    """(edited settings, stores to rebuild) between two TableConfigs of one table."""
+    edited = [f for f in _EDIT_STORES if getattr(old, f) != getattr(new, f)]
+    stores = [s for s in ("search", "cache") if any(s in _EDIT_STORES[f] for f in edited)]
+    return edited, stores

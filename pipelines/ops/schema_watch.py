@@ -17,7 +17,7 @@ from typing import Callable, Protocol
 from connectors.table_shape import Column, diff
 from pipelines.config import Config
 from pipelines.errors import SchemaChangeError
-from pipelines.ops.schema_plan import plan
+from pipelines.ops.schema_plan import config_edits, plan
 from pipelines.state.schema import PendingWork, SchemaState
 
 log = logging.getLogger("cdckit.schema")
@@ -95,6 +95,32 @@ class SchemaWatch:
         if stop:
             raise SchemaChangeError(stop)
         return self.types
+
+    def config_edited(self, old: Config, new: Config) -> None:
+        """A config edit the running job picked up that leaves stored documents in the old shape
+        (columns, rename, key, mappings, index, redis_key, redis_format): the affected stores are
+        rebuilt for the table (`evolve`, `rebuild`), or the job stops naming the command (`stop`)."""
+        before = {t.name: t for t in old.tables}
+        pending, stop = self.state.pending(), None
+        for table in new.tables:
+            if table.name not in before:
+                continue  # a new table: `cdckit snapshot add` fills it
+            edited, stores = config_edits(before[table.name], table)
+            if not stores:
+                continue
+            what = f"{table.name}: config edit of {', '.join(edited)}"
+            command = f"`cdckit rebuild {'all' if len(stores) == 2 else stores[0]} --table {table.name}`"
+            log.warning("%s leaves stored documents in the old shape", what)
+            if table.on_schema_change == "stop":
+                pending.append(PendingWork(table.name, what, stopped=True))
+                stop = stop or (f"{what} leaves stored documents in the old shape; on_schema_change is 'stop': "
+                                f"run {command}, then start the job again")
+                continue
+            self.actions.start_rebuild(stores, table.name)
+            pending.append(PendingWork(table.name, what, rebuild_started_at=time.time()))
+        self.state.save_pending(pending)
+        if stop:
+            raise SchemaChangeError(stop)
 
     def _advance(self, pending: list[PendingWork], now: float) -> list[PendingWork]:
         """Re-reads whose snapshot windows went quiet are done, and their rebuilds start then;

@@ -143,7 +143,10 @@ def batch_writer(config: Config, on_batch: Callable | None = None, config_path: 
     def apply_batch(df, batch_id: int) -> None:
         nonlocal fresh
         started = time.monotonic()
+        before = live.config
         live.current()
+        if live.config is not before:
+            schema.config_edited(before, live.config)
         live.check_stores(fresh)
         fresh = False
         _check_schema(schema, live.config)

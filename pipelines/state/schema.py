@@ -25,7 +25,10 @@ class PendingWork:
 
     def line(self) -> str:
         steps = []
-        if self.stopped:
+        if self.stopped and "config edit" in self.what:
+            steps.append("the job stopped for it (on_schema_change: stop): run "
+                         f"`cdckit rebuild all --table {self.table}`")
+        elif self.stopped:
             steps.append("the job stopped for it (on_schema_change: stop): run "
                          f"`cdckit snapshot resync {self.table}`")
         if self.resnapshot == "requested":

@@ -141,3 +141,23 @@ def test_a_change_to_a_projected_away_column_is_ignored(tmp_path):
     clock.t = 10
     w.check(config(columns=["id"]))
     assert fake.signals == fake.mappings == [] and SchemaState(tmp_path).pending() == []
+
+
+def test_a_config_edit_that_reshapes_documents_rebuilds_the_stores_it_concerns(tmp_path):
+    fake = Fake()
+    w = watch(tmp_path, fake)
+    w.config_edited(config(), config(columns=["id", "name"]))
+    w.config_edited(config(), config(redis_format="hash"))
+    w.config_edited(config(), config(redis_ttl_s=60))  # no stored shape changes
+    assert fake.rebuilds == [(("search", "cache"), T), (("cache",), T)]
+    assert [p.what for p in SchemaState(tmp_path).pending()] == [f"{T}: config edit of columns",
+                                                                f"{T}: config edit of redis_format"]
+
+
+def test_a_config_edit_under_stop_stops_naming_the_rebuild(tmp_path):
+    fake = Fake()
+    with pytest.raises(SchemaChangeError, match="cdckit rebuild search --table public.customers"):
+        watch(tmp_path, fake).config_edited(config("stop"), config("stop", index="renamed"))
+    assert fake.rebuilds == []
+    [work] = SchemaState(tmp_path).pending()
+    assert work.stopped and "cdckit rebuild all --table" in work.line()
