@@ -12,7 +12,7 @@ import yaml
 
 from pipelines.config import parse_config
 from pipelines.ops import privileges
-from tests.support.integration import cli, drop_connector, pg, write_config
+from tests.support.integration import cli, drop_pipeline, pg, write_config
 from tests.support.stack import ROOT
 
 pytestmark = [pytest.mark.integration]
@@ -37,11 +37,8 @@ def roles(stack, tmp_path):
     try:
         yield data, table, cdc, reader
     finally:
-        drop_connector(stack, data)
-        pg_ = data["postgres"]
+        drop_pipeline(stack, data, table)
         with pg(stack) as conn:
-            conn.execute(f"DROP TABLE IF EXISTS {table}, {pg_['heartbeat_table']}, {pg_['signal_table']}, "
-                         f"{pg_['truncate_table']}")
             for role in (cdc, reader):
                 conn.execute(f"DROP OWNED BY {role}")
                 conn.execute(f"DROP ROLE {role}")
@@ -155,11 +152,8 @@ def test_the_local_stack_runs_as_its_own_roles(stack, tmp_path):
             psycopg.connect(host=stack.pg_host, port=stack.pg_port, dbname=stack.pg_database, user=reader,
                             password="wrong", connect_timeout=5).close()
     finally:
-        drop_connector(stack, data)
-        pg_ = data["postgres"]
+        drop_pipeline(stack, data, table)
         with pg(stack) as conn:
-            conn.execute(f"DROP TABLE IF EXISTS {table}, {pg_['heartbeat_table']}, {pg_['signal_table']}, "
-                         f"{pg_['truncate_table']}")
             for role in (cdc, reader):
                 if conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
                     conn.execute(f"DROP OWNED BY {role}")

@@ -15,7 +15,7 @@ import pytest
 
 from pipelines.config import load_config
 from pipelines.state.schema import SchemaState
-from tests.support.integration import (cache_docs, cli, drop_connector, pg, search_docs, start_job, wait_for,
+from tests.support.integration import (cache_docs, cli, drop_pipeline, pg, search_docs, start_job, wait_for,
                                        write_config)
 
 pytestmark = [pytest.mark.integration]
@@ -71,11 +71,7 @@ def drill(stack, tmp_path):
     try:
         yield data, path, table, name
     finally:
-        drop_connector(stack, data)
-        pg_ = data["postgres"]
-        with pg(stack) as conn:
-            conn.execute(f"DROP TABLE IF EXISTS {table}, {pg_['heartbeat_table']}, {pg_['signal_table']}, "
-                         f"{pg_['truncate_table']}")
+        drop_pipeline(stack, data, table)
 
 
 def _pending(path) -> list:

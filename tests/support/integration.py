@@ -109,6 +109,15 @@ def drop_connector(stack: Endpoints, data: dict[str, Any]) -> None:
         postgres.drop_publication(conn, data["postgres"]["publication"])
 
 
+def drop_pipeline(stack: Endpoints, data: dict[str, Any], *tables: str) -> None:
+    """`drop_connector`, then the test's tables and the config's support tables."""
+    drop_connector(stack, data)
+    pg_ = data["postgres"]
+    with pg(stack) as conn:
+        conn.execute(f"DROP TABLE IF EXISTS {', '.join(tables) + ', ' if tables else ''}{pg_['heartbeat_table']}, "
+                     f"{pg_['signal_table']}, {pg_['truncate_table']}")
+
+
 def wait_streaming(stack: Endpoints, data: dict[str, Any], timeout_s: float = 60) -> None:
     """Debezium holds the slot's walsender only once the snapshot is done and streaming began."""
     from connectors import postgres
