@@ -244,6 +244,21 @@ def ensure_publication(conn: psycopg.Connection, publication: str, tables: list[
     return "updated"
 
 
+def request_incremental_snapshot(conn: psycopg.Connection, signal_table: str, table: str) -> str:
+    """Debezium re-reads every row of `table` (an incremental snapshot, in chunks, while streaming)."""
+    import json
+
+    return send_signal(conn, signal_table, "execute-snapshot",
+                       json.dumps({"data-collections": [table], "type": "incremental"}))
+
+
+def snapshot_windows(conn: psycopg.Connection, signal_table: str) -> int:
+    """Debezium brackets every chunk of an incremental snapshot with window-open/close rows in the
+    signal table; when they stop appearing, the snapshot has read its last chunk."""
+    return conn.execute(f"SELECT count(*) FROM {signal_table} "
+                        "WHERE type IN ('snapshot-window-open', 'snapshot-window-close')").fetchone()[0]
+
+
 def send_signal(conn: psycopg.Connection, signal_table: str, kind: str, data: str) -> str:
     """A Debezium source-channel signal (e.g. execute-snapshot); returns its id."""
     import uuid

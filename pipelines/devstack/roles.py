@@ -54,7 +54,7 @@ def ensure(config_path: Path | str) -> list[str]:
     from connectors import postgres
     from pipelines.config import load_config
     from pipelines.devstack.servers import Postgres
-    from pipelines.ops.privileges import roles_script
+    from connectors import postgres_roles
 
     config_path = Path(config_path)
     ensure_password_files(config_path)
@@ -64,7 +64,9 @@ def ensure(config_path: Path | str) -> list[str]:
         raise ValueError(f"{config_path}: postgres.user must be a role of its own (not {SUPERUSER}) and "
                          "postgres.reader_user must be set, for the local stack's least-privilege roles")
     with postgres.connect(admin_dsn(config_path)) as conn:
-        conn.execute(roles_script(cfg, pg.user, pg.reader_user))
+        conn.execute(postgres_roles.render(postgres_roles.variables(
+            pg.user, pg.reader_user, [t.name for t in cfg.tables], pg.heartbeat_table, pg.signal_table,
+            pg.truncate_table, pg.publication)))
         for role, ref in ((pg.user, pg.password), (pg.reader_user, pg.reader_password)):
             if ref is not None:
                 conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(sql.Identifier(role),

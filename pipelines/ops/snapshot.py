@@ -6,7 +6,6 @@ by topic pattern, so it picks the new table up without a restart.
 """
 from __future__ import annotations
 
-import json
 import time
 from typing import Callable
 
@@ -19,11 +18,8 @@ from pipelines.errors import ConfigError
 
 
 def _windows(config: Config) -> int:
-    """Debezium brackets every chunk of an incremental snapshot with window-open/close rows in the
-    signal table; when they stop appearing, the snapshot has read its last chunk."""
     with postgres.connect(config.postgres.dsn_kwargs()) as conn:
-        return conn.execute(f"SELECT count(*) FROM {config.postgres.signal_table} "
-                            f"WHERE type IN ('snapshot-window-open', 'snapshot-window-close')").fetchone()[0]
+        return postgres.snapshot_windows(conn, config.postgres.signal_table)
 
 
 def add_table(config: Config, table_name: str, on_progress: Callable[[int, int], None] = lambda done, total: None,
@@ -93,8 +89,7 @@ def _end_offsets(config: Config, topic: str) -> dict[str, int]:
 
 def _signal(config: Config, table_name: str) -> str:
     with postgres.connect(config.postgres.dsn_kwargs()) as conn:
-        return postgres.send_signal(conn, config.postgres.signal_table, "execute-snapshot",
-                                    json.dumps({"data-collections": [table_name], "type": "incremental"}))
+        return postgres.request_incremental_snapshot(conn, config.postgres.signal_table, table_name)
 
 
 def _walsender(config: Config) -> int | None:

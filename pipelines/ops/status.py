@@ -151,7 +151,7 @@ def _pipeline(config: Config, report: Report) -> None:
 
 
 def _schema(config: Config, report: Report) -> None:
-    """Schema work the job started and has not finished (pipelines/ops/schema_watch.py)."""
+    """Schema work the job started and has not finished (pipelines/schema/watch.py)."""
     from pipelines.state.schema import SchemaState
 
     for work in SchemaState(config.spark.checkpoint_dir).pending():

@@ -205,8 +205,8 @@ def batch_writer(config: Config, on_batch: Callable | None = None, config_path: 
 
 
 def _schema_watch(live: LiveConfig, config_path: Path | None):
-    from pipelines.ops.schema_actions import JobSchemaActions
-    from pipelines.ops.schema_watch import SchemaWatch
+    from pipelines.schema.actions import JobSchemaActions
+    from pipelines.schema.watch import SchemaWatch
     from pipelines.state.schema import SchemaState
 
     return SchemaWatch(SchemaState(live.config.spark.checkpoint_dir),

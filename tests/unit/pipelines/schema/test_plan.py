@@ -1,7 +1,7 @@
 import pytest
 
 from connectors.table_shape import SchemaChange
-from pipelines.ops.schema_plan import plan
+from pipelines.schema.plan import plan
 
 T = "public.t"
 

@@ -3,7 +3,7 @@
 Each check reads the catalog for every synced table (one query per table, at most every
 `interval_s`), compares with the columns last seen (pipelines/state/schema.py: kept beside the
 checkpoint, so a change made while the job was down is noticed at the next start), and acts on
-a change as the table's `on_schema_change` says (pipelines/ops/schema_plan.py): extends the live
+a change as the table's `on_schema_change` says (pipelines/schema/plan.py): extends the live
 index mapping, asks Debezium for an incremental snapshot of the table (every row re-read at a
 version newer than its last change), starts a rebuild once that re-read has been emitted, or stops
 the job. The columns' types are also what documents are rendered with (their Postgres types).
@@ -17,7 +17,7 @@ from typing import Callable, Protocol
 from connectors.table_shape import Column, diff
 from pipelines.config import Config
 from pipelines.errors import SchemaChangeError
-from pipelines.ops.schema_plan import config_edits, plan
+from pipelines.schema.plan import config_edits, plan
 from pipelines.state.schema import PendingWork, SchemaState
 
 log = logging.getLogger("cdckit.schema")

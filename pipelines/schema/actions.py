@@ -1,4 +1,4 @@
-"""What the job's schema watch (pipelines/ops/schema_watch.py) does to the world: reads the
+"""What the job's schema watch (pipelines/schema/watch.py) does to the world: reads the
 catalog, signals Debezium, extends an index mapping, starts a rebuild."""
 from __future__ import annotations
 
@@ -25,14 +25,14 @@ class JobSchemaActions:
             return {t: postgres.table_columns(conn, t) for t in tables}
 
     def signal_resnapshot(self, table: str) -> str:
-        from pipelines.ops.snapshot import _signal
-
-        return _signal(self.config(), table)
+        pg = self.config().postgres
+        with postgres.connect(pg.dsn_kwargs()) as conn:
+            return postgres.request_incremental_snapshot(conn, pg.signal_table, table)
 
     def windows(self) -> int:
-        from pipelines.ops.snapshot import _windows
-
-        return _windows(self.config())
+        pg = self.config().postgres
+        with postgres.connect(pg.dsn_kwargs()) as conn:
+            return postgres.snapshot_windows(conn, pg.signal_table)
 
     def extend_mapping(self, table: str, fields: dict[str, str]) -> None:
         """The new fields' mappings into the live index, in place (adding a field is allowed)."""

@@ -3,7 +3,7 @@ import pytest
 from connectors.table_shape import Column
 from pipelines.config import parse_config
 from pipelines.errors import SchemaChangeError
-from pipelines.ops.schema_watch import QUIET_S, SchemaWatch
+from pipelines.schema.watch import QUIET_S, SchemaWatch
 from pipelines.state.schema import SchemaState
 from tests.support.configs import BASE, with_
 
