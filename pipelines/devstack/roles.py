@@ -1,7 +1,7 @@
-"""The local stack's least-privilege roles for a config (connectors/sql/roles.sql): `postgres.user`
-as the replication role and `postgres.reader_user` as the read-only one, each with a generated
-password kept in the 0600 file the config names. Both join the stack's password-login group, so
-their logins must give the password (the rest of loopback is trusted, see servers.Postgres)."""
+"""The local stack's least-privilege roles for a config: `postgres.user` as the replication role and
+`postgres.reader_user` as the read-only one (the roles script of `cdckit config roles-sql`), each
+with a generated password kept in the 0600 file the config names. Both join the stack's
+password-login group, so their logins must give the password (the rest of loopback is trusted)."""
 from __future__ import annotations
 
 import os
