@@ -22,6 +22,7 @@ from pipelines.state.schema import PendingWork, SchemaState
 
 log = logging.getLogger("cdckit.schema")
 QUIET_S = 10.0  # no new snapshot window for this long after the re-read began: it has emitted every row
+NO_WINDOW_S = 120.0  # no window at all this long after the signal: signal again (once); twice as long: give up
 
 
 class SchemaActions(Protocol):
@@ -36,8 +37,9 @@ class SchemaActions(Protocol):
 class SchemaWatch:
     def __init__(self, state: SchemaState, actions: SchemaActions, interval_s: float = 5.0,
                  clock: Callable[[], float] = time.monotonic,
-                 same_mapping: Callable[[str, str], bool] = lambda a, b: a == b):
-        self.state, self.actions, self.interval_s, self.clock = state, actions, interval_s, clock
+                 same_mapping: Callable[[str, str], bool] = lambda a, b: a == b,
+                 wall: Callable[[], float] = time.time):
+        self.state, self.actions, self.interval_s, self.clock, self.wall = state, actions, interval_s, clock, wall
         self.same_mapping = same_mapping
         self.last_check: float | None = None
         self.types: dict[str, dict[str, str]] = {}
@@ -78,7 +80,7 @@ class SchemaWatch:
                 renamed = {table.rename.get(c, c): c for c in types}
                 self.actions.extend_mapping(name, {f: types[renamed.get(f, f)] for f in step.extend_mapping
                                                    if renamed.get(f, f) in types})
-            work = PendingWork(name, f"{name}: {what}", rebuild=list(step.rebuild))
+            work = PendingWork(name, f"{name}: {what}", rebuild=list(step.rebuild), since=self.wall())
             if step.resnapshot:
                 work.windows_at_request = self.actions.windows()
                 work.signal_id = self.actions.signal_resnapshot(name)
@@ -138,6 +140,15 @@ class SchemaWatch:
         quiet = now - self._windows[1]
         left = []
         for w in pending:
+            silent = self.wall() - w.since  # no window since the request: lost signal, or nothing to read
+            if w.resnapshot == "requested" and count == w.windows_at_request and silent > 2 * NO_WINDOW_S:
+                w.resnapshot = "done"
+                log.warning("schema change: %s: Debezium opened no snapshot window for the re-read in %.0f s "
+                            "(an empty table?); taken as done: `cdckit verify` tells", w.what, silent)
+            elif w.resnapshot == "requested" and count == w.windows_at_request and silent > NO_WINDOW_S \
+                    and not w.resignalled:
+                w.signal_id, w.resignalled = self.actions.signal_resnapshot(w.table), True
+                log.warning("schema change: %s: no snapshot window yet; signalled the re-read again", w.what)
             if w.resnapshot == "requested" and count > w.windows_at_request and quiet >= QUIET_S:
                 w.resnapshot = "done"
                 log.warning("schema change: %s: every row re-read", w.what)

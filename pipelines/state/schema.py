@@ -22,6 +22,7 @@ class PendingWork:
     signal_id: str | None = None
     windows_at_request: int = 0
     rebuild_started_at: float | None = None     # the rebuild the job started (until it is done)
+    resignalled: bool = False                   # the re-read's signal was sent a second time
 
     def line(self) -> str:
         steps = []

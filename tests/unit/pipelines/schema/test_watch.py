@@ -161,3 +161,24 @@ def test_a_config_edit_under_stop_stops_naming_the_rebuild(tmp_path):
     assert fake.rebuilds == []
     [work] = SchemaState(tmp_path).pending()
     assert work.stopped and "cdckit rebuild all --table" in work.line()
+
+
+def test_a_re_read_with_no_snapshot_window_is_signalled_again_then_given_up(tmp_path):
+    from pipelines.schema.watch import NO_WINDOW_S
+
+    fake, clock, wall = Fake(), Clock(), Clock()
+    w = SchemaWatch(SchemaState(tmp_path), fake, interval_s=5, clock=clock, wall=wall)
+    w.check(config())
+    fake.cols[T] = [V1[0]]                    # a drop: a re-read
+    clock.t = wall.t = 10
+    w.check(config())
+    assert fake.signals == [T]
+    clock.t = wall.t = 10 + NO_WINDOW_S + 1   # no window: once more
+    w.check(config())
+    assert fake.signals == [T, T] and SchemaState(tmp_path).pending()[0].resignalled
+    clock.t = wall.t = 10 + NO_WINDOW_S + 50
+    w.check(config())
+    assert fake.signals == [T, T]              # only once
+    clock.t = wall.t = 10 + 2 * NO_WINDOW_S + 1
+    w.check(config())
+    assert SchemaState(tmp_path).pending() == []
