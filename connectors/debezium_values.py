@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import re
 import uuid
 from decimal import Decimal
 from fractions import Fraction
@@ -35,13 +36,14 @@ def render(value: Any, pg_type: str) -> Any:
             return text + "Z"
         epoch = dt.datetime(1970, 1, 1)
         delta = value - epoch
-        return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds  # MicroTimestamp
+        micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+        return micros // 1000 if _millis(pg_type) else micros  # Timestamp (p <= 3) / MicroTimestamp
     if isinstance(value, dt.date):
         return (value - _EPOCH).days
     if isinstance(value, dt.time):
         if value.tzinfo is not None:
             return value.strftime("%H:%M:%S.%f").rstrip("0").rstrip(".") + "Z"
-        return _micros(value)
+        return _micros(value) // 1000 if _millis(pg_type) else _micros(value)  # Time (p <= 3) / MicroTime
     if isinstance(value, dt.timedelta):
         return _iso_interval(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -51,6 +53,13 @@ def render(value: Any, pg_type: str) -> Any:
     if pg_type in ("json", "jsonb"):
         return json.dumps(value, separators=(",", ":"))
     return value
+
+
+def _millis(pg_type: str) -> bool:
+    """time.precision.mode=adaptive: timestamp(0..3) and time(0..3) travel in milliseconds."""
+    element = pg_type[:-2] if pg_type.endswith("[]") else pg_type
+    m = re.match(r"^(?:timestamp|time)\((\d)\) without time zone$", element)
+    return m is not None and int(m.group(1)) <= 3
 
 
 def _iso_interval(td: dt.timedelta) -> str:

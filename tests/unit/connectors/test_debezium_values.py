@@ -43,3 +43,20 @@ def test_human_output_cuts_long_values():
     long = cut("x" * 14_000)
     assert len(long) < 200 and "14,002 chars" in long and "sha256" in long
     assert cut("x" * 14_000) != cut("x" * 13_999 + "y")
+
+
+def test_timestamps_and_times_of_precision_0_to_3_travel_in_milliseconds():
+    """time.precision.mode=adaptive: Debezium's Timestamp/Time (ms) up to precision 3, MicroTimestamp/
+    MicroTime (µs) above and without one; verify must expect what the connector sends."""
+    import datetime as dt
+
+    from connectors.debezium_values import render
+
+    moment = dt.datetime(2024, 1, 1, 0, 0, 1, 123000)
+    assert render(moment, "timestamp(3) without time zone") == 1_704_067_201_123
+    assert render(moment, "timestamp(0) without time zone") == 1_704_067_201_123  # Postgres rounds it first
+    assert render(moment, "timestamp(6) without time zone") == 1_704_067_201_123_000
+    assert render(moment, "timestamp without time zone") == 1_704_067_201_123_000
+    assert render([moment], "timestamp(3) without time zone[]") == [1_704_067_201_123]
+    assert render(dt.time(0, 0, 1, 5000), "time(3) without time zone") == 1005
+    assert render(dt.time(0, 0, 1, 5), "time without time zone") == 1_000_005
