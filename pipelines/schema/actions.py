@@ -41,7 +41,7 @@ class JobSchemaActions:
             return
         stores = self.stores()
         search_table = stores.search_tables[table]
-        properties = _field_mappings(cfg, table, fields)
+        properties = _field_mappings(fields)
         if properties:
             stores.search.engine.put_mapping(search_table.alias, properties)
             log.warning("schema change: %s: index mapping of %s extended with %s", table, search_table.alias,
@@ -55,13 +55,12 @@ class JobSchemaActions:
             return
         folder = Path(self.config().spark.checkpoint_dir) / "schema"
         folder.mkdir(parents=True, exist_ok=True)
-        out = open(folder / f"rebuild-{table}.log", "ab")
-        subprocess.Popen([sys.executable, "-m", "pipelines.cli", "rebuild", _which(stores), "--table", table,
-                          "-c", str(self.config_path)], stdout=out, stderr=subprocess.STDOUT,
-                         stdin=subprocess.DEVNULL, start_new_session=True)
+        with open(folder / f"rebuild-{table}.log", "ab") as out:  # the child keeps its own descriptor
+            subprocess.Popen([sys.executable, "-m", "pipelines.cli", "rebuild", _which(stores), "--table", table,
+                              "-c", str(self.config_path)], stdout=out, stderr=subprocess.STDOUT,
+                             stdin=subprocess.DEVNULL, start_new_session=True)
         log.warning("schema change: %s: started `cdckit rebuild %s --table %s` (log %s)", table, _which(stores),
                     table, folder / f"rebuild-{table}.log")
-
 
     def rebuild_finished(self, since: float) -> bool:
         """The rebuild started at `since` (or a later one) reached its end; also when it failed and
@@ -78,7 +77,7 @@ def _which(stores: list[str]) -> str:
     return "all" if set(stores) >= {"search", "cache"} else stores[0]
 
 
-def _field_mappings(cfg: Config, table: str, fields: dict[str, str]) -> dict[str, dict]:
+def _field_mappings(fields: dict[str, str]) -> dict[str, dict]:
     """field -> mapping for these Postgres types (the index definition's rules)."""
     try:
         from derived.sinks.search.definition import field_mapping

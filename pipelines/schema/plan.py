@@ -32,8 +32,11 @@ class SchemaPlan:
     rebuild: list[str] = field(default_factory=list)           # stores to rebuild after the re-read
     stop: str | None = None                                    # the job stops with this message
 
+    @property
+    def what(self) -> str:
+        return "; ".join(c.describe() for c in self.changes)
+
     def describe(self) -> str:
-        what = "; ".join(c.describe() for c in self.changes)
         steps = []
         if self.extend_mapping:
             steps.append(f"index mapping extended with {', '.join(self.extend_mapping)}")
@@ -41,7 +44,7 @@ class SchemaPlan:
             steps.append("every row re-read (incremental snapshot)")
         if self.rebuild:
             steps.append(f"then rebuild {' and '.join(self.rebuild)}")
-        return f"{self.table}: {what}" + (f" -> {', '.join(steps)}" if steps else "")
+        return f"{self.table}: {self.what}" + (f" -> {', '.join(steps)}" if steps else "")
 
 
 def touches_documents(change: SchemaChange, columns: list[str] | None) -> bool:
@@ -61,7 +64,7 @@ def plan(table: str, changes: list[SchemaChange], policy: Policy, columns: list[
     if policy == "stop":
         commands = (f"`cdckit snapshot resync {table}` (re-reads every row), then "
                     f"`cdckit rebuild search --table {table}` if a field changed type")
-        out.stop = (f"{'; '.join(c.describe() for c in relevant)}. on_schema_change is 'stop': the job stopped "
+        out.stop = (f"{out.what}. on_schema_change is 'stop': the job stopped "
                     f"before applying changes of the new shape. Run {commands}, or set on_schema_change: evolve, "
                     f"then start the job again")
         return out

@@ -45,11 +45,11 @@ class SchemaWatch:
         self.types: dict[str, dict[str, str]] = {}
         self._windows: tuple[int, float] | None = None  # (count, when it last changed)
 
-    def check(self, config: Config, force: bool = False) -> dict[str, dict[str, str]]:
+    def check(self, config: Config) -> dict[str, dict[str, str]]:
         """Column types per table (name -> format_type), after acting on any change. Raises
         SchemaChangeError under `on_schema_change: stop`."""
         now = self.clock()
-        if not force and self.last_check is not None and now - self.last_check < self.interval_s:
+        if self.last_check is not None and now - self.last_check < self.interval_s:
             return self.types
         self.last_check = now
         tables = {t.name: t for t in config.tables}
@@ -70,7 +70,7 @@ class SchemaWatch:
             if step is None:
                 continue
             log.warning("schema change: %s", step.describe())
-            what = "; ".join(c.describe() for c in step.changes)
+            what = step.what
             if step.stop:
                 pending.append(PendingWork(name, f"{name}: {what}", stopped=True))
                 stop = stop or f"{name}: {step.stop}"
@@ -129,11 +129,8 @@ class SchemaWatch:
         a started rebuild is done when the rebuild says so."""
         pending = [w for w in pending
                    if w.rebuild_started_at is None or not self.actions.rebuild_finished(w.rebuild_started_at)]
-        for w in pending:
-            if w.rebuild_started_at is not None and w.resnapshot != "requested":
-                w.resnapshot = "done"
         if not any(w.resnapshot == "requested" for w in pending):
-            return [w for w in pending if w.resnapshot != "done" or w.stopped or w.rebuild_started_at is not None]
+            return pending
         count = self.actions.windows()
         if self._windows is None or self._windows[0] != count:
             self._windows = (count, now)
@@ -155,6 +152,6 @@ class SchemaWatch:
                 if w.rebuild:
                     self.actions.start_rebuild(w.rebuild, w.table)
                     w.rebuild, w.rebuild_started_at = [], time.time()
-            if w.resnapshot != "done" or w.stopped or w.rebuild_started_at is not None:
+            if w.open:
                 left.append(w)
         return left

@@ -24,6 +24,11 @@ class PendingWork:
     rebuild_started_at: float | None = None     # the rebuild the job started (until it is done)
     resignalled: bool = False                   # the re-read's signal was sent a second time
 
+    @property
+    def open(self) -> bool:
+        """Still to show: a re-read under way, a rebuild running, or a stop waiting for its command."""
+        return self.resnapshot == "requested" or self.stopped or self.rebuild_started_at is not None
+
     def line(self) -> str:
         steps = []
         if self.stopped and "config edit" in self.what:
