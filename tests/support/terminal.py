@@ -17,8 +17,10 @@ EXIT_MARK = "CDCKIT-EXIT="
 
 class Terminal:
     def __init__(self, width: int = 200, height: int = 50):
-        self.socket = f"cdckit-test-{os.getpid()}"
+        # A server of its own: a server shared by terminals exits when the last session is killed,
+        # and the next terminal's new-session could reach it mid-exit (seen once in CI: exit 1).
         self.name = f"t{uuid.uuid4().hex[:6]}"
+        self.socket = f"cdckit-test-{os.getpid()}-{self.name}"
         self.width, self.height = width, height
 
     def _tmux(self, *args: str) -> str:
@@ -51,7 +53,7 @@ class Terminal:
         return int(self.wait_for(rf"{EXIT_MARK}(\d+)", timeout_s).group(1))
 
     def close(self) -> None:
-        subprocess.run(["tmux", "-L", self.socket, "kill-session", "-t", self.name], capture_output=True)
+        subprocess.run(["tmux", "-L", self.socket, "kill-server"], capture_output=True)
 
     def __enter__(self) -> "Terminal":
         return self
