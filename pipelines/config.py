@@ -166,6 +166,9 @@ class TableConfig(_Strict):
     columns: list[str] | None = Field(None, min_length=1, description="projection: the columns kept")
     rename: dict[str, str] = Field(default_factory=dict, description="column -> document field")
     mappings: dict[str, Any] | None = Field(None, description="search mapping 'properties' for this table")
+    numeric_as_number: list[str] = Field(
+        default_factory=list, description="numeric/money columns rendered as JSON numbers in both stores (a "
+        "double: beyond 15-17 significant digits the value rounds); every other numeric stays an exact string")
     on_schema_change: Literal["evolve", "rebuild", "stop"] = Field(
         "evolve", description="a column added, dropped, renamed or retyped: evolve (extend the index mapping; "
                               "re-read every row when rows changed without events; rebuild search after a type "
@@ -191,6 +194,9 @@ class TableConfig(_Strict):
             unknown = set(self.rename) - set(self.columns)
             if unknown:
                 raise ValueError(f"rename names columns outside 'columns': {sorted(unknown)}")
+            outside = set(self.numeric_as_number) - set(self.columns)
+            if outside:
+                raise ValueError(f"numeric_as_number names columns outside 'columns': {sorted(outside)}")
         if self.redis_key is not None:
             fields = {f for _, f, _, _ in string.Formatter().parse(self.redis_key) if f is not None}
             if not fields:
