@@ -1,16 +1,18 @@
 """Postgres values as Debezium's JSON converter renders them with cdckit's connector settings
-(decimal.handling.mode=string, time.precision.mode=adaptive, interval.handling.mode=string),
-so `verify` can compare database rows with what the stores hold."""
+(decimal.handling.mode=string, time.precision.mode=adaptive, interval.handling.mode=string), so
+`verify` can compare database rows with what the stores hold: it types this rendering as the
+pipeline types the records (connectors/typed_values.py)."""
 from __future__ import annotations
 
 import base64
 import datetime as dt
 import json
-import re
 import uuid
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any
+
+from connectors.typed_values import element_type, milliseconds
 
 _EPOCH = dt.date(1970, 1, 1)
 
@@ -55,11 +57,7 @@ def render(value: Any, pg_type: str) -> Any:
     return value
 
 
-def _millis(pg_type: str) -> bool:
-    """time.precision.mode=adaptive: timestamp(0..3) and time(0..3) travel in milliseconds."""
-    element = pg_type[:-2] if pg_type.endswith("[]") else pg_type
-    m = re.match(r"^(?:timestamp|time)\((\d)\) without time zone$", element)
-    return m is not None and int(m.group(1)) <= 3
+_millis = milliseconds
 
 
 def _iso_interval(td: dt.timedelta) -> str:
@@ -108,5 +106,4 @@ def _number(value: Any) -> bool:
     return isinstance(value, (int, float, Decimal)) and not isinstance(value, bool)
 
 
-def _element(pg_type: str) -> str:
-    return pg_type[:-2] if pg_type.endswith("[]") else pg_type
+_element = element_type

@@ -12,6 +12,7 @@ import pyarrow as pa
 from derived.change import Change, DeadLetter, Position, Version
 from derived.reduce import last_per_key, merge_cuts, settle_tombstones
 from pipelines.apply.decode import decode_records
+from pipelines.apply.documents import columns_seen, type_rows
 from pipelines.apply.stats import BatchStats
 from pipelines.apply.stores import Stores
 
@@ -57,6 +58,7 @@ def apply_records(rows: list[dict[str, Any]], stores: Stores, fences: dict[str, 
         # While a rebuild fills a fresh generation, that generation may not hold a key's older row
         # yet (the catch-up writes it, in parallel): there every unchanged TOAST column is read.
         stats.toast_reread = stores.toast.fill(latest, every_upsert=rebuild is not None or how.fresh_generation)
+    as_documents(stores, latest)
     if how.defer_truncates:
         stats.truncate_cuts, truncates = newest_cuts(truncates), []
         stats.truncates = len(stats.truncate_cuts)
@@ -77,6 +79,13 @@ def apply_records(rows: list[dict[str, Any]], stores: Stores, fences: dict[str, 
 
 
 VISIBLE_SAMPLES = 200
+
+
+def as_documents(stores: Stores, changes: list[Change]) -> None:
+    """Upserts' values typed by their columns' Postgres types, in place, before either store sees
+    them: after the TOAST fill, which adds columns in Debezium's rendering."""
+    if stores.types is not None:
+        type_rows(changes, stores.types.of(columns_seen(changes)), stores.numbers)
 
 
 def fresh_generation_letters(fresh: list[DeadLetter], live: list[DeadLetter]) -> list[DeadLetter]:

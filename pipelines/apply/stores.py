@@ -8,6 +8,7 @@ from typing import Any
 from derived.sinks.cache.sink import CacheTable, RedisCache
 from derived.sinks.protocol import Sink
 from derived.sinks.search.sink import SearchSink, SearchTable
+from pipelines.apply.column_types import ColumnTypes
 from pipelines.apply.toast_reread import ToastReread
 from pipelines.config import Config
 from pipelines.state.rebuild import Targets
@@ -22,6 +23,9 @@ class Stores:
     key_columns: dict[str, list[str] | None] = field(default_factory=dict)
     truncate_table: str | None = None
     toast: Any = None   # pipelines.apply.toast_reread.ToastReread, or None (tests)
+    # Documents are rendered by column type (pipelines/apply/documents.py); None: rows as Debezium sends them (tests).
+    types: ColumnTypes | None = None
+    numbers: dict[str, frozenset[str]] = field(default_factory=dict)  # numeric columns rendered as numbers
 
     @property
     def tables(self) -> set[str]:
@@ -74,5 +78,7 @@ def stores_from_config(config: Config, targets: Targets | None = None) -> Stores
         search = _search_sink(config, live=False) if indexes else NullStore()
         cache = (RedisCache(redis_client(config, targets.cache_db), rc.deleted_version_ttl_s)
                  if targets.cache_db is not None else NullStore())
+    types = ColumnTypes(config.postgres.dsn_kwargs())
     return Stores(search, cache, search_tables, cache_tables, {t.name: t.key for t in config.tables},
-                  config.postgres.truncate_table, ToastReread(config.postgres.dsn_kwargs()))
+                  config.postgres.truncate_table, ToastReread(config.postgres.dsn_kwargs(), types.table), types,
+                  {t.name: frozenset(t.numeric_as_number) for t in config.tables})

@@ -16,7 +16,7 @@ gone since (deleted, re-keyed) is left as is: its delete follows in the log.
 from __future__ import annotations
 
 import logging
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from connectors import postgres
 from connectors.debezium_values import render
@@ -26,10 +26,13 @@ log = logging.getLogger("cdckit.toast")
 
 
 class ToastReread:
-    def __init__(self, dsn: dict[str, Any]):
+    def __init__(self, dsn: dict[str, Any], types: Callable[[str], dict[str, str]] | None = None):
+        """`types`: a table's column types (pipelines/apply/column_types.py: read again after a DDL);
+        default: read once per table."""
         self.dsn = dsn
         self._conn = None
         self._types: dict[str, dict[str, str]] = {}
+        self._types_of = types
 
     def fill(self, changes: Iterable[Change], every_upsert: bool = False) -> int:
         """Fill the unavailable columns of created keys (or of every upsert: a rebuild's survivors),
@@ -42,7 +45,8 @@ class ToastReread:
         try:
             conn = self._connection()
             for c in wanted:
-                types = self._types.get(c.table) or self._types.setdefault(c.table, postgres.column_types(conn, c.table))
+                types = self._types_of(c.table) if self._types_of else (
+                    self._types.get(c.table) or self._types.setdefault(c.table, postgres.column_types(conn, c.table)))
                 row = postgres.select_row(conn, c.table, list(c.unavailable), c.key)
                 if row is None:
                     continue

@@ -17,6 +17,7 @@ import orjson
 
 from connectors import postgres
 from connectors.debezium_values import render, same
+from connectors.typed_values import row_converter
 from connectors.envelope import document_id
 from derived.sinks.cache.keys import render_key
 from derived.shape import shape
@@ -140,11 +141,13 @@ def verify_table(config: Config, table: TableConfig, stores, sample: int | None)
     with postgres.connect(config.postgres.reader_dsn_kwargs(), autocommit=False) as conn:
         types = postgres.column_types(conn, table.name)
         key_cols = table.key or _primary_key(conn, table.name)
+        # The pipeline's own typing of Debezium's rendering (ids and keys stay in the rendering).
+        typed = row_converter(types, frozenset(table.numeric_as_number))
         for chunk in _chunks(_rows(conn, table.name, sample), BATCH):
             report.rows += len(chunk)
             rendered = [{c: render(v, types.get(c, "")) for c, v in row.items()} for row in chunk]
             ids = [document_id({c: r[c] for c in key_cols}, key_cols) for r in rendered]
-            expected = {i: shape(r, table) for i, r in zip(ids, rendered)}
+            expected = {i: shape(typed(r), table) for i, r in zip(ids, rendered)}
             if "search" in config.sinks:
                 docs = stores.search.engine.mget(search_t.alias, ids)
                 seen["search"] += len(docs)

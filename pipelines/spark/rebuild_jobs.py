@@ -18,7 +18,7 @@ from connectors.kafka.dead_letter_topic import DeadLetterWriter
 from connectors.kafka.offsets import begin_offsets
 from connectors.kafka.ranges import RANGE_ARROW_SCHEMA, KafkaRange, read_messages
 from derived.change import Position, Version
-from pipelines.apply.batch import ApplyOptions, apply_changes, apply_truncates, newest_cuts
+from pipelines.apply.batch import ApplyOptions, apply_changes, apply_truncates, as_documents, newest_cuts
 from pipelines.apply.rebuild_fold import PartitionFold
 from pipelines.apply.stats import BatchStats, add_stats
 from pipelines.apply.stores import stores_from_config
@@ -148,6 +148,7 @@ def _bulk_range(config_json: bytes, targets: Targets, work: RebuildWork, topic: 
     stores = worker_resources(config_json, targets)
     if stores.toast is not None:  # TOAST values the compacted log no longer holds (pipelines/apply/toast_reread.py)
         stores.toast.fill(survivors, every_upsert=True)
+    as_documents(stores, survivors)
     for first in range(0, len(survivors), APPLY_CHUNK):
         apply_changes(stores, [], survivors[first:first + APPLY_CHUNK], stats, dead, [])
         report_progress(work, topic, partition, read=fold.records, applied=first + APPLY_CHUNK,
