@@ -25,6 +25,8 @@ def render(value: Any, pg_type: str) -> Any:
     """`pg_type` is the type name (format_type), e.g. 'numeric(12,2)', 'timestamp with time zone', 'integer[]'."""
     if value is None:
         return None
+    if pg_type in ("json", "jsonb") or (pg_type == "hstore" and isinstance(value, dict)):
+        return json.dumps(value, separators=(",", ":"))  # a JSON array is no Postgres array; hstore.handling.mode=json
     if isinstance(value, list):
         element = pg_type[:-2] if pg_type.endswith("[]") else pg_type
         return [render(v, element) for v in value]
@@ -52,8 +54,6 @@ def render(value: Any, pg_type: str) -> Any:
         return base64.b64encode(bytes(value)).decode()
     if isinstance(value, uuid.UUID):
         return str(value)
-    if pg_type in ("json", "jsonb"):
-        return json.dumps(value, separators=(",", ":"))
     return value
 
 

@@ -163,6 +163,16 @@ def column_types(conn: psycopg.Connection, table: str) -> dict[str, str]:
     return dict(rows)
 
 
+def load_hstore_as_dicts(conn: psycopg.Connection) -> None:
+    """hstore values as dicts on this connection (psycopg reads them as text otherwise)."""
+    from psycopg.types import TypeInfo
+    from psycopg.types.hstore import register_hstore
+
+    info = TypeInfo.fetch(conn, "hstore")
+    if info is not None:
+        register_hstore(info, conn)
+
+
 def table_columns(conn: psycopg.Connection, table: str) -> list:
     """The table's live columns (connectors/table_shape.Column), in column order; [] if it is gone."""
     from connectors.table_shape import Column

@@ -17,7 +17,7 @@ import orjson
 
 from connectors import postgres
 from connectors.debezium_values import render, same
-from connectors.typed_values import row_converter
+from connectors.typed_values import element_type, row_converter
 from connectors.envelope import document_id
 from derived.sinks.cache.keys import render_key
 from derived.shape import shape
@@ -140,6 +140,8 @@ def verify_table(config: Config, table: TableConfig, stores, sample: int | None)
     seen = {s: 0 for s in config.sinks}
     with postgres.connect(config.postgres.reader_dsn_kwargs(), autocommit=False) as conn:
         types = postgres.column_types(conn, table.name)
+        if "hstore" in map(element_type, types.values()):
+            postgres.load_hstore_as_dicts(conn)
         key_cols = table.key or _primary_key(conn, table.name)
         # The pipeline's own typing of Debezium's rendering (ids and keys stay in the rendering).
         typed = row_converter(types, frozenset(table.numeric_as_number))

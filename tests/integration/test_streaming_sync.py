@@ -23,8 +23,8 @@ def pg_rows(stack, table):
 def same(pg_row, doc):
     id_, name, amount, tags, docj, big, ts = pg_row
     return (doc.get("id") == id_ and doc.get("name") == name and doc.get("amount") == amount
-            and doc.get("tags") == tags and (None if doc.get("doc") is None else json.loads(doc["doc"]))
-            == (None if docj is None else json.loads(docj)) and doc.get("big") == big
+            and doc.get("tags") == tags and doc.get("doc") == (None if docj is None else json.loads(docj))
+            and doc.get("big") == big
             and (ts is None and doc.get("ts") is None
                  or ts is not None and datetime.fromisoformat(doc["ts"].replace("Z", "+00:00")) == ts))
 
