@@ -217,11 +217,24 @@ def _mapping_differences(want: Mapping[str, Any], have: Mapping[str, Any], path:
         got = have.get(key)
         if key == "type" and got is None and value == "object":
             continue  # engines leave out `"type": "object"`, the default of a field with properties
+        if key not in have and _is_default(want.get("type"), key, value):
+            continue  # engines leave out parameters at their default (a date's format, ...)
         if key not in have:
             out.append(f"{path}.{key}: config {_show(value)}, live not set")
         elif not _same(value, got):
             out.append(f"{path}.{key}: config {_show(value)}, live {_show(got)}")
     return out
+
+
+# Mapping parameters engines leave out of a mapping they answer when they hold the default.
+_DEFAULTS: dict[str, Any] = {"index": True, "doc_values": True, "store": False}
+_TYPE_DEFAULTS: dict[str, dict[str, Any]] = {"date": {"format": DATE_FORMAT}, "text": {"norms": True},
+                                             "keyword": {"norms": False}}
+
+
+def _is_default(type_: Any, key: str, value: Any) -> bool:
+    defaults = {**_DEFAULTS, **_TYPE_DEFAULTS.get(str(type_ or "object"), {})}
+    return key in defaults and _same(defaults[key], value)
 
 
 def _same(a: Any, b: Any) -> bool:
