@@ -52,7 +52,7 @@ def main() -> None:
             "kafka": {"bootstrap_servers": s.bootstrap_servers, "partitions": args.partitions},
             "connect": {"url": s.connect_url},
             "tables": [{"name": table, "index": prefix, "redis_key": f"{prefix}:{{id}}"}],
-            "search": {"kind": "opensearch", "url": s.search_url, "bulk_chunk": 5000},
+            "search": {"kind": "opensearch", "url": s.search_url, "index_settings": {"number_of_replicas": 0}, "bulk_chunk": 5000},
             "redis": {"url": s.redis_url},
             "spark": {"checkpoint_dir": str(tmp / "ckpt"), "trigger": "1 second", "max_offsets_per_trigger": 150_000},
         }

@@ -158,7 +158,7 @@ def main() -> None:
             "kafka": {"bootstrap_servers": s.bootstrap_servers, "partitions": args.partitions},
             "connect": {"url": s.connect_url, "heartbeat_interval_ms": 1000, "timeout_s": 30},
             "tables": [{"name": table, "index": prefix, "redis_key": f"{prefix}:{{id}}"}],
-            "search": {"kind": "opensearch", "url": s.search_url},
+            "search": {"kind": "opensearch", "url": s.search_url, "index_settings": {"number_of_replicas": 0}},
             "redis": {"url": s.redis_url},
             "spark": {"checkpoint_dir": str(tmp / "ckpt"), "trigger": args.trigger},
         }

@@ -31,7 +31,7 @@ def config_for(settings, topic: str, tmp: Path, bulk_chunk: int = 2000):
         "kafka": {"bootstrap_servers": settings.bootstrap_servers},
         "connect": {"url": settings.connect_url},
         "tables": [{"name": table, "index": f"b{uuid.uuid4().hex[:8]}", "redis_key": "bench:{id}"}],
-        "search": {"kind": "opensearch", "url": settings.search_url, "bulk_chunk": bulk_chunk},
+        "search": {"kind": "opensearch", "url": settings.search_url, "index_settings": {"number_of_replicas": 0}, "bulk_chunk": bulk_chunk},
         "redis": {"url": settings.redis_url.rsplit("/", 1)[0] + "/3", "rebuild_db": 4},
         "spark": {"checkpoint_dir": str(tmp / uuid.uuid4().hex), "master": "local[2]"},
     })

@@ -45,7 +45,7 @@ def config_for(settings, topic: str, tmp: Path, only: str, trigger: str = "avail
         "kafka": {"bootstrap_servers": settings.bootstrap_servers},
         "connect": {"url": settings.connect_url},
         "tables": [{"name": table, "index": f"b{uuid.uuid4().hex[:8]}", "redis_key": f"b{uuid.uuid4().hex[:6]}:{{id}}"}],
-        "search": {"kind": "opensearch", "url": settings.search_url, "bulk_chunk": 2000},
+        "search": {"kind": "opensearch", "url": settings.search_url, "index_settings": {"number_of_replicas": 0}, "bulk_chunk": 2000},
         "redis": {"url": settings.redis_url},
         "spark": {"checkpoint_dir": str(tmp / uuid.uuid4().hex), "trigger": trigger, "kafka_source": source},
         "sinks": ["cache" if only == "redis" else "search"],

@@ -156,6 +156,39 @@ class ConnectConfig(_Strict):
         return _check_url(v, ("http", "https"))
 
 
+def _no_gc_deletes(settings: dict[str, Any]) -> dict[str, Any]:
+    from derived.sinks.search.definition import flat_settings
+
+    if "index.gc_deletes" in flat_settings(settings):
+        raise ValueError("index.gc_deletes comes from search.deleted_version_ttl_s (every index cdckit creates "
+                         "has it); set that instead")
+    return settings
+
+
+class TableSearchConfig(_Strict):
+    """How the table's index is defined (derived/sinks/search/definition.py): mappings derived from
+    the column types, these options and overrides; a change is applied by a rebuild."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    settings: dict[str, Any] = Field(default_factory=dict, description="index settings (number_of_shards, "
+                                     "number_of_replicas, refresh_interval, analysis, ...), over search.index_settings")
+    mappings: dict[str, dict[str, Any]] = Field(default_factory=dict, description="document field -> mapping, "
+                                                "replacing the one derived from the column type")
+    dynamic: Literal[True, False, "strict"] = Field(True, description="fields no mapping names: true (mapped from their "
+                                              "first value), false (kept in _source, not indexed), strict (refused)")
+    text: Literal["text+keyword", "text", "keyword"] = Field(
+        "text+keyword", description="text columns: text with a .keyword subfield, text, or keyword")
+    json_mode: Literal["object", "flattened"] = Field(
+        "object", alias="json", description="json/jsonb/hstore columns: object (each key a field; a scalar value "
+        "is refused) or flattened (one field for the whole value; flat_object on OpenSearch)")
+
+    @field_validator("settings")
+    @classmethod
+    def _settings(cls, v: dict[str, Any]) -> dict[str, Any]:
+        return _no_gc_deletes(v)
+
+
 class TableConfig(_Strict):
     name: str = Field(description="schema.table")
     key: list[str] | None = Field(None, min_length=1, description="key columns; default: the primary key")
@@ -165,7 +198,7 @@ class TableConfig(_Strict):
     redis_ttl_s: int | None = Field(None, gt=0)
     columns: list[str] | None = Field(None, min_length=1, description="projection: the columns kept")
     rename: dict[str, str] = Field(default_factory=dict, description="column -> document field")
-    mappings: dict[str, Any] | None = Field(None, description="search mapping 'properties' for this table")
+    mappings: dict[str, Any] | None = Field(None, description="the older spelling of search.mappings")
     numeric_as_number: list[str] = Field(
         default_factory=list, description="numeric/money columns rendered as JSON numbers in both stores (a "
         "double: beyond 15-17 significant digits the value rounds); every other numeric stays an exact string")
@@ -173,12 +206,21 @@ class TableConfig(_Strict):
         "evolve", description="a column added, dropped, renamed or retyped: evolve (extend the index mapping; "
                               "re-read every row when rows changed without events; rebuild search after a type "
                               "change), rebuild (re-read and rebuild both stores), stop (stop the job, naming it)")
+    search: TableSearchConfig = Field(default_factory=TableSearchConfig,
+                                      description="the table's index definition: settings, mappings, options")
 
     @field_validator("name")
     @classmethod
     def _qualified(cls, v: str) -> str:
         if not _TABLE.match(v):
             raise ValueError(f"'{v}' is not schema.table")
+        return v
+
+    @field_validator("search")
+    @classmethod
+    def _one_mappings(cls, v: TableSearchConfig, info) -> TableSearchConfig:
+        if v.mappings and info.data.get("mappings"):
+            raise ValueError("mappings given here and in the table's 'mappings' (its older spelling): keep one")
         return v
 
     @field_validator("index")
@@ -222,6 +264,11 @@ class TableConfig(_Strict):
         return self.index or f"{self.schema_name}_{self.table_name}".lower()
 
     @property
+    def search_mappings(self) -> dict[str, Any]:
+        """search.mappings, or the older tables.N.mappings."""
+        return self.search.mappings or self.mappings or {}
+
+    @property
     def redis_key_template(self) -> str:
         return self.redis_key or f"{self.name}:{{_id}}"
 
@@ -240,7 +287,16 @@ class SearchConfig(_Strict):
     deleted_version_ttl_s: int = Field(
         86_400, ge=60, description="index.gc_deletes of the indices cdckit creates: how long the engine "
         "remembers a deleted document's version, so an older replay (dlq replay, a rebuild's catch-up "
-        "beside the live writes) cannot bring it back (the engine's default is 60 s)")
+        "beside the live writes) cannot bring it back (the engine's default is 60 s); size it above the longest "
+        "a replay can lag: see the README, Index definitions")
+    index_settings: dict[str, Any] = Field(
+        default_factory=dict, description="index settings every table's index starts from (tables.N.search.settings "
+        "go over them), e.g. {number_of_replicas: 0} on a one-node cluster")
+
+    @field_validator("index_settings")
+    @classmethod
+    def _settings(cls, v: dict[str, Any]) -> dict[str, Any]:
+        return _no_gc_deletes(v)
 
     @field_validator("url")
     @classmethod

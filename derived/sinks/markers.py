@@ -20,10 +20,11 @@ def cache_marker(prefix: str) -> str:
     return f"cdckit:store:{prefix}"
 
 
-def mark_search(engine: Engine, prefix: str) -> None:
+def mark_search(engine: Engine, prefix: str, definition: dict[str, Any] | None = None) -> None:
+    """`definition`: the marker index's settings (the config's shared ones, gc_deletes)."""
     if not engine.index_exists(search_marker(prefix)):
         try:
-            engine.create_index(search_marker(prefix), None)
+            engine.create_index(search_marker(prefix), definition)
         except Exception as exc:  # noqa: BLE001 - created concurrently
             if "already" not in str(exc):
                 raise

@@ -63,7 +63,7 @@ def stores_from_config(config: Config, targets: Targets | None = None) -> Stores
     rebuild's fresh generations."""
     from derived.sinks.memory import NullStore
 
-    search_tables = {t.name: SearchTable(t.index_name, t.columns, dict(t.rename), t.mappings) for t in config.tables}
+    search_tables = {t.name: SearchTable(t.index_name, t.columns, dict(t.rename)) for t in config.tables}
     cache_tables = {t.name: CacheTable(t.redis_key_template, t.redis_format, t.redis_ttl_s, t.columns,
                                        dict(t.rename)) for t in config.tables}
     rc = config.redis
@@ -73,7 +73,7 @@ def stores_from_config(config: Config, targets: Targets | None = None) -> Stores
                  else NullStore())
     else:
         indexes = dict(targets.search)
-        search_tables = {name: SearchTable(indexes[name], t.columns, t.rename, t.mappings)
+        search_tables = {name: SearchTable(indexes[name], t.columns, t.rename)
                          for name, t in search_tables.items() if name in indexes}
         search = _search_sink(config, live=False) if indexes else NullStore()
         cache = (RedisCache(redis_client(config, targets.cache_db), rc.deleted_version_ttl_s)

@@ -33,6 +33,7 @@ from derived.sinks.search.generations import (SearchGeneration, create_generatio
 from pipelines.apply.stores import redis_client, search_engine
 from pipelines.config import Config
 from pipelines.errors import RebuildRefused
+from pipelines.ops import index_definitions
 from pipelines.ops.faults import crash_point
 from pipelines.state import rebuild as rebuild_state
 from pipelines.state.rebuild import RebuildState, Targets
@@ -254,9 +255,11 @@ def _advance(ckpt: Path, state: RebuildState, phase: str) -> None:
 def _create_generations(config: Config, plan: Plan, resuming: bool) -> None:
     if plan.search:
         engine = search_engine(config)
-        mappings = {t.name: t.mappings for t in config.tables}
+        # The definition as the config and the catalog say now: a changed one lands here, in a
+        # fresh generation, never in the live index.
+        wanted = index_definitions.definitions(config, list(plan.search))
         for name, s in plan.search.items():
-            create_generation(engine, SearchGeneration(s["alias"], s["current"], s["target"]), mappings.get(name),
+            create_generation(engine, SearchGeneration(s["alias"], s["current"], s["target"]), wanted.get(name),
                               resume=resuming, gc_deletes_s=config.search.deleted_version_ttl_s)
     if plan.cache:
         live, spare = redis_client(config), redis_client(config, plan.cache["spare_db"])
@@ -268,7 +271,7 @@ def _switch(config: Config, plan: Plan) -> None:
     """The markers go in first, so the live pipeline never sees a switched store without one."""
     if plan.search:
         engine = search_engine(config)
-        store_markers.mark_search(engine, config.topic_prefix)
+        store_markers.mark_search(engine, config.topic_prefix, index_definitions.marker_definition(config))
         for s in plan.search.values():
             switch_generation(engine, SearchGeneration(s["alias"], s["current"], s["target"]))
     if plan.cache:

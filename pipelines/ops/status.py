@@ -211,9 +211,33 @@ def _lost(config: Config, stores, report: Report) -> None:
         report.problem(store_markers.lost_message(gone, {"search": config.search.url, "cache": config.redis.url}))
 
 
+def _index_definitions(config: Config, report: Report, compare=None) -> None:
+    """A live index that differs from the config's definition (a setting or mapping edited, a
+    column retyped): only a rebuild applies it. Not reading the catalog or the engine skips this
+    with a note; a missing index is reported by the store counts."""
+    if "search" not in config.sinks:
+        return
+    if compare is None:
+        from pipelines.ops.index_definitions import compare
+    try:
+        comparisons = compare(config)
+    except Exception as exc:  # noqa: BLE001 - Postgres or the engine not answering: status goes on
+        report.warnings.append(f"index definitions not compared: {type(exc).__name__}: {str(exc)[:160]}")
+        return
+    for c in comparisons:
+        if c.index is None or not c.differences:
+            continue
+        report.tables.setdefault(c.table, {})["index_differences"] = c.differences
+        report.warnings.append(f"{c.table}: index {c.index} differs from the config's definition "
+                               f"({len(c.differences)}: {c.differences[0]}"
+                               f"{'; ...' if len(c.differences) > 1 else ''}): run `cdckit rebuild search --table "
+                               f"{c.table}` (`cdckit index show {c.table}` lists them)")
+
+
 def collect(config: Config, exact: bool = False) -> Report:
     report = Report()
     for part in (_connector, _slot, _topics, _pipeline, _schema):
         part(config, report)
     _stores(config, report, exact)
+    _index_definitions(config, report)
     return report

@@ -41,7 +41,7 @@ class JobSchemaActions:
             return
         stores = self.stores()
         search_table = stores.search_tables[table]
-        properties = _field_mappings(fields)
+        properties = _field_mappings(fields, cfg, table)
         if properties:
             stores.search.engine.put_mapping(search_table.alias, properties)
             log.warning("schema change: %s: index mapping of %s extended with %s", table, search_table.alias,
@@ -77,10 +77,24 @@ def _which(stores: list[str]) -> str:
     return "all" if set(stores) >= {"search", "cache"} else stores[0]
 
 
-def _field_mappings(fields: dict[str, str]) -> dict[str, dict]:
-    """field -> mapping for these Postgres types (the index definition's rules)."""
+def _field_mappings(fields: dict[str, str], cfg: Config | None = None, table: str | None = None) -> dict[str, dict]:
+    """Document field -> mapping for these Postgres types (the index definition's rules, with the
+    table's options and its configured mappings over them; a field left to dynamic mapping is left out)."""
     try:
         from derived.sinks.search.definition import field_mapping
     except ImportError:  # dynamic mapping: the engine maps a new field from its first value
         return {}
-    return {f: field_mapping(t) for f, t in fields.items()}
+    tc = next((t for t in cfg.tables if t.name == table), None) if cfg is not None else None
+    if tc is None:
+        return {f: m for f, t in fields.items() if (m := field_mapping(t)) is not None}
+    from pipelines.ops.index_definitions import options_for
+
+    o = options_for(cfg, tc)
+    columns = {o.rename.get(c, c): c for c in (o.columns or [])}
+    out = {}
+    for f, t in fields.items():
+        mapping = o.mappings.get(f) or field_mapping(t, as_number=columns.get(f, f) in o.numeric_as_number,
+                                                     text=o.text, json=o.json, kind=o.kind)
+        if mapping is not None:
+            out[f] = mapping
+    return out

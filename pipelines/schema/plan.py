@@ -82,13 +82,21 @@ def plan(table: str, changes: list[SchemaChange], policy: Policy, columns: list[
 
 # Table settings whose edit leaves stored documents or keys in the old shape, and the stores it
 # concerns: documents are only rewritten by a change of their row, so an edit needs a rebuild.
+# `search` (the index definition: settings, mappings, options) is compared whole, a nested model
+# by its fields; numeric_as_number changes the values both stores hold.
 _EDIT_STORES = {"columns": ("search", "cache"), "rename": ("search", "cache"), "key": ("search", "cache"),
-                "mappings": ("search",), "index": ("search",), "redis_key": ("cache",),
-                "redis_format": ("cache",)}
+                "mappings": ("search",), "index": ("search",), "search": ("search",),
+                "numeric_as_number": ("search", "cache"), "redis_key": ("cache",), "redis_format": ("cache",)}
+# Settings of the top-level `search:` that are part of every table's index definition.
+_SHARED_SEARCH = ("index_settings", "deleted_version_ttl_s")
 
 
-def config_edits(old, new) -> tuple[list[str], list[str]]:
-    """(edited settings, stores to rebuild) between two TableConfigs of one table."""
+def config_edits(old, new, old_search=None, new_search=None) -> tuple[list[str], list[str]]:
+    """(edited settings, stores to rebuild) between two TableConfigs of one table, and between the
+    top-level SearchConfigs when given (their shared index settings define every table's index)."""
     edited = [f for f in _EDIT_STORES if getattr(old, f) != getattr(new, f)]
-    stores = [s for s in ("search", "cache") if any(s in _EDIT_STORES[f] for f in edited)]
+    if old_search is not None and new_search is not None:
+        edited += [f"search.{f}" for f in _SHARED_SEARCH if getattr(old_search, f) != getattr(new_search, f)]
+    stores = [s for s in ("search", "cache")
+              if any(s in _EDIT_STORES.get(f, ("search",)) for f in edited)]
     return edited, stores

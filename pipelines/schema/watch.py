@@ -100,14 +100,15 @@ class SchemaWatch:
 
     def config_edited(self, old: Config, new: Config) -> None:
         """A config edit the running job picked up that leaves stored documents in the old shape
-        (columns, rename, key, mappings, index, redis_key, redis_format): the affected stores are
+        (columns, rename, key, mappings, index, search, numeric_as_number, redis_key, redis_format, and
+        the shared search.index_settings / deleted_version_ttl_s): the affected stores are
         rebuilt for the table (`evolve`, `rebuild`), or the job stops naming the command (`stop`)."""
         before = {t.name: t for t in old.tables}
         pending, stop = self.state.pending(), None
         for table in new.tables:
             if table.name not in before:
                 continue  # a new table: `cdckit snapshot add` fills it
-            edited, stores = config_edits(before[table.name], table)
+            edited, stores = config_edits(before[table.name], table, old.search, new.search)
             if not stores:
                 continue
             what = f"{table.name}: config edit of {', '.join(edited)}"

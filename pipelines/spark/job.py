@@ -7,6 +7,7 @@ import logging
 import threading
 import time
 from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -21,6 +22,7 @@ from pipelines.apply.stats import BatchStats, add_stats
 from pipelines.apply.stores import stores_from_config
 from pipelines.config import Config, load_config
 from pipelines.errors import CdckitError, from_spark_failure
+from pipelines.ops import index_definitions
 from pipelines.stopping import StopRequest
 from pipelines.spark.partition_apply import STATS_DDL, executor_fn, range_executor_fn, stats_of
 from pipelines.spark.session import spark_session
@@ -80,20 +82,29 @@ class LiveConfig:
         try:
             if fresh:
                 if engine is not None:
-                    store_markers.mark_search(engine, cfg.topic_prefix)
+                    store_markers.mark_search(engine, cfg.topic_prefix, index_definitions.marker_definition(cfg))
                 if client is not None:
                     store_markers.mark_cache(client, cfg.topic_prefix, "pipeline")
                 gone = []
             else:
                 gone = store_markers.missing(cfg.topic_prefix, engine, client)
             if not self.indexes_ensured and not gone:
-                for table in s.search_tables.values():
-                    s.search.prepare(table)
+                if engine is not None:
+                    self._create_indexes(engine)
                 self.indexes_ensured = True
         except Exception as exc:  # noqa: BLE001 - connection errors of either client: pause, then retry
             raise StoreUnavailable(f"a store did not answer before the batch: {type(exc).__name__}: {exc}") from exc
         if gone:
             raise StoreUnavailable(store_markers.lost_message(gone, {"search": cfg.search.url, "cache": cfg.redis.url}))
+
+    def _create_indexes(self, engine) -> None:
+        """A first generation for each table without an index, defined from the config and the
+        column types in the catalog (read only when an index is missing)."""
+        s = self.stores
+        missing = [name for name, table in s.search_tables.items() if not engine.alias_exists(table.alias)]
+        wanted = index_definitions.definitions(self.config, missing) if missing else {}
+        for name in missing:
+            s.search.prepare(replace(s.search_tables[name], definition=wanted.get(name)))
 
     def current(self) -> Config:
         if self.path is not None:

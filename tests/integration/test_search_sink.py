@@ -15,7 +15,8 @@ pytestmark = pytest.mark.integration
 def test_both_client_adapters_write_versioned(stack, engine_cls):
     sink = SearchSink(engine_cls(stack.search_url))
     alias = f"adapt{uuid.uuid4().hex[:8]}"
-    table = SearchTable(alias, mappings={"id": {"type": "long"}})
+    table = SearchTable(alias, definition={"settings": {"number_of_replicas": 0},
+                                         "mappings": {"properties": {"id": {"type": "long"}}}})
     tables = {"public.t": table}
     sink.prepare(table)
     sink.prepare(table)  # idempotent

@@ -69,7 +69,7 @@ def pipeline(world):
         "kafka": {**world["broker"].kafka_config(), "partitions": 3},
         "connect": {"url": world["connect"].s.connect_url, "heartbeat_interval_ms": 2000, "timeout_s": 30},
         "tables": [{"name": TABLE, "redis_key": "account:{id}", "index": "accounts"}],
-        "search": {"kind": "opensearch", "url": world["search"].url, "username": world["search"].user,
+        "search": {"kind": "opensearch", "url": world["search"].url, "index_settings": {"number_of_replicas": 0}, "username": world["search"].user,
                    "password": {"file": str(secrets / "search")}, "ca_certs": str(world["certs"].ca)},
         "redis": {"url": f"rediss://127.0.0.1:{world['redis'].port}/0", "username": world["redis"].user,
                   "password": {"file": str(secrets / "redis")}, "ca_certs": str(world["certs"].ca),

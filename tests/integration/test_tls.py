@@ -141,7 +141,7 @@ def test_search_over_https_with_basic_auth(search_server, certs, monkeypatch, ki
     _search(cfg)
     engine = search_engine(cfg)
     index = f"tls_{kind}"
-    engine.create_index(index, None)
+    engine.create_index(index, {"settings": {"number_of_replicas": 0}})
     engine.bulk([{"index": {"_index": index, "_id": "1"}}, {"name": "over tls"}])
     engine.refresh(index)
     assert engine.mget(index, ["1"])["1"]["name"] == "over tls"

@@ -56,7 +56,7 @@ class Endpoints:
             # Connect's REST can stall for seconds while the group rebalances after a test's delete.
             "connect": {"url": self.connect_url, "heartbeat_interval_ms": 2000, "timeout_s": 30},
             "tables": tables,
-            "search": {"kind": self.search_kind, "url": self.search_url},
+            "search": {"kind": self.search_kind, "url": self.search_url, "index_settings": {"number_of_replicas": 0}},
             "redis": {"url": self.redis_url},
         }
         for key, value in overrides.items():

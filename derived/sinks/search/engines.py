@@ -12,7 +12,8 @@ class Engine(Protocol):
 
     def bulk(self, operations: list[dict[str, Any]]) -> dict[str, Any]: ...
     def alias_exists(self, alias: str) -> bool: ...
-    def create_index(self, index: str, mappings: dict[str, Any] | None, gc_deletes_s: int | None = None) -> None: ...
+    def create_index(self, index: str, definition: dict[str, Any] | None) -> None: ...
+    def index_definition(self, index: str) -> dict[str, Any]: ...
     def point_alias(self, alias: str, index: str, remove_from: list[str]) -> None: ...
     def alias_targets(self, alias: str) -> list[str]: ...
     def mget(self, index: str, ids: list[str]) -> dict[str, dict[str, Any]]: ...
@@ -74,6 +75,19 @@ class _Common:
     def delete_index(self, index: str) -> None:
         self.client.indices.delete(index=index)
 
+    def index_definition(self, index: str) -> dict[str, Any]:
+        """{"settings": ..., "mappings": ...} of an index, or of the one index behind an alias."""
+        from derived.sinks.errors import GenerationError
+
+        targets = self.alias_targets(index) or [index]
+        if len(targets) > 1:
+            raise GenerationError(f"alias {index} points to {len(targets)} indices ({', '.join(targets)}); "
+                                  "cdckit expects one")
+        target = targets[0]
+        settings = self._get(self.client.indices.get_settings, target)
+        mappings = self._get(self.client.indices.get_mapping, target)
+        return {"settings": settings[target]["settings"], "mappings": mappings[target].get("mappings", {})}
+
     def index_exists(self, index: str) -> bool:
         return bool(self.client.indices.exists(index=index))
 
@@ -93,11 +107,13 @@ class OpenSearchEngine(_Common):
     def bulk(self, operations):
         return self.client.bulk(body=_ndjson(operations))
 
-    def create_index(self, index, mappings, gc_deletes_s=None):
-        body: dict[str, Any] = {"settings": _index_settings(gc_deletes_s)}
-        if mappings:
-            body["mappings"] = {"properties": mappings}
-        self.client.indices.create(index=index, body=body)
+    def create_index(self, index, definition):
+        body = {k: v for k, v in (definition or {}).items() if k in ("settings", "mappings") and v}
+        self.client.indices.create(index=index, body=body or None)
+
+    @staticmethod
+    def _get(call, index):
+        return call(index=index)
 
     def _aliases(self, actions):
         self.client.indices.update_aliases(body={"actions": actions})
@@ -131,9 +147,14 @@ class ElasticsearchEngine(_Common):
     def bulk(self, operations):
         return self.client.bulk(operations=_ndjson(operations)).body
 
-    def create_index(self, index, mappings, gc_deletes_s=None):
-        self.client.indices.create(index=index, settings=_index_settings(gc_deletes_s),
-                                   mappings={"properties": mappings} if mappings else None)
+    def create_index(self, index, definition):
+        definition = definition or {}
+        self.client.indices.create(index=index, settings=definition.get("settings") or None,
+                                   mappings=definition.get("mappings") or None)
+
+    @staticmethod
+    def _get(call, index):
+        return call(index=index).body
 
     def _aliases(self, actions):
         self.client.indices.update_aliases(actions=actions)
@@ -153,13 +174,6 @@ class ElasticsearchEngine(_Common):
 
     def _scroll_next(self, scroll_id):
         return self.client.scroll(scroll_id=scroll_id, scroll="2m").body
-
-
-def _index_settings(gc_deletes_s: int | None) -> dict[str, Any]:
-    settings: dict[str, Any] = {"number_of_replicas": 0}
-    if gc_deletes_s:
-        settings["index.gc_deletes"] = f"{gc_deletes_s}s"
-    return settings
 
 
 def _ndjson(operations: list[dict[str, Any]]) -> bytes:

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 
 from derived.sinks.errors import GenerationError
+from derived.sinks.search.definition import with_gc_deletes
 from derived.sinks.search.engines import Engine
 
 
@@ -41,10 +42,12 @@ def plan_generation(engine: Engine, alias: str) -> SearchGeneration:
     return SearchGeneration(alias, cur, f"{alias}_v{n}")
 
 
-def create_generation(engine: Engine, gen: SearchGeneration, mappings: dict | None, resume: bool,
+def create_generation(engine: Engine, gen: SearchGeneration, definition: dict | None, resume: bool,
                       gc_deletes_s: int | None = None) -> None:
-    """Create the fresh index. An existing one is only reused when resuming this same rebuild:
-    writing a replay into an index anyone reads would put older versions into a live index."""
+    """Create the fresh index with this definition (derived/sinks/search/definition.py: the config's,
+    as it is now: a definition change reaches the index only this way, never in place). An existing
+    one is only reused when resuming this same rebuild: writing a replay into an index anyone reads
+    would put older versions into a live index."""
     if gen.target in engine.alias_targets(gen.alias):
         raise GenerationError(f"{gen.target} is the live index of {gen.alias}; a replay never writes into it")
     if engine.index_exists(gen.target):
@@ -53,7 +56,7 @@ def create_generation(engine: Engine, gen: SearchGeneration, mappings: dict | No
         raise GenerationError(f"index {gen.target} exists already; refusing to replay into it")
     # The live pipeline writes this generation too while the catch-up replays older changes into
     # it: a delete's version must outlive the rebuild, or the catch-up's older write resurrects the row.
-    engine.create_index(gen.target, mappings, gc_deletes_s)
+    engine.create_index(gen.target, with_gc_deletes(definition, gc_deletes_s))
 
 
 def switch_generation(engine: Engine, gen: SearchGeneration) -> None:

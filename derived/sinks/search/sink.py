@@ -17,6 +17,7 @@ from derived.shape import shape, shaped_field
 from derived.sinks.errors import StoreUnavailable
 from derived.sinks.protocol import SinkResult
 from derived.sinks.retry import pauses, retried
+from derived.sinks.search.definition import with_gc_deletes
 from derived.sinks.search.engines import Engine
 
 RETRYABLE = {429, 500, 502, 503, 504}
@@ -27,7 +28,9 @@ class SearchTable:
     alias: str
     columns: list[str] | None = None
     rename: dict[str, str] = field(default_factory=dict)
-    mappings: dict[str, Any] | None = None
+    # The index definition {"settings", "mappings"} `prepare` creates a first generation with; built
+    # on the driver from the catalog (pipelines/ops/index_definitions.py), None on executors.
+    definition: dict[str, Any] | None = None
 
 
 class SearchSink:
@@ -49,7 +52,7 @@ class SearchSink:
             return
         index = f"{table.alias}_v1"
         try:
-            self.engine.create_index(index, table.mappings, self.gc_deletes_s)
+            self.engine.create_index(index, with_gc_deletes(table.definition, self.gc_deletes_s))
         except Exception as exc:  # noqa: BLE001 - exists already (e.g. a crash between the two calls)
             if "already_exists" not in str(exc) and "already exists" not in str(exc):
                 raise

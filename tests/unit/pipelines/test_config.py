@@ -149,3 +149,43 @@ def test_dead_letters_keep_values_unless_told_not_to():
         parse_config(with_("dlq", {"include_values": "sometimes"}))
     with pytest.raises(ConfigError, match="dlq.topic"):
         parse_config(with_("dlq", {"topic": "x"}))
+
+
+def test_table_search_block():
+    t = {"name": "public.t", "search": {"settings": {"refresh_interval": "5s"}, "mappings": {"a": {"type": "long"}},
+                                        "dynamic": "strict", "text": "keyword", "json": "flattened"}}
+    cfg = parse_config({**with_("tables", [t]), "search": {**BASE["search"], "index_settings": {"number_of_replicas": 0}}})
+    s = cfg.tables[0].search
+    assert (s.settings, s.dynamic, s.text, s.json_mode) == ({"refresh_interval": "5s"}, "strict", "keyword", "flattened")
+    assert cfg.tables[0].search_mappings == {"a": {"type": "long"}}
+    assert cfg.search.index_settings == {"number_of_replicas": 0}
+    defaults = parse_config(BASE).tables[0]
+    assert (defaults.search.dynamic, defaults.search.text, defaults.search.json_mode) == (True, "text+keyword", "object")
+
+
+def test_older_mappings_spelling_still_works():
+    cfg = parse_config(with_("tables.0.mappings", {"email": {"type": "keyword"}}))
+    assert cfg.tables[0].search_mappings == {"email": {"type": "keyword"}}
+
+
+@pytest.mark.parametrize("path,value,field", [
+    ("tables.0.search", {"dynamic": "runtime"}, "tables.0.search.dynamic"),
+    ("tables.0.search", {"text": "wildcard"}, "tables.0.search.text"),
+    ("tables.0.search", {"json": "nested"}, "tables.0.search.json"),
+    ("tables.0.search", {"bogus": 1}, "tables.0.search.bogus"),
+    ("tables.0.search", {"mappings": {"a": "long"}}, "tables.0.search.mappings.a"),
+    ("tables.0.search", {"settings": {"index": {"gc_deletes": "1h"}}}, "tables.0.search.settings"),
+    ("search.index_settings", {"index.gc_deletes": "1h"}, "search.index_settings"),
+])
+def test_search_definition_mistakes_name_the_field(path, value, field):
+    with pytest.raises(ConfigError) as exc:
+        parse_config(with_(path, value))
+    assert exc.value.field == field
+
+
+def test_mappings_in_both_places_are_refused():
+    data = with_("tables.0.mappings", {"a": {"type": "long"}})
+    data["tables"][0]["search"] = {"mappings": {"b": {"type": "long"}}}
+    with pytest.raises(ConfigError) as exc:
+        parse_config(data)
+    assert exc.value.field == "tables.0.search" and "older spelling" in str(exc.value)

@@ -29,3 +29,10 @@ def test_unreachable_connect_is_named_and_secret_not_printed(tmp_path):
     assert result.returncode == 3
     assert "http://127.0.0.1:9" in result.stderr
     assert SECRET not in result.stdout + result.stderr
+
+
+def test_index_show_refuses_a_table_outside_the_config(tmp_path):
+    path = write_config(tmp_path, with_("search.kind", "opensearch"))
+    result = cli("index", "show", "public.nope", "-c", str(path))
+    assert result.returncode == 2
+    assert "public.nope is not a table of the config" in result.stderr

@@ -182,3 +182,16 @@ def test_a_re_read_with_no_snapshot_window_is_signalled_again_then_given_up(tmp_
     clock.t = wall.t = 10 + 2 * NO_WINDOW_S + 1
     w.check(config())
     assert SchemaState(tmp_path).pending() == []
+
+
+def test_an_index_definition_edit_rebuilds_search_numbers_rebuild_both(tmp_path):
+    fake = Fake()
+    w = watch(tmp_path, fake)
+    w.config_edited(config(), config(search={"settings": {"refresh_interval": "5s"}}))
+    w.config_edited(config(), config(search={"text": "keyword"}))
+    w.config_edited(config(), config(numeric_as_number=["amount"]))
+    shared = config()
+    shared.search.index_settings = {"number_of_shards": 2}
+    w.config_edited(config(), shared)
+    assert fake.rebuilds == [(("search",), T), (("search",), T), (("search", "cache"), T), (("search",), T)]
+    assert [p.what for p in SchemaState(tmp_path).pending()][-1] == f"{T}: config edit of search.index_settings"

@@ -1,0 +1,263 @@
+"""Index definitions (pure): the settings and mappings cdckit creates an index with, derived from the
+table's column types (Postgres `format_type` spellings) and the config's options, and how a live
+index differs from one.
+
+Every integer type maps to `long`: a column widened by ALTER COLUMN TYPE (smallint -> integer ->
+bigint) keeps its mapping, and `long` doc values cost no more than `integer` ones in practice.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping
+
+TextMode = Literal["text+keyword", "text", "keyword"]
+JsonMode = Literal["object", "flattened"]
+Dynamic = bool | Literal["strict"]
+
+DATE_FORMAT = "strict_date_optional_time||epoch_millis"
+# A keyword term longer than 32,766 bytes fails the whole document; 8,191 characters of up to 4
+# bytes each stay below it (a longer value is kept in _source, just not indexed).
+KEYWORD_IGNORE_ABOVE = 8191
+
+_INTEGERS = {"smallint", "integer", "bigint", "int2", "int4", "int8", "oid", "xid", "smallserial", "serial",
+             "bigserial"}
+_FLOATS = {"real": "float", "float4": "float", "double precision": "double", "float8": "double"}
+_DATES = {"date", "timestamp without time zone", "timestamp with time zone", "timestamp", "timestamptz"}
+_KEYWORDS = {"time without time zone", "time with time zone", "time", "timetz", "interval", "uuid", "inet",
+             "cidr", "macaddr", "macaddr8", "bit varying", "varbit", "pg_lsn", "txid_snapshot"}
+_RANGES = re.compile(r"^(int4|int8|num|ts|tstz|date)(multi)?range$")
+_JSON = {"json", "jsonb", "hstore"}
+_GEOMETRY = {"point", "line", "lseg", "box", "path", "polygon", "circle", "geometry", "geography"}
+_MODIFIERS = re.compile(r"\(([^)]*)\)")
+
+
+@dataclass(frozen=True)
+class DefinitionOptions:
+    """What the config says about one table's index (pipelines/ops/index_definitions.py fills it)."""
+
+    columns: list[str] | None = None             # projection; None keeps every column
+    rename: dict[str, str] = field(default_factory=dict)
+    numeric_as_number: list[str] = field(default_factory=list)
+    text: TextMode = "text+keyword"
+    json: JsonMode = "object"
+    dynamic: Dynamic = True
+    kind: str = "elasticsearch"                 # or "opensearch": flattened is `flat_object` there
+    settings: dict[str, Any] = field(default_factory=dict)   # index settings, any spelling (see flat_settings)
+    mappings: dict[str, Any] = field(default_factory=dict)   # field -> mapping, over the derived ones
+    gc_deletes_s: int | None = None
+
+
+def split_type(pg_type: str) -> tuple[str, list[str], bool]:
+    """(base name, modifiers, is an array): 'numeric(12,2)[]' -> ('numeric', ['12', '2'], True)."""
+    t = pg_type.strip()
+    array = t.endswith("]")
+    t = re.sub(r"(\[\d*\])+$", "", t).strip()
+    mods = [m.strip() for group in _MODIFIERS.findall(t) for m in group.split(",") if m.strip()]
+    base = " ".join(_MODIFIERS.sub("", t).split()).lower()
+    return base, mods, array
+
+
+def field_mapping(pg_type: str, *, as_number: bool = False, text: TextMode = "text+keyword",
+                  json: JsonMode = "object", kind: str = "elasticsearch") -> dict[str, Any] | None:
+    """The mapping of a document field holding a column of this type (an array maps as its element:
+    search engines' fields are implicitly arrays). None: leave it to dynamic mapping (geometric
+    types, which Debezium sends as structs). `as_number`: the column is in `numeric_as_number`."""
+    base, mods, _ = split_type(pg_type)
+    if base in _INTEGERS:
+        return {"type": "long"}
+    if base in _FLOATS:
+        return {"type": _FLOATS[base]}
+    if base in ("numeric", "decimal", "money"):
+        return _number(base, mods) if as_number else {"type": "keyword"}
+    if base == "boolean" or base == "bool" or (base == "bit" and mods in ([], ["1"])):
+        return {"type": "boolean"}
+    if base in _DATES or base.startswith("timestamp"):
+        return {"type": "date", "format": DATE_FORMAT}
+    if base in _KEYWORDS or base.startswith("interval") or base == "bit" or _RANGES.match(base):
+        return {"type": "keyword"}
+    if base in _JSON:
+        if json == "flattened":
+            return {"type": "flat_object" if kind == "opensearch" else "flattened"}
+        return {"type": "object"}
+    if base == "bytea":
+        return {"type": "binary"}
+    if base in _GEOMETRY:
+        return None
+    return _text(text)  # text, varchar, char, citext, xml, tsvector, enums, domains, anything unknown
+
+
+def _number(base: str, mods: list[str]) -> dict[str, Any]:
+    """A scale and a precision that fit a long after scaling (p <= 18): scaled_float, exact to the
+    scale; otherwise a double (about 15-17 significant digits)."""
+    if base == "money":
+        return {"type": "scaled_float", "scaling_factor": 100}
+    if len(mods) == 2 and mods[0].isdigit() and mods[1].isdigit():
+        precision, scale = int(mods[0]), int(mods[1])
+        if 0 < scale and precision <= 18:
+            return {"type": "scaled_float", "scaling_factor": 10 ** scale}
+    return {"type": "double"}
+
+
+def _text(mode: TextMode) -> dict[str, Any]:
+    if mode == "keyword":
+        return {"type": "keyword", "ignore_above": KEYWORD_IGNORE_ABOVE}
+    if mode == "text":
+        return {"type": "text"}
+    return {"type": "text", "fields": {"keyword": {"type": "keyword", "ignore_above": 256}}}
+
+
+def field_mappings(types: Mapping[str, str], options: DefinitionOptions) -> dict[str, dict[str, Any]]:
+    """Document field -> mapping for these columns (column -> type), after the projection and
+    renames; the config's mappings replace the derived ones field by field."""
+    props: dict[str, dict[str, Any]] = {}
+    for column, pg_type in types.items():
+        if options.columns is not None and column not in options.columns:
+            continue
+        name = options.rename.get(column, column)
+        mapping = field_mapping(pg_type, as_number=column in options.numeric_as_number, text=options.text,
+                                json=options.json, kind=options.kind)
+        if mapping is not None and mapping.get("type") == "object" and options.dynamic == "strict":
+            # JSON content is unknown by nature: under a strict index its keys are still mapped.
+            mapping = {**mapping, "dynamic": True}
+        if mapping is not None:
+            props[name] = mapping
+    return props
+
+
+def index_definition(types: Mapping[str, str], options: DefinitionOptions) -> dict[str, Any]:
+    """{"settings": {"index": {...}}, "mappings": {"dynamic": ..., "properties": {...}}}."""
+    props = field_mappings(types, options)
+    props.update({name: dict(m) for name, m in options.mappings.items()})
+    return {"settings": index_settings(options.settings, options.gc_deletes_s),
+            "mappings": {"dynamic": options.dynamic, "properties": props}}
+
+
+def index_settings(settings: Mapping[str, Any], gc_deletes_s: int | None = None) -> dict[str, Any]:
+    """Settings in the nested form engines answer with (`{"index": {...}}`), whatever spelling the
+    config used ('refresh_interval', 'index.refresh_interval' or nested), with gc_deletes."""
+    flat = flat_settings(settings)
+    if gc_deletes_s:
+        flat["index.gc_deletes"] = f"{gc_deletes_s}s"
+    return _nest(flat)
+
+
+def with_gc_deletes(definition: Mapping[str, Any] | None, gc_deletes_s: int | None) -> dict[str, Any]:
+    """The definition with index.gc_deletes set, unless it sets one already."""
+    out = dict(definition or {})
+    flat = flat_settings(out.get("settings") or {})
+    if gc_deletes_s and "index.gc_deletes" not in flat:
+        flat["index.gc_deletes"] = f"{gc_deletes_s}s"
+    if flat:
+        out["settings"] = _nest(flat)
+    return out
+
+
+def flat_settings(settings: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Dotted keys, each under 'index.' (as the engine stores them); lists are values."""
+    out: dict[str, Any] = {}
+    for key, value in settings.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            out.update(flat_settings(value, f"{path}."))
+        else:
+            out[path if path.startswith("index.") else f"index.{path}"] = value
+    return out
+
+
+def _nest(flat: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in sorted(flat.items()):
+        *parents, leaf = key.split(".")
+        node = out
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+    return out
+
+
+# --- comparison -------------------------------------------------------------------------------
+
+def differences(wanted: Mapping[str, Any], live: Mapping[str, Any]) -> list[str]:
+    """What the wanted definition asks for that the live index lacks or has otherwise, one line
+    each. Tolerates what engines add or normalise: settings answered as strings under `index.`,
+    defaults filled into mappings, fields mapped dynamically (not wanted: ignored)."""
+    out: list[str] = []
+    have = flat_settings(live.get("settings") or {})
+    for key, value in flat_settings(wanted.get("settings") or {}).items():
+        if key not in have:
+            out.append(f"settings {key}: config {_show(value)}, live not set")
+        elif not _same(value, have[key]):
+            out.append(f"settings {key}: config {_show(value)}, live {_show(have[key])}")
+    want_m, live_m = wanted.get("mappings") or {}, live.get("mappings") or {}
+    if "dynamic" in want_m and not _same(want_m["dynamic"], live_m.get("dynamic", True)):
+        out.append(f"mappings dynamic: config {_show(want_m['dynamic'])}, live {_show(live_m.get('dynamic', True))}")
+    out.extend(_property_differences(want_m.get("properties") or {}, live_m.get("properties") or {},
+                                     "mappings properties."))
+    return out
+
+
+def _property_differences(want: Mapping[str, Any], have: Mapping[str, Any], path: str) -> list[str]:
+    out = []
+    for name, mapping in want.items():
+        if name not in have:
+            out.append(f"{path}{name}: config {_show(mapping)}, live not mapped")
+        else:
+            out.extend(_mapping_differences(mapping, have[name], f"{path}{name}"))
+    return out
+
+
+def _mapping_differences(want: Mapping[str, Any], have: Mapping[str, Any], path: str) -> list[str]:
+    out = []
+    for key, value in want.items():
+        if key in ("properties", "fields") and isinstance(value, Mapping):
+            out.extend(_property_differences(value, have.get(key) or {}, f"{path}.{key}."))
+            continue
+        got = have.get(key)
+        if key == "type" and got is None and value == "object":
+            continue  # engines leave out `"type": "object"`, the default of a field with properties
+        if key not in have and _is_default(want.get("type"), key, value):
+            continue  # engines leave out parameters at their default (a date's format, ...)
+        if key not in have:
+            out.append(f"{path}.{key}: config {_show(value)}, live not set")
+        elif not _same(value, got):
+            out.append(f"{path}.{key}: config {_show(value)}, live {_show(got)}")
+    return out
+
+
+# Mapping parameters engines leave out of a mapping they answer when they hold the default.
+_DEFAULTS: dict[str, Any] = {"index": True, "doc_values": True, "store": False}
+_TYPE_DEFAULTS: dict[str, dict[str, Any]] = {"date": {"format": DATE_FORMAT}, "text": {"norms": True},
+                                             "keyword": {"norms": False}}
+
+
+def _is_default(type_: Any, key: str, value: Any) -> bool:
+    defaults = {**_DEFAULTS, **_TYPE_DEFAULTS.get(str(type_ or "object"), {})}
+    return key in defaults and _same(defaults[key], value)
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, Mapping) or isinstance(b, Mapping):
+        return (isinstance(a, Mapping) and isinstance(b, Mapping) and set(a) == set(b)
+                and all(_same(a[k], b[k]) for k in a))
+    if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
+        a_items = list(a) if isinstance(a, (list, tuple)) else [a]
+        b_items = list(b) if isinstance(b, (list, tuple)) else [b]
+        return len(a_items) == len(b_items) and all(_same(x, y) for x, y in zip(a_items, b_items))
+    return _scalar(a) == _scalar(b)
+
+
+def _scalar(v: Any) -> str:
+    """Engines answer settings as strings ('0', 'true') and may write numbers as 100.0."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)) and float(v).is_integer():
+        return str(int(v))
+    if isinstance(v, str) and re.fullmatch(r"-?\d+\.0+", v):
+        return v.split(".")[0]
+    return str(v).lower() if isinstance(v, str) and v.lower() in ("true", "false") else str(v)
+
+
+def _show(v: Any) -> str:
+    return json.dumps(v, sort_keys=True, default=str) if isinstance(v, (Mapping, list)) else str(_scalar(v))

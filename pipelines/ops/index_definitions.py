@@ -1,0 +1,85 @@
+"""Each table's index definition as the config and the catalog make it (the column types come from
+Postgres), and how the live index compares: for whatever creates an index on the driver (the job's
+first generation, a rebuild's fresh one), `cdckit index show` and `status`."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from derived.sinks.search.definition import DefinitionOptions, differences, index_definition, index_settings
+from pipelines.config import Config, TableConfig
+
+
+def options_for(config: Config, table: TableConfig) -> DefinitionOptions:
+    s = table.search
+    settings = {**_flat(config.search.index_settings), **_flat(s.settings)}
+    return DefinitionOptions(columns=table.columns, rename=dict(table.rename),
+                             numeric_as_number=list(table.numeric_as_number), text=s.text, json=s.json_mode,
+                             dynamic=s.dynamic, kind=config.search.kind, settings=settings,
+                             mappings=dict(table.search_mappings), gc_deletes_s=config.search.deleted_version_ttl_s)
+
+
+def definition_for(config: Config, table: TableConfig, types: dict[str, str]) -> dict[str, Any]:
+    """Pure: the definition for these column types (name -> format_type)."""
+    return index_definition(types, options_for(config, table))
+
+
+def definitions(config: Config, tables: list[str] | None = None, reader: bool = False) -> dict[str, dict[str, Any]]:
+    """schema.table -> definition, reading each table's column types from the catalog (a table gone
+    from the database gets only what the config says)."""
+    from connectors import postgres
+
+    wanted = [t for t in config.tables if tables is None or t.name in tables]
+    if not wanted:
+        return {}
+    pg = config.postgres
+    with postgres.connect(pg.reader_dsn_kwargs() if reader else pg.dsn_kwargs()) as conn:
+        types = {t.name: {c.name: c.type for c in postgres.table_columns(conn, t.name)} for t in wanted}
+    return {t.name: definition_for(config, t, types[t.name]) for t in wanted}
+
+
+def marker_definition(config: Config) -> dict[str, Any]:
+    """The store marker index (derived/sinks/markers.py) gets the shared settings and gc_deletes too."""
+    return {"settings": index_settings(_flat(config.search.index_settings), config.search.deleted_version_ttl_s)}
+
+
+def _flat(settings: dict[str, Any]) -> dict[str, Any]:
+    from derived.sinks.search.definition import flat_settings
+
+    return flat_settings(settings)
+
+
+@dataclass
+class IndexComparison:
+    table: str
+    alias: str
+    index: str | None                       # the index behind the alias (None: no live index)
+    wanted: dict[str, Any]
+    live: dict[str, Any] | None
+    differences: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def compare(config: Config, names: list[str] | None = None, engine=None) -> list[IndexComparison]:
+    """Each table's wanted definition beside its live one and the differences."""
+    from pipelines.apply.stores import search_engine
+
+    engine = engine or search_engine(config)
+    wanted = definitions(config, names, reader=True)
+    out = []
+    for table in config.tables:
+        if table.name not in wanted:
+            continue
+        alias = table.index_name
+        targets = engine.alias_targets(alias)
+        if not targets:
+            out.append(IndexComparison(table.name, alias, None, wanted[table.name], None,
+                                       [f"no live index behind {alias} (`cdckit bootstrap` or `cdckit run` creates "
+                                        "it; `cdckit rebuild search` after a loss)"]))
+            continue
+        live = engine.index_definition(alias)
+        out.append(IndexComparison(table.name, alias, targets[0], wanted[table.name], live,
+                                   differences(wanted[table.name], live)))
+    return out

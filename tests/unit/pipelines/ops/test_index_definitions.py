@@ -1,0 +1,60 @@
+from derived.sinks.search.definition import DATE_FORMAT, differences
+from pipelines.config import parse_config
+from pipelines.ops.index_definitions import IndexComparison, definition_for, marker_definition
+from pipelines.ops.status import Report, _index_definitions
+from pipelines.schema.actions import _field_mappings
+from tests.support.configs import BASE, with_
+
+TABLE = {"name": "public.t", "columns": ["id", "at", "doc", "amount", "name"], "rename": {"at": "created"},
+         "numeric_as_number": ["amount"],
+         "search": {"settings": {"refresh_interval": "5s"}, "json": "flattened", "mappings": {"name": {"type": "keyword"}}}}
+TYPES = {"id": "bigint", "at": "timestamp with time zone", "doc": "jsonb", "amount": "numeric(12,2)", "name": "text",
+         "hidden": "text"}
+
+
+def cfg():
+    data = with_("tables", [TABLE])
+    data["search"] = {**BASE["search"], "index_settings": {"number_of_replicas": 0, "refresh_interval": "1s"},
+                      "deleted_version_ttl_s": 7200}
+    return parse_config(data)
+
+
+def test_definition_from_config_and_catalog_types():
+    c = cfg()
+    d = definition_for(c, c.tables[0], TYPES)
+    assert d == {"settings": {"index": {"number_of_replicas": 0, "refresh_interval": "5s", "gc_deletes": "7200s"}},
+                 "mappings": {"dynamic": True, "properties": {
+                     "id": {"type": "long"}, "created": {"type": "date", "format": DATE_FORMAT},
+                     "doc": {"type": "flat_object"}, "amount": {"type": "scaled_float", "scaling_factor": 100},
+                     "name": {"type": "keyword"}}}}
+    assert differences(d, d) == []
+    assert marker_definition(c) == {"settings": {"index": {"number_of_replicas": 0, "refresh_interval": "1s",
+                                                           "gc_deletes": "7200s"}}}
+
+
+def test_a_mapping_extended_in_place_follows_the_table_options():
+    c = cfg()
+    assert _field_mappings({"created": "date", "amount": "numeric(12,2)", "name": "text", "p": "point"}, c,
+                           "public.t") == {"created": {"type": "date", "format": DATE_FORMAT},
+                                           "amount": {"type": "scaled_float", "scaling_factor": 100},
+                                           "name": {"type": "keyword"}}
+    assert _field_mappings({"n": "integer"}) == {"n": {"type": "long"}}
+
+
+def test_status_warns_while_the_live_index_differs_and_skips_when_it_cannot_compare():
+    c = cfg()
+    report = Report()
+    _index_definitions(c, report, compare=lambda config: [
+        IndexComparison("public.t", "t", "t_v1", {}, {}, ["settings index.refresh_interval: config 5s, live 1s"]),
+        IndexComparison("public.u", "u", "u_v1", {}, {}, []),
+        IndexComparison("public.v", "v", None, {}, None, ["no live index behind v"])])
+    [warning] = report.warnings
+    assert "public.t: index t_v1 differs" in warning and "cdckit rebuild search --table public.t" in warning
+    assert report.healthy
+
+    def down(config):
+        raise ConnectionError("refused")
+
+    report = Report()
+    _index_definitions(c, report, compare=down)
+    assert report.warnings == ["index definitions not compared: ConnectionError: refused"] and report.healthy
