@@ -7,10 +7,11 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import re
 import uuid
 from decimal import Decimal
 from fractions import Fraction
-from typing import Any
+from typing import Any, NamedTuple
 
 from connectors.typed_values import element_type, milliseconds
 
@@ -45,9 +46,12 @@ def render(value: Any, pg_type: str) -> Any:
     if isinstance(value, dt.date):
         return (value - _EPOCH).days
     if isinstance(value, dt.time):
-        if value.tzinfo is not None:
-            return value.strftime("%H:%M:%S.%f").rstrip("0").rstrip(".") + "Z"
+        if value.tzinfo is not None:  # ZonedTime: the time in UTC
+            utc = (dt.datetime.combine(_EPOCH, value.replace(tzinfo=None)) - value.utcoffset()).time()
+            return utc.strftime("%H:%M:%S.%f").rstrip("0").rstrip(".") + "Z"
         return _micros(value) // 1000 if _millis(pg_type) else _micros(value)  # Time (p <= 3) / MicroTime
+    if isinstance(value, IntervalFields):
+        return value.iso()
     if isinstance(value, dt.timedelta):
         return _iso_interval(value)
     if isinstance(value, (bytes, bytearray, memoryview)):
@@ -58,6 +62,39 @@ def render(value: Any, pg_type: str) -> Any:
 
 
 _millis = milliseconds
+
+
+class IntervalFields(NamedTuple):
+    """An interval as Postgres keeps it: months, days and time apart ('12 days 24:00:00' is not
+    '13 days'; a timedelta folds them). Debezium's string mode sends these fields as they are."""
+
+    years: int
+    months: int
+    days: int
+    hours: int
+    minutes: int
+    seconds: Decimal
+
+    def iso(self) -> str:
+        seconds = format(self.seconds.normalize(), "f") if self.seconds % 1 else str(int(self.seconds))
+        return f"P{self.years}Y{self.months}M{self.days}DT{self.hours}H{self.minutes}M{seconds}S"
+
+
+_INTERVAL_PART = re.compile(r"([+-]?\d+) (year|mon|day)s?")
+_INTERVAL_TIME = re.compile(r"([+-])?(\d+):(\d+):(\d+(?:\.\d+)?)")
+
+
+def parse_interval(text: str) -> IntervalFields:
+    """Postgres's interval output in its default IntervalStyle 'postgres',
+    e.g. '1 year 2 mons -3 days +04:05:06.5'."""
+    parts = {unit: int(n) for n, unit in _INTERVAL_PART.findall(text)}
+    hours = minutes = 0
+    seconds = Decimal(0)
+    m = _INTERVAL_TIME.search(text)
+    if m:
+        sign = -1 if m.group(1) == "-" else 1
+        hours, minutes, seconds = sign * int(m.group(2)), sign * int(m.group(3)), sign * Decimal(m.group(4))
+    return IntervalFields(parts.get("year", 0), parts.get("mon", 0), parts.get("day", 0), hours, minutes, seconds)
 
 
 def _iso_interval(td: dt.timedelta) -> str:

@@ -173,6 +173,21 @@ def load_hstore_as_dicts(conn: psycopg.Connection) -> None:
         register_hstore(info, conn)
 
 
+def load_intervals_as_fields(conn: psycopg.Connection) -> None:
+    """intervals as connectors/debezium_values.IntervalFields on this connection: a timedelta
+    folds months into days and hours into days, Debezium does not."""
+    from psycopg.adapt import Loader
+
+    from connectors.debezium_values import parse_interval
+
+    class IntervalLoader(Loader):
+        def load(self, data):
+            return parse_interval(bytes(data).decode())
+
+    conn.execute("SET IntervalStyle = 'postgres'")
+    conn.adapters.register_loader("interval", IntervalLoader)
+
+
 def table_columns(conn: psycopg.Connection, table: str) -> list:
     """The table's live columns (connectors/table_shape.Column), in column order; [] if it is gone."""
     from connectors.table_shape import Column

@@ -142,6 +142,8 @@ def verify_table(config: Config, table: TableConfig, stores, sample: int | None)
         types = postgres.column_types(conn, table.name)
         if "hstore" in map(element_type, types.values()):
             postgres.load_hstore_as_dicts(conn)
+        if "interval" in map(element_type, types.values()):
+            postgres.load_intervals_as_fields(conn)
         key_cols = table.key or _primary_key(conn, table.name)
         # The pipeline's own typing of Debezium's rendering (ids and keys stay in the rendering).
         typed = row_converter(types, frozenset(table.numeric_as_number))

@@ -225,7 +225,9 @@ def test_wide_table_every_change_kind_then_rebuild(stack, tmp_path):
         with conn.transaction():
             for i in range(ROWS):
                 conn.execute(f"INSERT INTO {table} {ROW_SQL}", (REGIONS[i % 3], i))
-    data = stack.config(tables=[{"name": table, "redis_key": f"{name}:{{region}}:{{id}}", "index": name}],
+    # jsonb here holds mixed-type arrays ([i, 'x', NULL]): no `object` mapping takes those, a flattened one does.
+    data = stack.config(tables=[{"name": table, "redis_key": f"{name}:{{region}}:{{id}}", "index": name,
+                                 "search": {"json": "flattened"}}],
                         redis={"url": own.redis_url, "rebuild_db": SPARE_DB},
                         spark={"checkpoint_dir": str(tmp_path / "ckpt"), "trigger": "500 ms"})
     path = write_config(tmp_path, data)

@@ -130,8 +130,19 @@ def index_definition(types: Mapping[str, str], options: DefinitionOptions) -> di
     """{"settings": {"index": {...}}, "mappings": {"dynamic": ..., "properties": {...}}}."""
     props = field_mappings(types, options)
     props.update({name: dict(m) for name, m in options.mappings.items()})
-    return {"settings": index_settings(options.settings, options.gc_deletes_s),
-            "mappings": {"dynamic": options.dynamic, "properties": props}}
+    mappings: dict[str, Any] = {"dynamic": options.dynamic, "properties": props}
+    templates = json_number_templates([name for name, m in props.items() if m.get("type") == "object"])
+    if templates:
+        mappings["dynamic_templates"] = templates
+    return {"settings": index_settings(options.settings, options.gc_deletes_s), "mappings": mappings}
+
+
+def json_number_templates(fields: list[str]) -> list[dict[str, Any]]:
+    """Numbers inside JSON objects map as double: JSON does not tell 1 from 1.0, and a field first
+    seen as an integer (long), or as a fraction (float), refuses the other later. (Integers beyond
+    2^53 are then searched as the nearest double; _source keeps them exact.)"""
+    return [{f"{name}_{what}": {"path_match": f"{name}.*", "match_mapping_type": seen, "mapping": {"type": "double"}}}
+            for name in fields for what, seen in (("integers", "long"), ("fractions", "double"))]
 
 
 def index_settings(settings: Mapping[str, Any], gc_deletes_s: int | None = None) -> dict[str, Any]:

@@ -68,7 +68,10 @@ def test_index_definition_projection_renames_options_and_overrides():
     assert d["mappings"] == {"dynamic": False, "properties": {
         "id": {"type": "long"}, "amount": {"type": "keyword"},
         "price": {"type": "scaled_float", "scaling_factor": 1000}, "birthday": DATE, "doc": {"type": "object"},
-        "email": {"type": "keyword"}, "extra": {"type": "long"}}}
+        "email": {"type": "keyword"}, "extra": {"type": "long"}},
+        "dynamic_templates": [
+            {"doc_integers": {"path_match": "doc.*", "match_mapping_type": "long", "mapping": {"type": "double"}}},
+            {"doc_fractions": {"path_match": "doc.*", "match_mapping_type": "double", "mapping": {"type": "double"}}}]}
 
 
 def test_strict_index_still_maps_json_content():
@@ -144,3 +147,13 @@ def test_a_format_other_than_the_default_is_a_difference():
     wanted = {"mappings": {"properties": {"d": {"type": "date", "format": "yyyy"}}}}
     assert differences(wanted, {"mappings": {"properties": {"d": {"type": "date"}}}}) == [
         "mappings properties.d.format: config yyyy, live not set"]
+
+
+def test_numbers_inside_json_objects_map_as_double_so_integers_and_fractions_share_a_field():
+    from derived.sinks.search.definition import DefinitionOptions, index_definition
+
+    mappings = index_definition({"id": "integer", "j": "jsonb", "f": "jsonb"},
+                                DefinitionOptions(mappings={"f": {"type": "flattened"}}))["mappings"]
+    assert mappings["dynamic_templates"] == [
+        {"j_integers": {"path_match": "j.*", "match_mapping_type": "long", "mapping": {"type": "double"}}},
+        {"j_fractions": {"path_match": "j.*", "match_mapping_type": "double", "mapping": {"type": "double"}}}]
