@@ -47,7 +47,9 @@ def synthetic_topic(bootstrap: str, events: int, keys: int, partitions: int, tab
         key = json.dumps({"id": k}).encode()
         op = "c" if i < keys else ("d" if i % 97 == 0 else "u")
         row = {"id": k, "name": f"customer {k} ünïcødé", "email": f"c{k}@example.com", "balance": f"{i}.25",
-               "tags": [k % 7, k % 11], "updated_at": "2026-11-22T10:00:00.000000Z", "seq": i}
+               "tags": [k % 7, k % 11], "updated_at": "2026-11-22T10:00:00.000000Z", "seq": i,
+               # as Debezium sends a date, a timestamp and a jsonb (typed by BENCH_COLUMNS' types)
+               "born": 7000 + k % 9000, "seen": 1_763_805_600_000_000 + i, "doc": json.dumps({"tier": k % 3, "n": i})}
         value = json.dumps({"before": None, "after": None if op == "d" else row, "op": op, "ts_ms": 0,
                             "source": {"schema": schema, "table": name, "lsn": lsn, "snapshot": "false",
                                        "sequence": json.dumps([str(lsn - 50), str(lsn)]), "ts_ms": 0}}).encode()
@@ -61,6 +63,19 @@ def synthetic_topic(bootstrap: str, events: int, keys: int, partitions: int, tab
             p.produce(topic, key=key, value=None, partition=k % partitions)
     p.flush(120)
     return topic
+
+
+# The synthetic rows' columns, for the table the benchmarks create so the pipeline types its documents.
+BENCH_COLUMNS = ("id bigint PRIMARY KEY, name text, email text, balance numeric(14,2), tags int[], updated_at timestamptz, "
+                 "seq bigint, born date, seen timestamp, doc jsonb")
+
+
+def create_bench_table(settings, table: str = "public.bench") -> None:
+    import psycopg
+
+    with psycopg.connect(host="127.0.0.1", port=settings.ports["postgres"], dbname="cdckit", user="postgres",
+                         autocommit=True) as conn:
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {table} ({BENCH_COLUMNS})")
 
 
 def write_result(name: str, result: dict) -> Path:

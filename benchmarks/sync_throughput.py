@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import bench_stack, synthetic_topic, write_result  # noqa: E402
+from benchmarks.common import bench_stack, create_bench_table, synthetic_topic, write_result  # noqa: E402
 
 
 SOURCES = ("python", "jvm")
@@ -110,8 +110,12 @@ def main() -> None:
             t0 = time.perf_counter()
             topic = synthetic_topic(settings.bootstrap_servers, events, keys, args.partitions)
             print(f"[{only}] produced {events} events in {time.perf_counter() - t0:.1f} s", flush=True)
+            # Before typed documents: no table in the catalog, so rows pass as Debezium rendered them.
+            untyped = plain_consumer(config_for(settings, topic, tmp, only), topic, args.partitions)
+            print(f"[{only}] plain consumer, untyped documents: {untyped:,.0f} events/s", flush=True)
+            create_bench_table(settings)  # from here on documents are typed by the table's column types
             plain = plain_consumer(config_for(settings, topic, tmp, only), topic, args.partitions)
-            print(f"[{only}] plain consumer: {plain:,.0f} events/s", flush=True)
+            print(f"[{only}] plain consumer: {plain:,.0f} events/s ({plain / untyped:.2f}x untyped)", flush=True)
             t0 = time.perf_counter()
             # One session for both sources: it registers cdckit_kafka and has the built-in source's
             # jars on its class path (spark_session adds them whenever they are fetched).
@@ -121,6 +125,7 @@ def main() -> None:
             # each source gets its own warm-up replay (its own classes, consumers, code paths).
             warm = synthetic_topic(settings.bootstrap_servers, 5_000, 1_000, args.partitions)
             row = {"events": events, "keys": keys, "plain_events_per_s": round(plain),
+                   "plain_untyped_events_per_s": round(untyped), "typed_vs_untyped_plain": round(plain / untyped, 3),
                    "spark_session_start_s": round(session_s, 1)}
             for source in sources:
                 spark_job(spark, config_for(settings, warm, tmp, only, source=source))

@@ -55,7 +55,9 @@ class ColumnTypes:
 
 
 def _read_catalog(dsn: dict[str, Any], tables: Iterable[str]) -> dict[str, dict[str, str]]:
+    """A table gone from the database has no types: its records (a replay of its topic) pass as
+    Debezium rendered them."""
     from connectors import postgres
 
     with postgres.connect(dsn) as conn:
-        return {t: postgres.column_types(conn, t) for t in tables}
+        return {t: {c.name: c.type for c in postgres.table_columns(conn, t)} for t in tables}
