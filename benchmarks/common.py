@@ -70,12 +70,15 @@ BENCH_COLUMNS = ("id bigint PRIMARY KEY, name text, email text, balance numeric(
                  "seq bigint, born date, seen timestamp, doc jsonb")
 
 
-def create_bench_table(settings, table: str = "public.bench") -> None:
+def create_bench_table(settings, table: str = "public.bench", present: bool = True) -> None:
+    """present=False drops it: documents of its topic are then untyped (no types in the catalog)."""
     import psycopg
 
     with psycopg.connect(host="127.0.0.1", port=settings.ports["postgres"], dbname="cdckit", user="postgres",
                          autocommit=True) as conn:
-        conn.execute(f"CREATE TABLE IF NOT EXISTS {table} ({BENCH_COLUMNS})")
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
+        if present:
+            conn.execute(f"CREATE TABLE {table} ({BENCH_COLUMNS})")
 
 
 def write_result(name: str, result: dict) -> Path:

@@ -111,6 +111,7 @@ def main() -> None:
             topic = synthetic_topic(settings.bootstrap_servers, events, keys, args.partitions)
             print(f"[{only}] produced {events} events in {time.perf_counter() - t0:.1f} s", flush=True)
             # Before typed documents: no table in the catalog, so rows pass as Debezium rendered them.
+            create_bench_table(settings, present=False)
             untyped = plain_consumer(config_for(settings, topic, tmp, only), topic, args.partitions)
             print(f"[{only}] plain consumer, untyped documents: {untyped:,.0f} events/s", flush=True)
             create_bench_table(settings)  # from here on documents are typed by the table's column types
