@@ -21,6 +21,14 @@ def test_both_client_adapters_write_versioned(stack, engine_cls):
     sink.prepare(table)
     sink.prepare(table)  # idempotent
     assert sink.engine.alias_targets(alias) == [f"{alias}_v1"]
+    # The live definition read back through the alias, as `index show` and `status` compare it.
+    from derived.sinks.search.definition import differences
+
+    live = sink.engine.index_definition(alias)
+    assert live["mappings"]["properties"]["id"] == {"type": "long"}
+    assert differences(table.definition, live) == []
+    assert differences({"settings": {"refresh_interval": "7s"}}, live) == [
+        "settings index.refresh_interval: config 7s, live not set"]
     assert sink.apply([ch(1, version=20)], tables).applied == 1
     assert sink.apply([ch(1, version=10)], tables).stale == 1      # older: refused
     assert sink.apply([ch(1, "delete", version=30)], tables).applied == 1
