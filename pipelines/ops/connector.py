@@ -63,11 +63,11 @@ def prepare_database(config: Config) -> None:
     """Tables the connector config refers to (heartbeat target, signal and truncate marker
     tables) must exist first; the user must hold what they and Debezium need."""
     from pipelines.ops import privileges
-    from pipelines.ops.table_checks import check_tables
+    from pipelines.ops.table_checks import check_database_tables
 
     pg = config.postgres
     with postgres.connect(pg.dsn_kwargs()) as conn:
-        check_tables(config, {t.name: postgres.key_identity(conn, t.name) for t in config.tables})
+        check_database_tables(config, conn)
         privileges.require(config, conn)
         postgres.ensure_support_tables(conn, pg.heartbeat_table, pg.signal_table, pg.truncate_table,
                                        [t.name for t in config.tables])

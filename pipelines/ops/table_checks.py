@@ -14,7 +14,9 @@ from pipelines.config import Config
 from pipelines.errors import ConfigError
 
 
-def check_tables(config: Config, identities: dict[str, KeyIdentity | None]) -> None:
+def check_tables(config: Config, identities: dict[str, KeyIdentity | None],
+                 types: dict[str, dict[str, str]] | None = None) -> None:
+    """`types`: each table's column types (name -> format_type), for what names columns by type."""
     for i, table in enumerate(config.tables):
         ident = identities.get(table.name)
         if ident is None:
@@ -36,10 +38,30 @@ def check_tables(config: Config, identities: dict[str, KeyIdentity | None]) -> N
                               f"changes would not carry them and the stores would keep removed rows: run "
                               f"ALTER TABLE {table.name} REPLICA IDENTITY FULL (or USING INDEX on a unique index "
                               f"over {list(table.key)}), or key by the primary key")
+        if types is not None:
+            _check_numbers(i, table.name, table.numeric_as_number, types.get(table.name, {}))
 
 
-def check_database_tables(config: Config) -> None:
+def _check_numbers(i: int, name: str, columns: list[str], types: dict[str, str]) -> None:
+    """numeric_as_number names numeric or money columns (arrays of them too): any other type is
+    not rendered from a decimal string, and the setting would silently do nothing."""
+    from connectors.typed_values import element_type
+
+    for column in columns:
+        pg_type = types.get(column)
+        if pg_type is None:
+            raise ConfigError(f"tables.{i}.numeric_as_number", f"{column!r} is not a column of {name}")
+        if not (element_type(pg_type).startswith("numeric") or element_type(pg_type) == "money"):
+            raise ConfigError(f"tables.{i}.numeric_as_number", f"{name}.{column} is {pg_type}, not numeric or money")
+
+
+def check_database_tables(config: Config, conn=None) -> None:
+    """On `conn`, or a connection of its own."""
     from connectors import postgres
 
-    with postgres.connect(config.postgres.dsn_kwargs()) as conn:
-        check_tables(config, {t.name: postgres.key_identity(conn, t.name) for t in config.tables})
+    if conn is None:
+        with postgres.connect(config.postgres.dsn_kwargs()) as conn:
+            return check_database_tables(config, conn)
+    identities = {t.name: postgres.key_identity(conn, t.name) for t in config.tables}
+    types = {t.name: postgres.column_types(conn, t.name) for t in config.tables if identities[t.name] is not None}
+    check_tables(config, identities, types)

@@ -48,3 +48,13 @@ def test_a_custom_key_outside_the_replica_identity_is_refused():
                  {"public.customers": KeyIdentity(("id",), "full", ("id", "email", "name"))})
     check_tables(config(key=["email"], redis_key="c:{email}"),
                  {"public.customers": KeyIdentity(("id",), "index", ("email",))})
+
+
+def test_numeric_as_number_names_numeric_columns():
+    cfg = config(numeric_as_number=["price", "fees"])
+    check_tables(cfg, {"public.customers": DEFAULT}, {"public.customers": {"price": "numeric(12,2)", "fees": "money[]"}})
+    with pytest.raises(ConfigError) as exc:
+        check_tables(cfg, {"public.customers": DEFAULT}, {"public.customers": {"price": "numeric", "fees": "text"}})
+    assert exc.value.field == "tables.0.numeric_as_number" and "fees is text" in str(exc.value)
+    with pytest.raises(ConfigError, match="'fees' is not a column"):
+        check_tables(cfg, {"public.customers": DEFAULT}, {"public.customers": {"price": "numeric"}})
