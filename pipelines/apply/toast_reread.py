@@ -64,6 +64,7 @@ class ToastReread:
             import psycopg
 
             self._conn = psycopg.connect(autocommit=True, **self.dsn)
+            postgres.load_hstore_as_dicts(self._conn)  # rendered as Debezium's hstore.handling.mode=json
         return self._conn
 
     def close(self) -> None:
