@@ -120,7 +120,7 @@ def same(stored: Any, expected: Any, pg_type: str) -> bool:
         return len(stored) == len(expected) and all(same(s, e, _element(pg_type)) for s, e in zip(stored, expected))
     if isinstance(stored, dict) and isinstance(expected, dict):
         return stored.keys() == expected.keys() and all(same(stored[k], expected[k], "") for k in stored)
-    if pg_type in ("json", "jsonb") and isinstance(stored, str) and isinstance(expected, str):
+    if pg_type in ("json", "jsonb", "hstore") and isinstance(stored, str) and isinstance(expected, str):
         try:
             return same(json.loads(stored, parse_float=Decimal), json.loads(expected, parse_float=Decimal), "")
         except ValueError:

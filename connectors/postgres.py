@@ -156,11 +156,17 @@ def key_identity(conn: psycopg.Connection, table: str) -> KeyIdentity | None:
 
 
 def column_types(conn: psycopg.Connection, table: str) -> dict[str, str]:
-    """Column name -> type as format_type spells it (e.g. 'numeric(12,2)', 'integer[]')."""
-    rows = conn.execute("SELECT attname, format_type(atttypid, atttypmod) FROM pg_attribute "
+    """Column name -> type as format_type spells it (e.g. 'numeric(12,2)', 'integer[]'); a domain
+    column by its base type, which is how Debezium renders its values."""
+    rows = conn.execute(f"SELECT attname, {_BASE_TYPE} FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
                         "WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
                         (table,)).fetchall()
     return dict(rows)
+
+
+# A column's type, a domain's resolved to the type it is over.
+_BASE_TYPE = ("format_type(CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE a.atttypid END, "
+              "CASE WHEN t.typtype = 'd' THEN t.typtypmod ELSE a.atttypmod END)")
 
 
 def load_hstore_as_dicts(conn: psycopg.Connection) -> None:
@@ -195,7 +201,8 @@ def table_columns(conn: psycopg.Connection, table: str) -> list:
     oid = conn.execute("SELECT to_regclass(%s)::oid", (table,)).fetchone()[0]
     if oid is None:
         return []
-    rows = conn.execute("SELECT attnum, attname, format_type(atttypid, atttypmod), atthasdef FROM pg_attribute "
+    rows = conn.execute(f"SELECT attnum, attname, {_BASE_TYPE}, atthasdef FROM pg_attribute a "
+                        "JOIN pg_type t ON t.oid = a.atttypid "
                         "WHERE attrelid = %s AND attnum > 0 AND NOT attisdropped ORDER BY attnum", (oid,)).fetchall()
     return [Column(*row) for row in rows]
 

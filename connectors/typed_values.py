@@ -30,6 +30,10 @@ Convert = Callable[[Any], Any]
 _EPOCH = dt.datetime(1970, 1, 1)
 _EPOCH_ORDINAL = dt.date(1970, 1, 1).toordinal()
 _PRECISION = re.compile(r"^(?:timestamp|time)\((\d)\)")
+# format_type spellings, matched whole (a domain or enum may be called timestamp_ms or numeric_id).
+_TIMESTAMP = re.compile(r"^timestamp(\(\d\))?( without time zone)?$")
+_TIME = re.compile(r"^time(\(\d\))?( without time zone)?$")
+_NUMERIC = re.compile(r"^(numeric(\(\d+(,\s*-?\d+)?\))?|money)$")
 
 
 def element_type(pg_type: str) -> str:
@@ -57,15 +61,20 @@ def converter(pg_type: str, as_number: bool = False) -> Convert | None:
 def _scalar_converter(element: str, as_number: bool) -> Convert | None:
     if element == "date":
         return _date
-    if element.startswith("timestamp") and "with time zone" not in element:
+    if _TIMESTAMP.match(element):
         return _timestamp_ms if milliseconds(element) else _timestamp_us
-    if element.startswith("time") and "with time zone" not in element:
+    if _TIME.match(element):
         return _time_ms if milliseconds(element) else _time_us
     if element in ("json", "jsonb", "hstore"):
         return _json
-    if as_number and (element.startswith("numeric") or element == "money"):
+    if as_number and is_numeric(element):
         return _number
     return None
+
+
+def is_numeric(pg_type: str) -> bool:
+    """numeric(p,s) or money, or an array of them: Debezium sends their values as decimal strings."""
+    return _NUMERIC.match(element_type(pg_type)) is not None
 
 
 def row_converter(types: Mapping[str, str], numbers: frozenset[str] | set[str] = frozenset()
@@ -165,6 +174,6 @@ def _number(v: Any) -> Any:
             n = int(v)
             return n if -(1 << 63) <= n < (1 << 64) else float(n)
         f = float(v)
-    except ValueError:
+    except (ValueError, OverflowError):  # beyond a double (numeric holds 10^131072): the exact string
         return v
     return f if math.isfinite(f) else v

@@ -2,8 +2,10 @@
 
 Documents are rendered by their columns' Postgres types (connectors/typed_values.py). Each process
 that applies changes (a Spark worker, the rebuild, `dlq replay`) keeps the types it read and reads
-them again every `ttl_s`, and at once when a row carries a column it does not know (an ADD COLUMN);
-a type change is seen within `ttl_s`, and the schema watch's re-read rewrites every row after it.
+them again every `ttl_s`, and at once when a row carries a column it has not looked for since its
+last read (an ADD COLUMN: its values are never rendered without their type); a column the catalog
+does not have (a dropped one, in older records) is looked for once per read. A type change is seen
+within `ttl_s`, and the schema watch's re-read rewrites every row after it.
 """
 from __future__ import annotations
 
@@ -15,7 +17,6 @@ from derived.sinks.errors import StoreUnavailable
 
 log = logging.getLogger("cdckit.types")
 TTL_S = 5.0
-MIN_REREAD_S = 1.0  # unknown columns trigger a read, at most this often
 
 
 class ColumnTypes:
@@ -25,6 +26,7 @@ class ColumnTypes:
         self._read = read or _read_catalog
         self._types: dict[str, dict[str, str]] = {}
         self._read_at: dict[str, float] = {}
+        self._absent: dict[str, set[str]] = {}   # columns rows carried that the last read did not find
 
     def of(self, columns_seen: dict[str, set[str]]) -> dict[str, dict[str, str]]:
         """Types of these tables (table -> the columns its rows carry). Raises StoreUnavailable when
@@ -33,7 +35,7 @@ class ColumnTypes:
         now = self.clock()
         stale = [t for t, cols in columns_seen.items()
                  if t not in self._types or now - self._read_at[t] >= self.ttl_s
-                 or (not cols <= self._types[t].keys() and now - self._read_at[t] >= MIN_REREAD_S)]
+                 or not cols <= self._types[t].keys() | self._absent[t]]
         if stale:
             try:
                 fresh = self._read(self.dsn, stale)
@@ -48,6 +50,7 @@ class ColumnTypes:
                 for table in stale:
                     self._types[table] = fresh.get(table) or self._types.get(table, {})
                     self._read_at[table] = now
+                    self._absent[table] = columns_seen[table] - self._types[table].keys()
         return {t: self._types[t] for t in columns_seen}
 
     def table(self, name: str) -> dict[str, str]:

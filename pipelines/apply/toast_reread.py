@@ -64,7 +64,9 @@ class ToastReread:
             import psycopg
 
             self._conn = psycopg.connect(autocommit=True, **self.dsn)
-            postgres.load_hstore_as_dicts(self._conn)  # rendered as Debezium's hstore.handling.mode=json
+            # Rendered as Debezium sends them: hstore as JSON, intervals field by field.
+            postgres.load_hstore_as_dicts(self._conn)
+            postgres.load_intervals_as_fields(self._conn)
         return self._conn
 
     def close(self) -> None:

@@ -45,13 +45,13 @@ def check_tables(config: Config, identities: dict[str, KeyIdentity | None],
 def _check_numbers(i: int, name: str, columns: list[str], types: dict[str, str]) -> None:
     """numeric_as_number names numeric or money columns (arrays of them too): any other type is
     not rendered from a decimal string, and the setting would silently do nothing."""
-    from connectors.typed_values import element_type
+    from connectors.typed_values import is_numeric
 
     for column in columns:
         pg_type = types.get(column)
         if pg_type is None:
             raise ConfigError(f"tables.{i}.numeric_as_number", f"{column!r} is not a column of {name}")
-        if not (element_type(pg_type).startswith("numeric") or element_type(pg_type) == "money"):
+        if not is_numeric(pg_type):
             raise ConfigError(f"tables.{i}.numeric_as_number", f"{name}.{column} is {pg_type}, not numeric or money")
 
 

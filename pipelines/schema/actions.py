@@ -87,14 +87,12 @@ def _field_mappings(fields: dict[str, str], cfg: Config | None = None, table: st
     tc = next((t for t in cfg.tables if t.name == table), None) if cfg is not None else None
     if tc is None:
         return {f: m for f, t in fields.items() if (m := field_mapping(t)) is not None}
+    from derived.sinks.search.definition import field_mappings
     from pipelines.ops.index_definitions import options_for
 
     o = options_for(cfg, tc)
-    columns = {o.rename.get(c, c): c for c in (o.columns or [])}
-    out = {}
-    for f, t in fields.items():
-        mapping = o.mappings.get(f) or field_mapping(t, as_number=columns.get(f, f) in o.numeric_as_number,
-                                                     text=o.text, json=o.json, kind=o.kind)
-        if mapping is not None:
-            out[f] = mapping
+    column_of = {field: column for column, field in o.rename.items()}
+    # The index definition's own rules (numeric_as_number by column, JSON under a strict index, ...).
+    out = field_mappings({column_of.get(f, f): t for f, t in fields.items()}, o)
+    out.update({f: dict(o.mappings[f]) for f in fields if f in o.mappings})
     return out

@@ -73,9 +73,11 @@ def field_mapping(pg_type: str, *, as_number: bool = False, text: TextMode = "te
         return _number(base, mods) if as_number else {"type": "keyword"}
     if base == "boolean" or base == "bool" or (base == "bit" and mods in ([], ["1"])):
         return {"type": "boolean"}
-    if base in _DATES or base.startswith("timestamp"):
-        return {"type": "date", "format": DATE_FORMAT}
-    if base in _KEYWORDS or base.startswith("interval") or base == "bit" or _RANGES.match(base):
+    if base in _DATES:
+        # ignore_malformed: a value the engine cannot index as a date (a year beyond 9999, infinity)
+        # stays in the document's _source, unsearchable, instead of failing the whole document.
+        return {"type": "date", "format": DATE_FORMAT, "ignore_malformed": True}
+    if base in _KEYWORDS or base == "interval" or base.startswith("interval ") or base == "bit" or _RANGES.match(base):
         return {"type": "keyword"}
     if base in _JSON:
         if json == "flattened":
@@ -90,14 +92,15 @@ def field_mapping(pg_type: str, *, as_number: bool = False, text: TextMode = "te
 
 def _number(base: str, mods: list[str]) -> dict[str, Any]:
     """A scale and a precision that fit a long after scaling (p <= 18): scaled_float, exact to the
-    scale; otherwise a double (about 15-17 significant digits)."""
+    scale; otherwise a double (about 15-17 significant digits). ignore_malformed: NaN and the
+    infinities stay strings (JSON has no such numbers) and are kept in _source, unsearchable."""
     if base == "money":
-        return {"type": "scaled_float", "scaling_factor": 100}
+        return {"type": "scaled_float", "scaling_factor": 100, "ignore_malformed": True}
     if len(mods) == 2 and mods[0].isdigit() and mods[1].isdigit():
         precision, scale = int(mods[0]), int(mods[1])
         if 0 < scale and precision <= 18:
-            return {"type": "scaled_float", "scaling_factor": 10 ** scale}
-    return {"type": "double"}
+            return {"type": "scaled_float", "scaling_factor": 10 ** scale, "ignore_malformed": True}
+    return {"type": "double", "ignore_malformed": True}
 
 
 def _text(mode: TextMode) -> dict[str, Any]:

@@ -60,3 +60,17 @@ def test_timestamps_and_times_of_precision_0_to_3_travel_in_milliseconds():
     assert render([moment], "timestamp(3) without time zone[]") == [1_704_067_201_123]
     assert render(dt.time(0, 0, 1, 5000), "time(3) without time zone") == 1005
     assert render(dt.time(0, 0, 1, 5), "time without time zone") == 1_000_005
+
+
+def test_hstore_and_json_texts_compare_by_value_not_key_order():
+    """The hash format holds them as JSON text; Debezium's hstore key order is a hash map's."""
+    assert same('{"bb":"x","a":"y"}', '{"a":"y","bb":"x"}', "hstore")
+    assert not same('{"bb":"x","a":"z"}', '{"a":"y","bb":"x"}', "hstore")
+
+
+def test_intervals_render_field_by_field_as_debezium_sends_them():
+    from connectors.debezium_values import parse_interval, render
+
+    assert render(parse_interval("12 days 24:00:00"), "interval") == "P0Y0M12DT24H0M0S"
+    assert render(parse_interval("1 year 2 mons -3 days +04:05:06.5"), "interval") == "P1Y2M-3DT4H5M6.5S"
+    assert render(parse_interval("-00:00:01"), "interval") == "P0Y0M0DT0H0M-1S"

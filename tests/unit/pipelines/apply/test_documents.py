@@ -47,9 +47,12 @@ def test_types_are_read_once_then_again_after_the_ttl_or_for_an_unknown_column()
     now[0] = 2
     types.of({"public.t": {"id"}})
     assert catalog.reads == 1
-    catalog.types["public.t"]["d"] = "date"        # ALTER TABLE ADD COLUMN d date
+    catalog.types["public.t"]["d"] = "date"        # ALTER TABLE ADD COLUMN d date: read at once, never untyped
     assert types.of({"public.t": {"id", "d"}})["public.t"]["d"] == "date"
     assert catalog.reads == 2
+    types.of({"public.t": {"id", "gone"}})          # an older record with a dropped column: looked for once
+    types.of({"public.t": {"id", "gone"}})
+    assert catalog.reads == 3
     catalog.types["public.t"]["d"] = "text"        # ALTER COLUMN TYPE: seen within the ttl
     now[0] = 7.5
     assert types.of({"public.t": {"id", "d"}})["public.t"]["d"] == "text"

@@ -24,8 +24,8 @@ def test_definition_from_config_and_catalog_types():
     d = definition_for(c, c.tables[0], TYPES)
     assert d == {"settings": {"index": {"number_of_replicas": 0, "refresh_interval": "5s", "gc_deletes": "7200s"}},
                  "mappings": {"dynamic": True, "properties": {
-                     "id": {"type": "long"}, "created": {"type": "date", "format": DATE_FORMAT},
-                     "doc": {"type": "flat_object"}, "amount": {"type": "scaled_float", "scaling_factor": 100},
+                     "id": {"type": "long"}, "created": {"type": "date", "format": DATE_FORMAT, "ignore_malformed": True},
+                     "doc": {"type": "flat_object"}, "amount": {"type": "scaled_float", "scaling_factor": 100, "ignore_malformed": True},
                      "name": {"type": "keyword"}}}}
     assert differences(d, d) == []
     assert marker_definition(c) == {"settings": {"index": {"number_of_replicas": 0, "refresh_interval": "1s",
@@ -35,8 +35,8 @@ def test_definition_from_config_and_catalog_types():
 def test_a_mapping_extended_in_place_follows_the_table_options():
     c = cfg()
     assert _field_mappings({"created": "date", "amount": "numeric(12,2)", "name": "text", "p": "point"}, c,
-                           "public.t") == {"created": {"type": "date", "format": DATE_FORMAT},
-                                           "amount": {"type": "scaled_float", "scaling_factor": 100},
+                           "public.t") == {"created": {"type": "date", "format": DATE_FORMAT, "ignore_malformed": True},
+                                           "amount": {"type": "scaled_float", "scaling_factor": 100, "ignore_malformed": True},
                                            "name": {"type": "keyword"}}
     assert _field_mappings({"n": "integer"}) == {"n": {"type": "long"}}
 

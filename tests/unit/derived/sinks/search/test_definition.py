@@ -4,7 +4,7 @@ from derived.sinks.search.definition import (DATE_FORMAT, DefinitionOptions, dif
                                              index_definition, index_settings, split_type, with_gc_deletes)
 
 TEXT = {"type": "text", "fields": {"keyword": {"type": "keyword", "ignore_above": 256}}}
-DATE = {"type": "date", "format": DATE_FORMAT}
+DATE = {"type": "date", "format": DATE_FORMAT, "ignore_malformed": True}
 
 
 @pytest.mark.parametrize("pg_type,mapping", [
@@ -29,12 +29,12 @@ def test_field_mapping_by_type(pg_type, mapping):
 
 
 @pytest.mark.parametrize("pg_type,mapping", [
-    ("numeric(12,2)", {"type": "scaled_float", "scaling_factor": 100}),
-    ("numeric(10,4)[]", {"type": "scaled_float", "scaling_factor": 10_000}),
-    ("numeric(12,0)", {"type": "double"}),
-    ("numeric", {"type": "double"}),
-    ("numeric(30,2)", {"type": "double"}),   # value * 100 could overflow scaled_float's long
-    ("money", {"type": "scaled_float", "scaling_factor": 100}),
+    ("numeric(12,2)", {"type": "scaled_float", "scaling_factor": 100, "ignore_malformed": True}),
+    ("numeric(10,4)[]", {"type": "scaled_float", "scaling_factor": 10_000, "ignore_malformed": True}),
+    ("numeric(12,0)", {"type": "double", "ignore_malformed": True}),
+    ("numeric", {"type": "double", "ignore_malformed": True}),
+    ("numeric(30,2)", {"type": "double", "ignore_malformed": True}),   # value * 100 could overflow scaled_float's long
+    ("money", {"type": "scaled_float", "scaling_factor": 100, "ignore_malformed": True}),
 ])
 def test_numbers_as_numbers(pg_type, mapping):
     assert field_mapping(pg_type, as_number=True) == mapping
@@ -67,7 +67,7 @@ def test_index_definition_projection_renames_options_and_overrides():
     assert d["settings"] == {"index": {"number_of_shards": 2, "refresh_interval": "5s", "gc_deletes": "3600s"}}
     assert d["mappings"] == {"dynamic": False, "properties": {
         "id": {"type": "long"}, "amount": {"type": "keyword"},
-        "price": {"type": "scaled_float", "scaling_factor": 1000}, "birthday": DATE, "doc": {"type": "object"},
+        "price": {"type": "scaled_float", "scaling_factor": 1000, "ignore_malformed": True}, "birthday": DATE, "doc": {"type": "object"},
         "email": {"type": "keyword"}, "extra": {"type": "long"}},
         "dynamic_templates": [
             {"doc_integers": {"path_match": "doc.*", "match_mapping_type": "long", "mapping": {"type": "double"}}},
@@ -104,10 +104,10 @@ LIVE = {
                            "number_of_shards": "1", "uuid": "x", "provided_name": "t_v1",
                            "creation_date": "1700000000000", "version": {"created": "136387927"}}},
     "mappings": {"properties": {
-        "id": {"type": "long"}, "at": {"type": "date"},  # the engine leaves out the default format
+        "id": {"type": "long"}, "at": {"type": "date", "ignore_malformed": True},  # without the default format
         "doc": {"properties": {"k": {"type": "text", "fields": {"keyword": {"type": "keyword", "ignore_above": 256}}}}},
         "name": {"type": "text", "fields": {"keyword": {"type": "keyword", "ignore_above": 256}}},
-        "n": {"type": "scaled_float", "scaling_factor": 100.0},
+        "n": {"type": "scaled_float", "scaling_factor": 100.0, "ignore_malformed": True},
         "added_dynamically": {"type": "long"}}},
 }
 
@@ -126,6 +126,7 @@ def test_differences_name_each_setting_and_field():
         "settings index.refresh_interval: config 1s, live 30s",
         "mappings dynamic: config true, live strict",
         "mappings properties.at.type: config date, live keyword",
+        "mappings properties.at.ignore_malformed: config true, live not set",
         'mappings properties.name: config {"fields": {"keyword": {"ignore_above": 256, "type": "keyword"}}, '
         '"type": "text"}, live not mapped',
     ]
