@@ -33,7 +33,7 @@ from derived.sinks.search.generations import (SearchGeneration, create_generatio
 from pipelines.apply.stores import redis_client, search_engine
 from pipelines.config import Config
 from pipelines.errors import RebuildRefused
-from pipelines.ops import index_definitions
+from pipelines.apply import index_definitions
 from pipelines.ops.faults import crash_point
 from pipelines.state import rebuild as rebuild_state
 from pipelines.state.rebuild import RebuildState, Targets

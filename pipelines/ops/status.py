@@ -218,7 +218,7 @@ def _index_definitions(config: Config, report: Report, compare=None) -> None:
     if "search" not in config.sinks:
         return
     if compare is None:
-        from pipelines.ops.index_definitions import compare
+        from pipelines.apply.index_definitions import compare
     try:
         comparisons = compare(config)
     except Exception as exc:  # noqa: BLE001 - Postgres or the engine not answering: status goes on

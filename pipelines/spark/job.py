@@ -22,7 +22,7 @@ from pipelines.apply.stats import BatchStats, add_stats
 from pipelines.apply.stores import stores_from_config
 from pipelines.config import Config, load_config
 from pipelines.errors import CdckitError, from_spark_failure
-from pipelines.ops import index_definitions
+from pipelines.apply import index_definitions
 from pipelines.stopping import StopRequest
 from pipelines.spark.partition_apply import STATS_DDL, executor_fn, range_executor_fn, stats_of
 from pipelines.spark.session import spark_session

@@ -35,7 +35,7 @@ _MODIFIERS = re.compile(r"\(([^)]*)\)")
 
 @dataclass(frozen=True)
 class DefinitionOptions:
-    """What the config says about one table's index (pipelines/ops/index_definitions.py fills it)."""
+    """What the config says about one table's index (pipelines/apply/index_definitions.py fills it)."""
 
     columns: list[str] | None = None             # projection; None keeps every column
     rename: dict[str, str] = field(default_factory=dict)

@@ -29,7 +29,7 @@ class SearchTable:
     columns: list[str] | None = None
     rename: dict[str, str] = field(default_factory=dict)
     # The index definition {"settings", "mappings"} `prepare` creates a first generation with; built
-    # on the driver from the catalog (pipelines/ops/index_definitions.py), None on executors.
+    # on the driver from the catalog (pipelines/apply/index_definitions.py), None on executors.
     definition: dict[str, Any] | None = None
 
 
