@@ -6,6 +6,7 @@ import hashlib
 import json
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from pipelines.secrets import mask, print_masked
@@ -41,7 +42,9 @@ def show_letters(letters, limit: int, topic: str) -> None:
     table = Table("offset", "source", "stage", "reason")
     for x in letters[:limit]:
         j = x.as_json()
-        table.add_row(str(x.offset), j["source"], x.stage, x.reason[:160])
+        # escape: engines' reasons name fields in brackets ("mapper [j.n] cannot be changed"), which
+        # rich would take for markup and drop.
+        table.add_row(str(x.offset), escape(j["source"]), x.stage, escape(x.reason[:160]))
     out.print(table)
     say(f"{len(letters)} dead letter(s) in {topic}" + (f" (first {limit} shown)" if len(letters) > limit else ""))
 
