@@ -358,6 +358,29 @@ class SparkConfig(_Strict):
     kafka_source: Literal["python", "jvm"] = Field(
         "python", description="'jvm' uses Spark's built-in kafka source when its jar is on the class path")
     shuffle_partitions: int = Field(4, ge=1)
+    conf: dict[str, str | int | float | bool] = Field(default_factory=dict, description=(
+        "more Spark settings, as spark-submit's --conf takes them (executor memory and cores, "
+        "spark.pyspark.python: the Python the executors run, ...); set after cdckit's own"))
+    checkpoint_shared: bool | None = Field(None, description=(
+        "on a cluster, checkpoint_dir must be a file system every host mounts (NFS, EFS, CephFS, ...); "
+        "None: told from the mount's type, true: trust that it is (a shared mount cdckit does not know)"))
+
+    @field_validator("checkpoint_dir", mode="before")
+    @classmethod
+    def _checkpoint_path(cls, v):
+        if isinstance(v, str) and "://" in v:
+            raise ValueError("a path, not a URI: cdckit keeps its own state files beside Spark's checkpoint "
+                             "with file operations, so a shared store must be mounted (NFS, EFS, CephFS, "
+                             "an S3 file system mount) and given by its path")
+        return v
+
+    @field_validator("conf")
+    @classmethod
+    def _conf(cls, v: dict) -> dict[str, str]:
+        wrong = [k for k in v if not k.startswith("spark.")]
+        if wrong:
+            raise ValueError(f"Spark settings start with 'spark.': {', '.join(sorted(wrong))}")
+        return {k: str(x).lower() if isinstance(x, bool) else str(x) for k, x in v.items()}
 
     @field_validator("trigger")
     @classmethod

@@ -21,6 +21,9 @@ def config_group() -> None:
 def config_check(config_path: Path, connect: bool) -> None:
     """Validate the config (fields and secrets); without --connect, nothing is contacted."""
     cfg = load(config_path)
+    from pipelines.spark.cluster import check_checkpoint
+
+    check_checkpoint(cfg)  # on a cluster, a checkpoint every host sees
     say(f"config ok: {len(cfg.tables)} table(s), topic prefix '{cfg.topic_prefix}', "
         f"search {cfg.search.kind} at {cfg.search.url}, redis at {cfg.redis.url}")
     if connect:

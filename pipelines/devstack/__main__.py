@@ -29,14 +29,24 @@ def devstack() -> None:
 @click.option("--with-monitoring", is_flag=True,
               help="also start Prometheus (Debian's binary) scraping the pipeline's metrics with "
                    "compose/monitoring/alerts.yml (or CDCKIT_DEVSTACK_MONITORING=1)")
-def devstack_up(with_monitoring: bool) -> None:
+@click.option("--spark-cluster", is_flag=True,
+              help="also start a Spark standalone master and two workers (1 core, 2 GiB each) for "
+                   "`spark.master: spark://127.0.0.1:57077` (or CDCKIT_DEVSTACK_SPARK_CLUSTER=1)")
+def devstack_up(with_monitoring: bool, spark_cluster: bool) -> None:
     """Start the five servers (idempotent) and wait until each answers."""
     settings = StackSettings()
     if with_monitoring:
         settings = dataclasses.replace(settings, monitoring=True)
+    if spark_cluster:
+        settings = dataclasses.replace(settings, spark_cluster=True)
     say(f"local stack in {settings.state_dir}")
     stack.up(settings, say=say)
     show(stack.status(settings))
+    if settings.spark_cluster:
+        from pipelines.devstack.spark_cluster import worker_python
+
+        say(f"Spark cluster: in the config, spark: {{master: {settings.spark_master_url}, conf: "
+            f"{{spark.pyspark.python: {worker_python(settings)}}}}}")
 
 
 @devstack.command("down")

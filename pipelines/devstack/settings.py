@@ -6,7 +6,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 DEFAULT_PORTS = {"postgres": 55432, "kafka": 59092, "connect": 58083, "redis": 56379, "search": 59200,
-                 "prometheus": 59090}
+                 "prometheus": 59090, "spark": 57077}
+# The Spark cluster's ports from its base up: master, master UI, then each worker's RPC and UI.
+SPARK_PORT_SPAN = 8
 _TRUE = ("1", "true", "yes", "on")
 
 
@@ -25,6 +27,9 @@ class StackSettings:
     # The optional Prometheus (`up --with-monitoring`); `down` and `status` also find one started before.
     monitoring: bool = field(
         default_factory=lambda: os.environ.get("CDCKIT_DEVSTACK_MONITORING", "").lower() in _TRUE)
+    # The optional Spark standalone cluster (`up --spark-cluster`): a master and two workers.
+    spark_cluster: bool = field(
+        default_factory=lambda: os.environ.get("CDCKIT_DEVSTACK_SPARK_CLUSTER", "").lower() in _TRUE)
     # A JVM server (OpenSearch, Connect) on a busy 2-core machine can take well over a minute.
     start_timeout_s: float = 180.0
 
@@ -63,6 +68,14 @@ class StackSettings:
     @property
     def prometheus_url(self) -> str:
         return f"http://127.0.0.1:{self.prometheus_port}"
+
+    @property
+    def spark_port(self) -> int:
+        return self.ports.get("spark") or port_from_env("spark")
+
+    @property
+    def spark_master_url(self) -> str:
+        return f"spark://127.0.0.1:{self.spark_port}"
 
     @property
     def redis_url(self) -> str:

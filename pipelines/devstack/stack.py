@@ -1,4 +1,5 @@
-"""`devstack up|down|status`: bring the five servers (and, with monitoring, Prometheus) up healthy,
+"""`devstack up|down|status`: bring the five servers (and, with monitoring, Prometheus; with
+--spark-cluster, a Spark master and two workers) up healthy,
 report, and stop exactly them."""
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pipelines.devstack import processes
 from pipelines.devstack.monitoring import Prometheus
 from pipelines.devstack.search_servers import SEARCH_ENGINES
 from pipelines.devstack.servers import Connect, Kafka, Postgres, Redis, Server
-from pipelines.devstack.settings import StackSettings
+from pipelines.devstack.settings import SPARK_PORT_SPAN, StackSettings
+from pipelines.devstack.spark_cluster import SparkWorker, cluster_servers
 
 
 class DevstackError(Exception):
@@ -36,7 +38,12 @@ def server_classes(settings: StackSettings) -> tuple[type[Server], ...]:
 
 
 def servers(settings: StackSettings) -> list[Server]:
-    return [cls(settings) for cls in server_classes(settings)]
+    out = [cls(settings) for cls in server_classes(settings)]
+    # The Spark cluster likewise: when asked for, or when one started before is still recorded.
+    cluster = cluster_servers(settings)
+    if settings.spark_cluster or any(s.pid_file.exists() for s in cluster):
+        out.extend(cluster)
+    return out
 
 
 def _healthy(server: Server) -> bool:
@@ -55,7 +62,8 @@ def up(settings: StackSettings, say=print) -> list[ServerState]:
     settings.logs.mkdir(parents=True, exist_ok=True)
     todo = servers(settings)
     # Each server's own port and the one above it (Kafka's controller, OpenSearch's transport).
-    processes.reserve_ports([p + i for p in settings.ports.values() for i in (0, 1)])
+    processes.reserve_ports([p + i for p in settings.ports.values() for i in (0, 1)]
+                            + [settings.spark_port + i for i in range(SPARK_PORT_SPAN)])
     # Refuse before starting anything: a missing package or a port held by someone else.
     for server in todo:
         server.check_installed()
@@ -63,8 +71,10 @@ def up(settings: StackSettings, say=print) -> list[ServerState]:
             raise DevstackError(f"{server.name}: port {server.port} is taken by another process "
                                 f"(set CDCKIT_DEVSTACK_{server.name.upper()}_PORT to use another)")
     started = time.monotonic()
-    early, late = [s for s in todo if not isinstance(s, Connect)], [s for s in todo if isinstance(s, Connect)]
-    for group in (early, late):  # Connect needs the broker
+    # Connect needs the broker; Spark's workers need their master.
+    early = [s for s in todo if not isinstance(s, (Connect, SparkWorker))]
+    late = [s for s in todo if isinstance(s, (Connect, SparkWorker))]
+    for group in (early, late):
         launched = []
         for server in group:
             if server.pid() is not None:

@@ -188,6 +188,8 @@ def run(spark, config: Config, plan: Plan, keep_old: bool = False, cb: Callbacks
         _remember_rate(config, state)
         _advance(ckpt, state, "done")
         rebuild_state.keep_final_copy(work, state)
+        # The bulk's progress group in Kafka has served (its result is in the state's summary).
+        rebuild_state.progress_board(config.kafka.client_config(), plan.rebuild_id).forget()
     return state
 
 
@@ -282,12 +284,15 @@ def _switch(config: Config, plan: Plan) -> None:
 
 
 def _live_batch(config: Config, finished_within_s: float | None = None) -> int | None:
-    """The live pipeline's last finished batch, if it is running on this host (and, given
-    `finished_within_s`, finished a batch that recently)."""
-    from pipelines.state.status import process_alive, read_status
+    """The live pipeline's last finished batch, if it is running (on any host: its heartbeat; and,
+    given `finished_within_s`, finished a batch that recently)."""
+    from pipelines.state.status import pipeline_running, process_alive, read_status
 
     st = read_status(config.spark.checkpoint_dir)
-    if not st or st.get("host") != socket.gethostname() or not process_alive(st.get("pid")):
+    running = pipeline_running(config.spark.checkpoint_dir)
+    if running is None:  # a checkpoint from before heartbeats: only a process on this host is seen
+        running = bool(st) and st.get("host") == socket.gethostname() and process_alive(st.get("pid"))
+    if not st or not running:
         return None
     if finished_within_s is not None and time.time() - float(st.get("finished_at") or 0) > finished_within_s:
         return None

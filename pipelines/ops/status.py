@@ -133,7 +133,7 @@ def _topics(config: Config, report: Report) -> None:
 
 
 def _pipeline(config: Config, report: Report) -> None:
-    from pipelines.state.status import process_alive, read_status
+    from pipelines.state.status import pipeline_running, process_alive, read_status
 
     st = read_status(config.spark.checkpoint_dir)
     if st is None:
@@ -141,10 +141,13 @@ def _pipeline(config: Config, report: Report) -> None:
         report.problem("the pipeline has not applied any batch yet (is `cdckit run` running?)")
         return
     age = time.time() - st["finished_at"]
-    if st.get("host") == socket.gethostname() and not process_alive(st.get("pid")):
-        report.problem(f"the pipeline process that applied the last batch (pid {st.get('pid')}) is not "
-                       "running: start it with `cdckit run`")
-    report.pipeline = {"last_batch_id": st["batch_id"], "last_batch_age_s": round(age, 1),
+    running = pipeline_running(config.spark.checkpoint_dir)  # its heartbeat, seen from any host
+    if running is None:  # a checkpoint from before heartbeats: only a process on this host can be judged
+        running = st.get("host") != socket.gethostname() or process_alive(st.get("pid"))
+    if not running:
+        report.problem(f"the pipeline process that applied the last batch (pid {st.get('pid')} on "
+                       f"{st.get('host')}) is not running: start it with `cdckit run`")
+    report.pipeline = {"running": running, "last_batch_id": st["batch_id"], "last_batch_age_s": round(age, 1),
                        "newest_change_age_s": round(time.time() - st["newest_source_ts_ms"] / 1000, 1)
                        if st.get("newest_source_ts_ms") else None,
                        "last_batch_records": st["records"], "dead_letters_last_batch": st["dead_letters"]}

@@ -29,7 +29,7 @@ from pipelines.spark.session import spark_session
 from pipelines.state.fences import FenceStore, fence_key
 from pipelines.state.offsets import batch_committed, batch_offsets, committed_offsets
 from pipelines.state import rebuild as rebuild_state
-from pipelines.state.status import claim_status, write_status
+from pipelines.state.status import Heartbeat, claim_status, write_status
 from pipelines.state.topic_ids import TopicIds
 from pipelines.state.truncate_cuts import TruncateCuts
 
@@ -299,12 +299,19 @@ def run(config: Config, config_path: Path | None = None, on_batch=None, once: Ca
     that does not answer, fails the batch; the query is then restarted from its checkpoint after a
     pause (the batch is re-run: versioned writes make that safe). Lost topics and bad config end it
     with a typed error (pipelines/errors.from_spark_failure): a restart cannot help."""
-    from pipelines.spark.metrics import pipeline_metrics
-
     stop = stop or StopRequest().install()
     if stop.is_set():
         return 0
     claim_status(config.spark.checkpoint_dir)
+    # Alive for readers on any host (status, a rebuild waiting for the batch in flight).
+    with Heartbeat(config.spark.checkpoint_dir):
+        return _run(config, config_path, on_batch, once, stop, metrics)
+
+
+def _run(config: Config, config_path: Path | None, on_batch, once: Callable[[], bool] | None,
+         stop: StopRequest, metrics) -> int:
+    from pipelines.spark.metrics import pipeline_metrics
+
     spark = spark_session(config)
     metrics = metrics if metrics is not None else pipeline_metrics(config)  # bootstrap brings its own
     pause = RESTART_PAUSE_S

@@ -5,6 +5,7 @@ pipelines/ops/rebuild.py carries the phases out."""
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import threading
 import time
@@ -29,9 +30,10 @@ from pipelines.spark.partition_apply import (STATS_DDL, STATS_SCHEMA, apply_rows
 from pipelines.spark.schemas import ddl
 from pipelines.state.checkpoint import RebuildWork
 from pipelines.state.fences import FenceStore, fence_key
-from pipelines.state.rebuild import (RebuildState, Targets, read_bulk, read_progress, report_progress, request_stop,
-                                     stop_requested, write_bulk)
+from pipelines.state.rebuild import RebuildState, Targets, plan_partitions, progress_board, read_bulk, write_bulk
 from pipelines.stopping import Interrupted, StopRequest
+
+log = logging.getLogger("cdckit.rebuild")
 
 BULK_SCHEMA = pa.schema([
     ("topic", pa.string()), ("partition", pa.int32()), ("records", pa.int64()), ("tombstones", pa.int64()),
@@ -55,26 +57,38 @@ def bulk(spark, config: Config, plan, work: RebuildWork, on_progress: Callable[[
          stop: StopRequest | None = None) -> dict[str, Any]:
     """Every partition of the plan folded and written, except those a previous run finished; the
     totals over all of them (this run's and earlier runs'). A stop request lets the running tasks
-    finish and the others skip their partition; then Interrupted (a rerun does the rest)."""
-    request_stop(work, False)
-    done = {k for k, v in read_progress(work).items() if v.get("done")}
-    todo = [(t, int(p), int(plan.begin.get(t, {}).get(p, 0)), int(e)) for t, parts in plan.end.items()
-            for p, e in parts.items() if f"{t}-{p}" not in done and int(e) > int(plan.begin.get(t, {}).get(p, 0))]
-    rows: list[dict[str, Any]] = []
-    if todo:
-        # One Spark partition per Kafka partition: a key and its snapshot fence live in one.
-        frame = spark.createDataFrame(spark.sparkContext.parallelize(todo, len(todo)), RANGES_DDL)
-        ended = threading.Event()
-        watcher = threading.Thread(target=_watch_progress, args=(work, on_progress, ended, stop), daemon=True)
-        watcher.start()
-        try:
-            cuts = truncate_cuts(config, plan.begin, plan.end)
-            rows = (frame.mapInArrow(bulk_fn(config_json(config), plan.targets, str(work.root), cuts), BULK_DDL)
-                    .toArrow().to_pylist())
-        finally:
-            ended.set()
-            watcher.join()
-    on_progress(read_progress(work))
+    finish and the others skip their partition; then Interrupted (a rerun does the rest).
+
+    The tasks report their progress to a Kafka consumer group (state/rebuild.progress_group), where
+    the driver reads it whichever hosts they run on; the driver's stop request goes the same way."""
+    partitions = plan_partitions(plan.end)
+    board = progress_board(config.kafka.client_config(), plan.rebuild_id)
+    anchor = partitions[0] if partitions else ("", 0)
+    try:
+        if partitions:
+            board.request_stop(anchor, False)
+        progress = board.read(partitions)
+        done = {k for k, v in progress.items() if v.get("done")} | set(read_bulk(work))
+        todo = [(t, int(p), int(plan.begin.get(t, {}).get(p, 0)), int(e)) for t, parts in plan.end.items()
+                for p, e in parts.items() if f"{t}-{p}" not in done and int(e) > int(plan.begin.get(t, {}).get(p, 0))]
+        rows: list[dict[str, Any]] = []
+        if todo:
+            # One Spark partition per Kafka partition: a key and its snapshot fence live in one.
+            frame = spark.createDataFrame(spark.sparkContext.parallelize(todo, len(todo)), RANGES_DDL)
+            ended = threading.Event()
+            watcher = threading.Thread(target=_watch_progress, args=(board, partitions, anchor, on_progress, ended,
+                                                                     stop), daemon=True)
+            watcher.start()
+            try:
+                cuts = truncate_cuts(config, plan.begin, plan.end)
+                rows = (frame.mapInArrow(bulk_fn(config_json(config), plan.targets, work.name, anchor, cuts), BULK_DDL)
+                        .toArrow().to_pylist())
+            finally:
+                ended.set()
+                watcher.join()
+        on_progress(board.read(partitions))
+    finally:
+        board.close()
     previous = read_bulk(work)
     for row in rows:
         previous[f"{row['topic']}-{row['partition']}"] = row
@@ -93,11 +107,16 @@ def bulk(spark, config: Config, plan, work: RebuildWork, on_progress: Callable[[
     return totals
 
 
-def _watch_progress(work: RebuildWork, on_progress, ended: threading.Event, stop: StopRequest | None) -> None:
+def _watch_progress(board, partitions, anchor, on_progress, ended: threading.Event, stop: StopRequest | None) -> None:
+    asked = False
     while not ended.wait(0.5):
-        if stop is not None and stop.is_set() and not stop_requested(work):
-            request_stop(work)
-        on_progress(read_progress(work))
+        if stop is not None and stop.is_set() and not asked:
+            board.request_stop(anchor)
+            asked = True
+        try:
+            on_progress(board.read(partitions, timeout_s=5))
+        except Exception as exc:  # noqa: BLE001 - the bars stand still; the bulk goes on
+            log.debug("rebuild progress not read: %s", exc)
 
 
 def truncate_cuts(config: Config, begin: dict[str, dict[str, int]], end: dict[str, dict[str, int]]
@@ -121,27 +140,37 @@ def truncate_cuts(config: Config, begin: dict[str, dict[str, int]], end: dict[st
     return newest_cuts(truncates)
 
 
-def bulk_fn(config_json: bytes, targets: Targets, work: str, cuts: dict[str, Version] | None = None
+def bulk_fn(config_json: bytes, targets: Targets, rebuild_id: str, anchor: tuple[str, int],
+            cuts: dict[str, Version] | None = None, boards: Callable[[bytes, str], Any] | None = None
             ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The mapInArrow function over a DataFrame of offset ranges, one Kafka partition per Spark
     partition: each task reads its range itself (no second trip of every record through the JVM),
-    folds it (from the truncate cuts read before, see truncate_cuts) and writes the survivors."""
+    folds it (from the truncate cuts read before, see truncate_cuts) and writes the survivors.
+    `boards(config_json, rebuild_id)`: where tasks report (default: the rebuild's Kafka group)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for rb in batches:
-            for r in rb.to_pylist():
-                if stop_requested(RebuildWork(work)):
-                    continue  # asked to stop before this task began: a rerun does the partition
-                yield _bulk_range(config_json, targets, RebuildWork(work), r["topic"], r["partition"], r["start"],
-                                  r["end"], cuts or {})
+        board = (boards or _kafka_board)(config_json, rebuild_id)
+        try:
+            for rb in batches:
+                for r in rb.to_pylist():
+                    if board.stop_requested(anchor):
+                        continue  # asked to stop before this task began: a rerun does the partition
+                    yield _bulk_range(config_json, targets, board, rebuild_id, r["topic"], r["partition"],
+                                      r["start"], r["end"], cuts or {})
+        finally:
+            board.close()
 
     return run
 
 
-def _bulk_range(config_json: bytes, targets: Targets, work: RebuildWork, topic: str, partition: int, start: int,
+def _kafka_board(config_json: bytes, rebuild_id: str):
+    return progress_board(parse_config(orjson.loads(config_json)).kafka.client_config(), rebuild_id)
+
+
+def _bulk_range(config_json: bytes, targets: Targets, board, rebuild_id: str, topic: str, partition: int, start: int,
                 end: int, cuts: dict[str, Version]) -> pa.RecordBatch:
     config = parse_config(orjson.loads(config_json))
-    fold, read_s, fold_s = _fold_range(config, work, topic, partition, start, end, cuts)
+    fold, read_s, fold_s = _fold_range(config, board, topic, partition, start, end, cuts)
     t = time.perf_counter()
     survivors = fold.survivors()
     stats, dead = BatchStats(records=fold.records, tombstones=fold.tombstones), list(fold.dead)
@@ -151,15 +180,14 @@ def _bulk_range(config_json: bytes, targets: Targets, work: RebuildWork, topic: 
     as_documents(stores, survivors)
     for first in range(0, len(survivors), APPLY_CHUNK):
         apply_changes(stores, [], survivors[first:first + APPLY_CHUNK], stats, dead, [])
-        report_progress(work, topic, partition, read=fold.records, applied=first + APPLY_CHUNK,
-                        survivors=len(survivors))
+        board.report(topic, partition, end, read=fold.records, applied=min(first + APPLY_CHUNK, len(survivors)),
+                     survivors=len(survivors))
     apply_s = time.perf_counter() - t
     for letter in dead:
-        letter.extra["rebuild"] = work.name
+        letter.extra["rebuild"] = rebuild_id
     written = DeadLetterWriter(config.kafka.client_config(), config.dead_letter_topic,
                                config.dlq.include_values).write(dead) if dead else 0
-    report_progress(work, topic, partition, read=fold.records, applied=len(survivors), survivors=len(survivors),
-                    done=True)
+    board.report(topic, partition, end, read=fold.records, applied=len(survivors), survivors=len(survivors), done=True)
     return pa.RecordBatch.from_pylist([{
         "topic": topic, "partition": partition, "records": fold.records, "tombstones": fold.tombstones,
         "survivors": len(survivors), "search_applied": stats.search_applied, "search_stale": stats.search_stale,
@@ -169,7 +197,7 @@ def _bulk_range(config_json: bytes, targets: Targets, work: RebuildWork, topic: 
         "fold_seconds": round(fold_s, 2), "apply_seconds": round(apply_s, 2)}], schema=BULK_SCHEMA)
 
 
-def _fold_range(config: Config, work: RebuildWork, topic: str, partition: int, start: int, end: int,
+def _fold_range(config: Config, board, topic: str, partition: int, start: int, end: int,
                 cuts: dict[str, Version]) -> tuple[PartitionFold, float, float]:
     """(fold, seconds reading, seconds folding) of [start, end) of one partition."""
     fold = PartitionFold({t.name: t.key for t in config.tables}, {config.topic_for(t): t.name for t in config.tables},
@@ -181,8 +209,8 @@ def _fold_range(config: Config, work: RebuildWork, topic: str, partition: int, s
         fold_s += time.perf_counter() - t
         if fold.records - reported >= 20_000:
             reported = fold.records
-            report_progress(work, topic, partition, read=fold.records, applied=0,
-                            survivors=len(fold.raw) + len(fold.latest))
+            board.report(topic, partition, msgs[-1].offset() + 1 if msgs else start, read=fold.records, applied=0,
+                         survivors=len(fold.raw) + len(fold.latest))
     return fold, time.perf_counter() - started - fold_s, fold_s
 
 

@@ -20,6 +20,8 @@ from pathlib import Path
 
 from pipelines.config import Config
 from pipelines.errors import ConfigError
+from pipelines.spark.cluster import check_checkpoint, is_local
+from pipelines.spark.code_shipping import build_archive
 from pipelines.secrets import mask
 
 log = logging.getLogger("cdckit.spark")
@@ -80,6 +82,14 @@ def spark_conf(config: Config, jars: list[Path]):
             .set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}"))
     if jars:  # Spark's built-in kafka source, for `spark.kafka_source: jvm`
         conf.set("spark.jars", ",".join(str(j) for j in jars))
+    if not is_local(config.spark.master):
+        # Executors get the project's code from the driver, whatever their Python has installed.
+        shipped = [str(build_archive())]
+        conf.set("spark.submit.pyFiles", ",".join(shipped + [f for f in config.spark.conf.get(
+            "spark.submit.pyFiles", "").split(",") if f]))
+    for key, value in config.spark.conf.items():
+        if key != "spark.submit.pyFiles":
+            conf.set(key, value)
     return conf
 
 
@@ -123,6 +133,10 @@ def _forward_stderr(stream) -> None:
 
 
 def spark_session(config: Config):
+    check_checkpoint(config)
+    # The Python the executors run: pyspark takes it from the driver's environment.
+    if "spark.pyspark.python" in config.spark.conf:
+        os.environ["PYSPARK_PYTHON"] = config.spark.conf["spark.pyspark.python"]
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession

@@ -70,12 +70,22 @@ class SourcePoller:
     def for_config(cls, config: Config, metrics, interval_s: float = POLL_S) -> "SourcePoller":
         from connectors import postgres
         from connectors.connect_client import ConnectClient
-        from pipelines.state.rebuild import progress_totals
+        from pipelines.state.rebuild import progress_board, progress_totals
 
         client = ConnectClient(config.connect.url, timeout_s=config.connect.timeout_s)
+        boards: dict[str, object] = {}  # one consumer per rebuild, reused between polls
+
+        def read_progress(rebuild_id: str, partitions):
+            if rebuild_id not in boards:
+                for old in boards.values():
+                    old.close()
+                boards.clear()
+                boards[rebuild_id] = progress_board(config.kafka.client_config(), rebuild_id)
+            return boards[rebuild_id].read(partitions, timeout_s=5)
+
         return cls(metrics, lambda: connector_health(client, config.connector_name),
                    lambda: slot_health(lambda: postgres.connect(config.postgres.dsn_kwargs()), config.postgres.slot),
-                   lambda: progress_totals(config.spark.checkpoint_dir), interval_s)
+                   lambda: progress_totals(config.spark.checkpoint_dir, read_progress), interval_s)
 
     def start(self) -> "SourcePoller":
         threading.Thread(target=self._loop, name="cdckit-source-health", daemon=True).start()

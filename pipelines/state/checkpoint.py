@@ -30,6 +30,7 @@ class _Folder:
 class CheckpointDir(_Folder):
     query = _File("query", "Spark's checkpoint of the streaming query (pipelines/state/offsets.py reads it).")
     status = _File("cdckit-status.json", "The last batch's status (pipelines/state/status.py).")
+    heartbeat = _File("cdckit-heartbeat.json", "Rewritten every 2 s while `cdckit run` lives (state/status.py).")
     fences = _File("cdckit-fences.json", "Snapshot fences per batch (pipelines/state/fences.py).")
     topic_ids = _File("cdckit-topic-ids.json", "The ids of the topics read (pipelines/state/topic_ids.py).")
     truncates = _File("cdckit-truncates.json", "The truncates applied (pipelines/state/truncate_cuts.py).")
@@ -50,10 +51,6 @@ class RebuildWork(_Folder):
 
     state_copy = _File("state.json", "The state as the rebuild finished.")
     bulk = _File("bulk.json", "The bulk's result per partition.")
-    progress_dir = _File("progress", "The bulk tasks' progress, which the driver draws as bars.")
     catchup = _File("catchup", "The catch-up query's checkpoint (Spark's).")
-    stop_flag = _File("stop-requested", "Present while a stop was asked for: bulk tasks not yet begun skip "
-                                        "their partition (a rerun does it).")
-
-    def progress(self, topic: str, partition: int) -> Path:
-        return self.progress_dir / f"{topic}-{partition}.json"
+    # The bulk tasks' progress and the driver's stop request are not here: tasks run on any host
+    # and report to a Kafka consumer group (state/rebuild.progress_group).

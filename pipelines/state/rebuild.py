@@ -3,7 +3,7 @@
 It makes a rebuild resumable (the same generations, the finished phases) and it is how the live
 pipeline learns that it must also write a rebuild's fresh generations: the job reads it before
 every batch (see apply_records for why that makes the switch safe). A rebuild's work folder holds
-its bulk results, the bulk tasks' progress and the catch-up's checkpoint.
+its bulk results and the catch-up's checkpoint (the bulk tasks' progress is in Kafka: progress_group).
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from pipelines.state.checkpoint import CheckpointDir, RebuildWork
 from pipelines.state.json_files import read_json, write_json
@@ -164,26 +164,21 @@ def write_bulk(work: RebuildWork, rows: dict[str, dict[str, Any]]) -> None:
     write_json(work.bulk, rows)
 
 
-def report_progress(work: RebuildWork, topic: str, partition: int, **fields: Any) -> None:
-    # Local mode shares the file system with the driver, which draws the progress bars from these.
-    write_json(work.progress(topic, partition), fields)
+def progress_group(rebuild_id: str) -> str:
+    """The Kafka consumer group a rebuild's bulk tasks report their progress in
+    (connectors/kafka/progress_board.py): tasks run on any host, the driver reads it."""
+    return f"cdckit-rebuild-{rebuild_id}"
 
 
-def request_stop(work: RebuildWork, on: bool = True) -> None:
-    if on:
-        work.stop_flag.parent.mkdir(parents=True, exist_ok=True)
-        work.stop_flag.touch()
-    else:
-        work.stop_flag.unlink(missing_ok=True)
+def plan_partitions(end: dict[str, dict[str, Any]]) -> list[tuple[str, int]]:
+    """The (topic, partition) pairs of a plan's end offsets."""
+    return sorted((t, int(p)) for t, parts in end.items() for p in parts)
 
 
-def stop_requested(work: RebuildWork) -> bool:
-    return work.stop_flag.exists()
+def progress_board(kafka_conf: dict[str, Any], rebuild_id: str):
+    from connectors.kafka.progress_board import ProgressBoard
 
-
-def read_progress(work: RebuildWork) -> dict[str, dict[str, Any]]:
-    found = {p.stem: read_json(p) for p in work.progress_dir.glob("*.json")}
-    return {name: body for name, body in found.items() if body is not None}
+    return ProgressBoard(kafka_conf, progress_group(rebuild_id))
 
 
 def measured_rate(checkpoint_dir: Path) -> float | None:
@@ -196,9 +191,11 @@ def remember_rate(checkpoint_dir: Path, events_per_s: float) -> None:
                                                             "measured_at": time.time()})
 
 
-def progress_totals(checkpoint_dir: Path) -> tuple[bool, int, int]:
+def progress_totals(checkpoint_dir: Path, read_progress: Callable[[str, list[tuple[str, int]]], dict[str, dict]]
+                    ) -> tuple[bool, int, int]:
     """(unfinished, records read, records planned) of the current rebuild, for the live job's
-    metrics: the bulk counts its reads per partition; past the bulk every planned record is read."""
+    metrics: the bulk counts its reads per partition (`read_progress(rebuild_id, partitions)`, the
+    progress board's); past the bulk every planned record is read."""
     state = load(checkpoint_dir)
     if state is None or state.phase == "done":
         return False, 0, 0
@@ -206,6 +203,6 @@ def progress_totals(checkpoint_dir: Path) -> tuple[bool, int, int]:
     if state.phase in ("catchup", "switched"):
         return True, total, total
     rebuild_id = str(state.plan.get("rebuild_id", ""))
-    read = sum(int(p.get("read") or 0) for p in read_progress(work_dir(checkpoint_dir, rebuild_id)).values()) \
-        if rebuild_id else 0
+    progress = read_progress(rebuild_id, plan_partitions(state.plan.get("end") or {})) if rebuild_id else {}
+    read = sum(int(p.get("read") or 0) for p in progress.values())
     return True, min(read, total) if total else read, total

@@ -1,15 +1,23 @@
 """The status file: the pipeline's last batch (its stats, when, which process), written after
-every batch, read by `status` and the rebuild (is a live pipeline running on this host?)."""
+every batch, read by `status` and the rebuild; and the heartbeat file, rewritten every few seconds
+while `cdckit run` lives, which tells a reader on any host (the checkpoint location is shared on a
+cluster) whether the pipeline is running, even in a long batch or on an idle database."""
 from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 from pipelines.state.checkpoint import CheckpointDir
 from pipelines.state.json_files import read_json, write_json
+
+HEARTBEAT_S = 2.0
+# A heartbeat older than this is a pipeline gone (killed, host lost); the margin covers a stalled
+# file system write and clock skew between hosts.
+HEARTBEAT_STALE_S = 15.0
 
 
 def status_path(checkpoint_dir: Path) -> Path:
@@ -46,3 +54,48 @@ def process_alive(pid: int | None) -> bool:
     except PermissionError:
         return True
     return True
+
+
+class Heartbeat:
+    """`with Heartbeat(checkpoint_dir):` the heartbeat file says this process runs the pipeline,
+    rewritten every HEARTBEAT_S from a thread of its own; on a clean exit it says it stopped."""
+
+    def __init__(self, checkpoint_dir: Path, interval_s: float = HEARTBEAT_S):
+        self.path, self.interval_s = CheckpointDir(checkpoint_dir).heartbeat, interval_s
+        self.started_at = time.time()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="cdckit-heartbeat", daemon=True)
+
+    def _beat(self, running: bool = True) -> None:
+        try:
+            write_json(self.path, {"pid": os.getpid(), "host": socket.gethostname(), "at": time.time(),
+                                   "started_at": self.started_at, "running": running})
+        except OSError:
+            pass  # a full or unreachable disk: the next beat tries again; readers see it go stale
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._beat()
+
+    def __enter__(self) -> "Heartbeat":
+        self._beat()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._beat(running=False)
+
+
+def pipeline_running(checkpoint_dir: Path, now: float | None = None) -> bool | None:
+    """Is a `cdckit run` on this checkpoint alive, on any host? None: no heartbeat was ever written
+    (a checkpoint from before heartbeats; callers fall back to the status file's pid)."""
+    beat = read_json(CheckpointDir(checkpoint_dir).heartbeat)
+    if not isinstance(beat, dict):
+        return None
+    if not beat.get("running"):
+        return False
+    if beat.get("host") == socket.gethostname() and not process_alive(beat.get("pid")):
+        return False  # killed on this host: known at once, without waiting for staleness
+    return (now or time.time()) - float(beat.get("at") or 0) <= HEARTBEAT_STALE_S

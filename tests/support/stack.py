@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # Tests get their own ports and state so they never touch a developer's running stack.
 # CDCKIT_TEST_PORT_SHIFT moves them all, e.g. to run two suites side by side.
 TEST_PORTS = {name: port + int(os.environ.get("CDCKIT_TEST_PORT_SHIFT", "0")) for name, port in
-              {"postgres": 55532, "kafka": 59192, "connect": 58183, "redis": 56479, "search": 59300}.items()}
+              {"postgres": 55532, "kafka": 59192, "connect": 58183, "redis": 56479, "search": 59300,
+               "spark": 57177}.items()}
 
 
 PARTITIONS = 3

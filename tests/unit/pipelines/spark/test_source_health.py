@@ -107,8 +107,13 @@ def test_the_poller_thread_stops():
 def test_rebuild_progress_from_its_state(tmp_path, phase, expected):
     from pipelines.state import rebuild as rs
 
-    rs.save(tmp_path, rs.RebuildState({"rebuild_id": "r1", "records": 100}, rs.Targets(), phase=phase))
-    work = rs.work_dir(tmp_path, "r1")
-    rs.report_progress(work, "cdc.public.t", 0, read=20)
-    rs.report_progress(work, "cdc.public.t", 1, read=10, done=True)
-    assert rs.progress_totals(tmp_path) == expected
+    rs.save(tmp_path, rs.RebuildState({"rebuild_id": "r1", "records": 100, "end": {"cdc.public.t": {"0": 50, "1": 50}}},
+                                      rs.Targets(), phase=phase))
+    asked = []
+
+    def read_progress(rebuild_id, partitions):  # the progress board's answer
+        asked.append((rebuild_id, partitions))
+        return {"cdc.public.t-0": {"read": 20}, "cdc.public.t-1": {"read": 10, "done": True}}
+
+    assert rs.progress_totals(tmp_path, read_progress) == expected
+    assert asked == ([("r1", [("cdc.public.t", 0), ("cdc.public.t", 1)])] if phase == "bulk" else [])

@@ -13,3 +13,34 @@ def test_a_starting_pipeline_names_itself_and_keeps_the_last_batch(tmp_path):
     write_json(status_path(tmp_path), {**body, "pid": 1, "host": "elsewhere"})  # applied by an earlier process
     claim_status(tmp_path)
     assert read_status(tmp_path) == body and body["pid"] == os.getpid() and body["batch_id"] == 7
+
+
+def test_the_heartbeat_says_running_while_the_pipeline_lives_and_stopped_after(tmp_path):
+    import socket
+    import time
+
+    from pipelines.state.checkpoint import CheckpointDir
+    from pipelines.state.status import HEARTBEAT_STALE_S, Heartbeat, pipeline_running
+
+    assert pipeline_running(tmp_path) is None  # no heartbeat ever: callers fall back to the pid
+    with Heartbeat(tmp_path, interval_s=0.05):
+        first = read_json_file(CheckpointDir(tmp_path).heartbeat)["at"]
+        time.sleep(0.3)
+        assert pipeline_running(tmp_path) is True
+        assert read_json_file(CheckpointDir(tmp_path).heartbeat)["at"] > first  # rewritten, not once
+    assert pipeline_running(tmp_path) is False  # a clean stop says so at once
+    # Another host's pipeline: judged by the heartbeat's age alone (its pid means nothing here).
+    now = time.time()
+    write_json(CheckpointDir(tmp_path).heartbeat, {"pid": 1, "host": "worker-7", "at": now, "running": True})
+    assert pipeline_running(tmp_path, now=now + HEARTBEAT_STALE_S - 1) is True
+    assert pipeline_running(tmp_path, now=now + HEARTBEAT_STALE_S + 1) is False
+    # This host, a pid that is gone (kill -9): not running, however fresh the last beat.
+    write_json(CheckpointDir(tmp_path).heartbeat, {"pid": 2 ** 22 + 17, "host": socket.gethostname(), "at": now,
+                                                   "running": True})
+    assert pipeline_running(tmp_path, now=now) is False
+
+
+def read_json_file(path):
+    import json
+
+    return json.loads(path.read_text())
