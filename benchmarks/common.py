@@ -12,7 +12,7 @@ from typing import Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
-BENCH_PORTS = {"postgres": 55732, "kafka": 59392, "connect": 58383, "redis": 56679, "search": 59500}
+BENCH_PORTS = {"postgres": 55732, "kafka": 59392, "connect": 58383, "redis": 56679, "search": 59500, "spark": 57277}
 
 
 @contextmanager

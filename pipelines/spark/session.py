@@ -74,7 +74,10 @@ def spark_conf(config: Config, jars: list[Path]):
         part = log4j.with_name(f"{log4j.name}.{os.getpid()}")
         part.write_text(text)
         os.replace(part, log4j)
-    conf = (SparkConf().setMaster(config.spark.master).setAppName("cdckit")
+    conf = SparkConf()
+    if not submitted():  # under spark-submit its --master decides (and ships the code: --py-files)
+        conf.setMaster(config.spark.master)
+    conf = (conf.setAppName("cdckit")
             .set("spark.sql.shuffle.partitions", str(config.spark.shuffle_partitions))
             .set("spark.ui.enabled", "false")
             .set("spark.ui.showConsoleProgress", "false")   # cdckit draws its own progress
@@ -82,7 +85,7 @@ def spark_conf(config: Config, jars: list[Path]):
             .set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}"))
     if jars:  # Spark's built-in kafka source, for `spark.kafka_source: jvm`
         conf.set("spark.jars", ",".join(str(j) for j in jars))
-    if not is_local(config.spark.master):
+    if not is_local(config.spark.master) and not submitted():
         # Executors get the project's code from the driver, whatever their Python has installed.
         shipped = [str(build_archive())]
         conf.set("spark.submit.pyFiles", ",".join(shipped + [f for f in config.spark.conf.get(
@@ -132,8 +135,27 @@ def _forward_stderr(stream) -> None:
                 sys.stderr.flush()
 
 
+def _python_path_for_planners(sc) -> None:
+    """Spark plans a Python data source's micro-batches in a Python worker of the driver's own, which
+    is not given the shipped code (its include list is empty; executors' workers get it): the code
+    zips, as the driver holds them, go on that worker's PYTHONPATH through the environment Spark
+    passes with every Python function (a path missing on an executor is skipped there)."""
+    from pyspark import SparkFiles
+
+    shipped = [os.path.join(SparkFiles.getRootDirectory(), name) for name in getattr(sc, "_python_includes", [])]
+    if shipped:
+        current = sc.environment.get("PYTHONPATH", "")
+        sc.environment["PYTHONPATH"] = os.pathsep.join(shipped + ([current] if current else []))
+
+
+def submitted() -> bool:
+    """Run by spark-submit (its JVM is already there and chose the master)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
 def spark_session(config: Config):
-    check_checkpoint(config)
+    if not submitted():
+        check_checkpoint(config)
     # The Python the executors run: pyspark takes it from the driver's environment.
     if "spark.pyspark.python" in config.spark.conf:
         os.environ["PYSPARK_PYTHON"] = config.spark.conf["spark.pyspark.python"]
@@ -151,9 +173,15 @@ def spark_session(config: Config):
     handler = signal.getsignal(signal.SIGINT)
     _launch_jvm(conf)
     spark = SparkSession.builder.config(conf=conf).getOrCreate()
+    if submitted():  # the master spark-submit was given, checked now that it is known
+        master = spark.sparkContext.master
+        if master != config.spark.master:
+            log.info("spark-submit's master %s is used (spark.master %s is not)", master, config.spark.master)
+        check_checkpoint(config.model_copy(update={"spark": config.spark.model_copy(update={"master": master})}))
     if threading.current_thread() is threading.main_thread() and handler is not None:
         signal.signal(signal.SIGINT, handler)
     spark.sparkContext.setLogLevel(SPARK_LOG_LEVEL["level"])
+    _python_path_for_planners(spark.sparkContext)
     if config.spark.kafka_source == "python":
         from pipelines.spark.kafka_source import KafkaDataSource
 

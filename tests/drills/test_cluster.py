@@ -1,6 +1,7 @@
 """The pipeline on a Spark standalone cluster: a master and two workers started from the pyspark
 installation (pipelines/devstack/spark_cluster.py), executors in the workers' JVMs, the project's
-code reaching them only as the zip the driver ships (the workers' Python lacks cdckit). Sync under
+code reaching them only as the zip the driver ships (the workers' Python lacks cdckit, and every
+cdckit process runs outside the checkout, so no working directory lends the code). Sync under
 load with a worker killed with -9 mid-batch (its executor and Python workers with it), a worker
 added while running, the driver killed with -9 and restarted; a rebuild beside the live job, its
 progress reported by tasks on the executors through Kafka. Every store ends equal to Postgres."""
@@ -109,13 +110,13 @@ def test_sync_on_the_cluster_through_a_worker_kill_a_new_worker_and_a_driver_kil
     try:
         assert cli("connector", "apply", "-c", str(path)).returncode == 0
         wait_streaming(stack, data)
-        job = start_job(path, log)
+        job = start_job(path, log, cwd=tmp_path)
         load.start()
-        # Executors in the workers' JVMs, Python workers under them (not under the driver).
+        # Executors in the workers' JVMs, the tasks' Python workers under them. (The driver has
+        # Python workers of its own too: Spark plans a Python data source's batches there.)
         wait_for(lambda: python_workers_under(first.pid()) and python_workers_under(second.pid()), 180, 0.5,
                  "Python workers under both Spark workers")
-        driver_tree = [p for p in python_workers_under(job.pid)]
-        assert driver_tree == [], "Python workers under the driver: the tasks did not run on the cluster"
+        assert executor_apps(first) and executor_apps(second)
 
         wait_for(lambda: batch_in_flight(ckpt) or job.poll() is not None, 180, 0.05, "a batch in flight")
         assert job.poll() is None, log.read_text()[-3000:]
@@ -135,7 +136,7 @@ def test_sync_on_the_cluster_through_a_worker_kill_a_new_worker_and_a_driver_kil
         os.killpg(job.pid, signal.SIGKILL)  # the driver: Python and its JVM
         job.wait()
         time.sleep(5)  # the JVM lingers; the master notices the app gone and frees its executors
-        job = start_job(path, log)
+        job = start_job(path, log, cwd=tmp_path)
         time.sleep(15)
         load.stop()
         result = converged(stack, table, f"{name}:", name, load.deleted, timeout_s=240)
@@ -144,7 +145,7 @@ def test_sync_on_the_cluster_through_a_worker_kill_a_new_worker_and_a_driver_kil
         record("kill -9 Spark driver mid-batch (cluster)", load.written, result)
         assert not any(result.values()), result
         assert not any(diff_stores(stack, table, f"{name}:", name).values())
-        verify = cli("verify", "-c", str(path), "--json", timeout=300)
+        verify = cli("verify", "-c", str(path), "--json", timeout=300, cwd=tmp_path)
         assert verify.returncode == 0, verify.stdout[-2000:] + verify.stderr[-2000:]
         job.send_signal(signal.SIGTERM)
         assert job.wait(timeout=90) == 0, log.read_text()[-3000:]
@@ -195,12 +196,12 @@ def test_a_rebuild_beside_the_live_job_on_the_cluster(stack, cluster, tmp_path):
     try:
         assert cli("connector", "apply", "-c", str(path)).returncode == 0
         wait_streaming(stack, data)
-        job = start_job(path, tmp_path / "job.log")
+        job = start_job(path, tmp_path / "job.log", cwd=tmp_path)
         wait_for(lambda: not any(diff_stores(stack, table, f"{name}:", name).values()), 300, 2,
                  "the snapshot in both stores")
         load.start()
         watcher.start()
-        result = cli("rebuild", "all", "-c", str(path), "--json", timeout=900)
+        result = cli("rebuild", "all", "-c", str(path), "--json", timeout=900, cwd=tmp_path)
         stop_watch.set()
         watcher.join()
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -218,4 +219,43 @@ def test_a_rebuild_beside_the_live_job_on_the_cluster(stack, cluster, tmp_path):
         load.stop_flag.set()
         if job is not None:
             os.killpg(job.pid, signal.SIGKILL)
+        drop_connector(stack, data)
+
+
+def test_spark_submit_runs_cdckit_from_its_package(stack, cluster, tmp_path):
+    """`cdckit spark-package` + spark-submit, as on YARN or Kubernetes: the driver's Python is the
+    workers' (no cdckit installed), so the code comes from --py-files alone, on the driver too."""
+    import subprocess
+    import sys
+
+    from pipelines.devstack.spark_cluster import spark_env, spark_home
+    from tests.support.integration import assert_exact
+
+    settings, python = cluster
+    name = f"cls_{uuid.uuid4().hex[:6]}"
+    table = f"public.{name}"
+    with pg(stack) as conn:
+        conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, name text, n int)")
+        conn.execute(f"INSERT INTO {table} SELECT g, 'r' || g, 0 FROM generate_series(1, 3000) g")
+    data = cluster_config(stack, cluster, tmp_path, name, trigger="available_now")
+    data["spark"]["master"] = "local[1]"  # spark-submit's --master wins
+    path = write_config(tmp_path, data)
+    package = subprocess.run([sys.executable, "-m", "pipelines.cli", "spark-package", str(tmp_path / "dist")],
+                             capture_output=True, text=True, timeout=60)
+    assert package.returncode == 0, package.stderr
+    archive = next((tmp_path / "dist").glob("cdckit-*.zip"))
+    try:
+        assert cli("connector", "apply", "-c", str(path)).returncode == 0
+        wait_streaming(stack, data)
+        env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+        env.update(spark_env(), PYSPARK_PYTHON=str(python), PYSPARK_DRIVER_PYTHON=str(python))
+        env.pop("SPARK_NO_DAEMONIZE", None)
+        submit = subprocess.run([str(spark_home() / "bin" / "spark-submit"), "--master", settings.spark_master_url,
+                                 "--py-files", str(archive), str(tmp_path / "dist" / "cdckit_submit.py"),
+                                 "run", "-c", str(path)], capture_output=True, text=True, timeout=600,
+                                cwd=tmp_path, env=env)
+        assert submit.returncode == 0, submit.stdout[-3000:] + submit.stderr[-3000:]
+        assert_exact(stack, table, f"{name}:", name, timeout_s=60)
+        assert (tmp_path / "ckpt" / "query" / "commits").exists()
+    finally:
         drop_connector(stack, data)

@@ -23,11 +23,12 @@ def write_config(tmp_path: Path, data: dict[str, Any], name: str = "cdckit.yaml"
     return path
 
 
-def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120, cwd: Path = ROOT
+        ) -> subprocess.CompletedProcess:
     """Run the real `cdckit` entry point in a child process, as a user would."""
     import os
 
-    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], cwd=ROOT, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "pipelines.cli", *args], cwd=cwd, capture_output=True,
                           text=True, timeout=timeout, env={**os.environ, **(env or {})})
 
 
@@ -209,12 +210,12 @@ def assert_exact(stack: Endpoints, table: str, key_prefix: str, index: str, time
         time.sleep(1)
 
 
-def start_job(path: Path, log: Path, command: str = "run") -> subprocess.Popen:
+def start_job(path: Path, log: Path, command: str = "run", cwd: Path = ROOT) -> subprocess.Popen:
     """`cdckit run` as its own process group (so a drill can kill -9 the driver and its JVM)."""
     import os
 
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
-    return subprocess.Popen([sys.executable, "-m", "pipelines.cli", command, "-c", str(path)], cwd=ROOT, env=env,
+    return subprocess.Popen([sys.executable, "-m", "pipelines.cli", command, "-c", str(path)], cwd=cwd, env=env,
                             stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
 
 

@@ -14,7 +14,7 @@ def test_defaults_derive_names():
     assert cfg.topic_for(t) == "cdc.public.customers"
     assert cfg.table_for_topic("cdc.public.customers") is t
     assert t.index_name == "public_customers"
-    assert cfg.spark.trigger == "1 seconds"
+    assert cfg.spark.trigger == "500 milliseconds"
 
 
 def test_topic_pattern_takes_every_table_topic_of_the_prefix():
