@@ -51,7 +51,7 @@ def replay(spark, config) -> tuple[float, int, list[dict]]:
 
 
 def executors(spark) -> int:
-    return len(spark.sparkContext._jsc.sc().getExecutorMemoryStatus()) - 1  # minus the driver
+    return spark.sparkContext._jsc.sc().getExecutorMemoryStatus().size() - 1  # minus the driver
 
 
 def main() -> None:

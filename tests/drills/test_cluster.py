@@ -161,9 +161,10 @@ def test_sync_on_the_cluster_through_a_worker_kill_a_new_worker_and_a_driver_kil
         drop_connector(stack, data)
 
 
-def test_a_rebuild_beside_the_live_job_on_the_cluster(stack, cluster, tmp_path):
-    """Each app capped at one core (spark.cores.max), so the rebuild finds an executor while the
-    live job holds the other; the bulk tasks' progress is read from Kafka while they run."""
+def test_bootstrap_then_a_rebuild_beside_the_live_job_on_the_cluster(stack, cluster, tmp_path):
+    """`bootstrap --once`, then the live job and a rebuild under load. Each app capped at one core
+    (spark.cores.max), so the rebuild finds an executor while the live job holds the other; the bulk
+    tasks' progress is read from Kafka while they run."""
     from pipelines.state import rebuild as rebuild_state
 
     name = f"clr_{uuid.uuid4().hex[:6]}"
@@ -194,11 +195,11 @@ def test_a_rebuild_beside_the_live_job_on_the_cluster(stack, cluster, tmp_path):
 
     watcher = threading.Thread(target=watch_progress, daemon=True)
     try:
-        assert cli("connector", "apply", "-c", str(path)).returncode == 0
-        wait_streaming(stack, data)
+        # The snapshot by `cdckit bootstrap` on the cluster, then the live job.
+        boot = cli("bootstrap", "--once", "-c", str(path), timeout=600, cwd=tmp_path)
+        assert boot.returncode == 0, boot.stdout[-3000:] + boot.stderr[-3000:]
+        assert not any(diff_stores(stack, table, f"{name}:", name).values())
         job = start_job(path, tmp_path / "job.log", cwd=tmp_path)
-        wait_for(lambda: not any(diff_stores(stack, table, f"{name}:", name).values()), 300, 2,
-                 "the snapshot in both stores")
         load.start()
         watcher.start()
         result = cli("rebuild", "all", "-c", str(path), "--json", timeout=900, cwd=tmp_path)
