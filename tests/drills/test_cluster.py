@@ -20,8 +20,8 @@ import pytest
 
 from tests.drills.test_driver_crash import batch_in_flight
 from tests.support.drills import Workload, converged, record
-from tests.support.integration import cli, diff_stores, drop_connector, pg, start_job, wait_for, wait_streaming, \
-    write_config
+from tests.support.integration import (cli, create_simple_table, diff_stores, drop_connector, start_job, wait_for,
+                                       wait_streaming, write_config)
 
 pytestmark = [pytest.mark.integration, pytest.mark.drill, pytest.mark.cluster]
 
@@ -97,9 +97,7 @@ def test_sync_on_the_cluster_through_a_worker_kill_a_new_worker_and_a_driver_kil
     settings, _ = cluster
     name = f"cl_{uuid.uuid4().hex[:6]}"
     table = f"public.{name}"
-    with pg(stack) as conn:
-        conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, name text, n int)")
-        conn.execute(f"INSERT INTO {table} SELECT g, 'r' || g, 0 FROM generate_series(1, 6000) g")
+    create_simple_table(stack, table, 6000)
     data = cluster_config(stack, cluster, tmp_path, name, max_offsets_per_trigger=3000)
     path = write_config(tmp_path, data)
     ckpt = tmp_path / "ckpt"
@@ -169,9 +167,7 @@ def test_bootstrap_then_a_rebuild_beside_the_live_job_on_the_cluster(stack, clus
 
     name = f"clr_{uuid.uuid4().hex[:6]}"
     table = f"public.{name}"
-    with pg(stack) as conn:
-        conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, name text, n int)")
-        conn.execute(f"INSERT INTO {table} SELECT g, 'r' || g, 0 FROM generate_series(1, 60000) g")
+    create_simple_table(stack, table, 60000)
     data = cluster_config(stack, cluster, tmp_path, name, conf={"spark.cores.max": "1"})
     path = write_config(tmp_path, data)
     ckpt = tmp_path / "ckpt"
@@ -235,9 +231,7 @@ def test_spark_submit_runs_cdckit_from_its_package(stack, cluster, tmp_path):
     settings, python = cluster
     name = f"cls_{uuid.uuid4().hex[:6]}"
     table = f"public.{name}"
-    with pg(stack) as conn:
-        conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, name text, n int)")
-        conn.execute(f"INSERT INTO {table} SELECT g, 'r' || g, 0 FROM generate_series(1, 3000) g")
+    create_simple_table(stack, table, 3000)
     data = cluster_config(stack, cluster, tmp_path, name, trigger="available_now")
     data["spark"]["master"] = "local[1]"  # spark-submit's --master wins
     path = write_config(tmp_path, data)
