@@ -3,6 +3,7 @@ so it runs through `psql` without -v options, or through any driver (the integra
 from __future__ import annotations
 
 import re
+from importlib import resources
 from pathlib import Path
 
 from connectors.postgres import marker_trigger_name
@@ -27,7 +28,8 @@ def variables(cdc_role: str, reader_role: str, tables: list[str], heartbeat_tabl
 
 def render(values: dict[str, str], script: str | None = None) -> str:
     """The script with psql's `:'name'` replaced by the value as a string literal."""
-    text = SCRIPT.read_text() if script is None else script
+    # Read as package data (not through SCRIPT, a path): the package may be imported from a zip.
+    text = resources.files("connectors").joinpath("sql/roles.sql").read_text() if script is None else script
     absent = [v for v in VARIABLES if v not in values]
     if absent:
         raise ValueError(f"no value for {', '.join(absent)}")

@@ -350,6 +350,11 @@ class RedisConfig(_Strict):
         return _check_url(v, ("redis", "rediss"))
 
 
+# Spark settings `spark.conf` may not carry: cdckit decides them (the checkpoint check and the code
+# shipping follow spark.master).
+_SPARK_OWN = {"spark.master", "spark.submit.deployMode", "spark.app.name"}
+
+
 class SparkConfig(_Strict):
     master: str = "local[2]"
     checkpoint_dir: Path = Path(".cdckit/checkpoints")
@@ -381,6 +386,10 @@ class SparkConfig(_Strict):
         wrong = [k for k in v if not k.startswith("spark.")]
         if wrong:
             raise ValueError(f"Spark settings start with 'spark.': {', '.join(sorted(wrong))}")
+        own = [k for k in v if k in _SPARK_OWN]
+        if own:
+            raise ValueError(f"{', '.join(sorted(own))}: set by cdckit from its own fields "
+                             "(spark.master; spark-submit's --master and --deploy-mode when submitted)")
         return {k: str(x).lower() if isinstance(x, bool) else str(x) for k, x in v.items()}
 
     @field_validator("trigger")

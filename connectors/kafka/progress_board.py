@@ -44,12 +44,15 @@ class ProgressBoard:
         if len(body) > MAX_METADATA:
             raise ValueError(f"progress report of {len(body)} bytes (at most {MAX_METADATA})")
         try:
-            self._own().commit(offsets=[TopicPartition(topic, partition, max(0, int(position)), metadata=body)],
-                               asynchronous=False)
-            return True
+            done = self._own().commit(offsets=[TopicPartition(topic, partition, max(0, int(position)),
+                                                              metadata=body)], asynchronous=False)
         except KafkaException as exc:
             log.warning("progress of %s-%s not recorded: %s", topic, partition, exc)
             return False
+        refused = [tp.error for tp in done or [] if tp.error is not None]
+        if refused:
+            log.warning("progress of %s-%s not recorded: %s", topic, partition, refused[0])
+        return not refused
 
     def read(self, partitions: list[tuple[str, int]], timeout_s: float = 10) -> dict[str, dict[str, Any]]:
         """`topic-partition` -> the fields last reported (partitions never reported are absent)."""

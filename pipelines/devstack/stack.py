@@ -37,11 +37,14 @@ def server_classes(settings: StackSettings) -> tuple[type[Server], ...]:
     return core
 
 
-def servers(settings: StackSettings) -> list[Server]:
+def servers(settings: StackSettings, recorded: bool = True) -> list[Server]:
+    """The stack's servers. The Spark cluster when asked for, or when one started before is still
+    recorded (`recorded`: its pid files, for `down` and `status`; else only a running one, so a pid
+    file left by a reboot does not make a plain `up` start it)."""
     out = [cls(settings) for cls in server_classes(settings)]
-    # The Spark cluster likewise: when asked for, or when one started before is still recorded.
     cluster = cluster_servers(settings)
-    if settings.spark_cluster or any(s.pid_file.exists() for s in cluster):
+    left = any(s.pid_file.exists() if recorded else s.pid() is not None for s in cluster)
+    if settings.spark_cluster or left:
         out.extend(cluster)
     return out
 
@@ -60,7 +63,7 @@ def status(settings: StackSettings) -> list[ServerState]:
 
 def up(settings: StackSettings, say=print) -> list[ServerState]:
     settings.logs.mkdir(parents=True, exist_ok=True)
-    todo = servers(settings)
+    todo = servers(settings, recorded=False)
     # Each server's own port and the one above it (Kafka's controller, OpenSearch's transport).
     processes.reserve_ports([p + i for p in settings.ports.values() for i in (0, 1)]
                             + [settings.spark_port + i for i in range(SPARK_PORT_SPAN)])

@@ -200,7 +200,7 @@ LIVE_STUCK_S = 30.0   # nor one whose batches stopped finishing (failing on a lo
 def _catch_up(spark, config: Config, plan: Plan, work, state: RebuildState, cb: Callbacks, held: ExitStack,
               stop: StopRequest) -> dict[str, Any]:
     """From the bulk's end to the log's end, by one writer (see state/rebuild.LiveDuty): the live
-    pipeline when one runs on this host, else this process, which then holds the writer lock until
+    pipeline when one runs (on any host: its heartbeat), else this process, which then holds the writer lock until
     its switch (a live pipeline started meanwhile waits on it). Decided again on a rerun: every
     hand-over replays from the plan's end (a new epoch), as writes of an earlier one may have landed."""
     from pipelines.spark.rebuild_jobs import catchup, reset_catchup
@@ -303,9 +303,11 @@ def _drop_old(config: Config, plan: Plan, batch_at_switch: int | None) -> bool:
     """A batch in flight at the switch may still write the old generation: wait for it to finish."""
     if batch_at_switch is not None:
         deadline = time.monotonic() + LIVE_BATCH_WAIT_S
+        gone = 0  # readings in a row that saw no live pipeline: one could be a file system's hiccup
         while True:
             now = _live_batch(config)
-            if now is None or now > batch_at_switch:
+            gone = gone + 1 if now is None else 0
+            if gone >= 3 or (now is not None and now > batch_at_switch):
                 break
             if time.monotonic() > deadline:
                 return False

@@ -136,12 +136,16 @@ def _pipeline(config: Config, report: Report) -> None:
     from pipelines.state.status import pipeline_running, process_alive, read_status
 
     st = read_status(config.spark.checkpoint_dir)
+    running = pipeline_running(config.spark.checkpoint_dir)  # its heartbeat, seen from any host
     if st is None:
-        report.pipeline = {"running": False, "batches": 0}
-        report.problem("the pipeline has not applied any batch yet (is `cdckit run` running?)")
+        report.pipeline = {"running": bool(running), "batches": 0}
+        if running:
+            report.warnings.append("the pipeline runs but has not applied a batch yet (starting, or no change "
+                                   "arrived since it started)")
+        else:
+            report.problem("the pipeline has not applied any batch yet (is `cdckit run` running?)")
         return
     age = time.time() - st["finished_at"]
-    running = pipeline_running(config.spark.checkpoint_dir)  # its heartbeat, seen from any host
     if running is None:  # a checkpoint from before heartbeats: only a process on this host can be judged
         running = st.get("host") != socket.gethostname() or process_alive(st.get("pid"))
     if not running:

@@ -12,9 +12,13 @@ from urllib.parse import urlsplit
 from pipelines.config import Config
 from pipelines.errors import ConfigError
 
-# File systems several hosts mount as one (network, cluster and FUSE ones: s3fs, gcsfuse, ...).
+# Network and cluster file systems that give every host one namespace with atomic renames and
+# locks that hold across hosts (Spark's checkpoint and cdckit's state files rename into place; the
+# rebuild's writer lock is an flock). FUSE mounts of object storage (s3fs, gcsfuse), VM shares (9p,
+# virtiofs) and read-only or cache file systems do not promise both, so they need
+# `spark.checkpoint_shared: true` from someone who knows theirs does.
 SHARED_FS = {"nfs", "nfs4", "cifs", "smb3", "smbfs", "ceph", "glusterfs", "lustre", "gpfs", "beegfs", "ocfs2", "gfs2",
-             "9p", "virtiofs", "afs", "cvmfs", "panfs", "wekafs", "quobyte", "efs"}
+             "panfs", "wekafs", "quobyte", "efs"}
 _LOOPBACK = {"127.0.0.1", "localhost", "::1", "[::1]"}
 
 
@@ -23,10 +27,15 @@ def is_local(master: str) -> bool:
     return re.fullmatch(r"local(\[[^\]]*\])?", master.strip()) is not None
 
 
+def _local_cluster(master: str) -> bool:
+    """`local-cluster[2,1,1024]`: executors in JVMs of their own, on this host."""
+    return re.fullmatch(r"local-cluster\[[^\]]*\]", master.strip()) is not None
+
+
 def single_host(master: str) -> bool:
     """Local, or a standalone master (every master of an HA list) on loopback: its workers can only
     be on this host, so they share its disk."""
-    if is_local(master):
+    if is_local(master) or _local_cluster(master):
         return True
     if not master.startswith("spark://"):
         return False
@@ -51,7 +60,7 @@ def mount_type(path: Path, mounts: str) -> str:
 
 
 def is_shared(kind: str) -> bool:
-    return kind in SHARED_FS or kind.startswith("fuse.") or kind.startswith("nfs")
+    return kind in SHARED_FS or kind.startswith("nfs")
 
 
 def check_checkpoint(config: Config, mounts: str | None = None) -> None:
@@ -73,12 +82,18 @@ def check_checkpoint(config: Config, mounts: str | None = None) -> None:
         raise ConfigError("spark.checkpoint_dir", (
             f"{spark.checkpoint_dir} is on a local file system ({kind or 'unknown'}) but master {spark.master} "
             "runs executors on other hosts, and a restarted driver, `cdckit rebuild` and `status` may run on "
-            "another host too: put the checkpoint on a file system every host mounts (NFS, EFS, CephFS, ...), "
-            "or set spark.checkpoint_shared: true if it is one cdckit does not recognise"))
+            "another host too: put the checkpoint on a file system every host mounts (NFS, EFS, CephFS, ...) "
+            "with atomic renames and locks that hold across hosts, or set spark.checkpoint_shared: true if "
+            "this one is such a file system (a FUSE mount of object storage usually is not)"))
 
 
 def _existing(path: Path) -> Path:
     """The path, or its nearest existing parent (a checkpoint not created yet is on its parent's mount)."""
-    while not path.exists() and path.parent != path:
+    while path.parent != path:
+        try:
+            if path.exists():
+                break
+        except OSError:  # not readable by this user: judge by its parent
+            pass
         path = path.parent
     return path.resolve()

@@ -44,18 +44,25 @@ def build_archive(root: Path | None = None, into: Path | None = None) -> Path:
     digest = hashlib.sha256()
     for name, data in members:
         digest.update(name.encode() + b"\0" + data)
-    folder = into or Path(tempfile.gettempdir())
-    folder.mkdir(parents=True, exist_ok=True)
+    # A folder of this user's own (mode 0700), and a file found there used only if its bytes are the
+    # ones built now: nobody else's file is shipped to the executors.
+    folder = into or Path(tempfile.gettempdir()) / f"cdckit-{os.getuid()}"
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     path = folder / f"cdckit-{digest.hexdigest()[:16]}.zip"
-    if not path.exists():
-        buf = io.BytesIO()
-        with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-            for name, data in members:
-                info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
-                info.compress_type = zipfile.ZIP_DEFLATED
-                z.writestr(info, data)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, data in members:
+            info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            z.writestr(info, data)
+    body = buf.getvalue()
+    try:
+        same = path.read_bytes() == body
+    except OSError:
+        same = False
+    if not same:
         part = path.with_name(f"{path.name}.{os.getpid()}")
-        part.write_bytes(buf.getvalue())
+        part.write_bytes(body)
         os.replace(part, path)
     if into is None:
         _BUILT[key] = path

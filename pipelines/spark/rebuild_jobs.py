@@ -59,19 +59,24 @@ def bulk(spark, config: Config, plan, work: RebuildWork, on_progress: Callable[[
     totals over all of them (this run's and earlier runs'). A stop request lets the running tasks
     finish and the others skip their partition; then Interrupted (a rerun does the rest).
 
-    The tasks report their progress to a Kafka consumer group (state/rebuild.progress_group), where
-    the driver reads it whichever hosts they run on; the driver's stop request goes the same way."""
+    A partition is finished when its result row is in the work folder (bulk.json, written by the
+    driver): a task that reported `done` but whose row never reached the driver (the job failed
+    elsewhere, the driver died) is done again, idempotently, so no partition's totals or snapshot
+    fence go missing. The tasks report their progress to a Kafka consumer group
+    (state/rebuild.progress_group), where the driver reads it whichever hosts they run on; the
+    driver's stop request goes the same way. The board is advisory: a broker that refuses it leaves
+    the bars still, never the rebuild failed."""
     partitions = plan_partitions(plan.end)
     board = progress_board(config.kafka.client_config(), plan.rebuild_id)
     anchor = partitions[0] if partitions else ("", 0)
+    finished = read_bulk(work)
+    todo = [(t, int(p), int(plan.begin.get(t, {}).get(p, 0)), int(e)) for t, parts in plan.end.items()
+            for p, e in parts.items() if f"{t}-{p}" not in finished and int(e) > int(plan.begin.get(t, {}).get(p, 0))]
+    rows: list[dict[str, Any]] = []
     try:
-        if partitions:
-            board.request_stop(anchor, False)
-        progress = board.read(partitions)
-        done = {k for k, v in progress.items() if v.get("done")} | set(read_bulk(work))
-        todo = [(t, int(p), int(plan.begin.get(t, {}).get(p, 0)), int(e)) for t, parts in plan.end.items()
-                for p, e in parts.items() if f"{t}-{p}" not in done and int(e) > int(plan.begin.get(t, {}).get(p, 0))]
-        rows: list[dict[str, Any]] = []
+        _advisory(lambda: board.request_stop(anchor, False), "stop request not cleared")
+        for t, p, start, _ in todo:  # an earlier run's reports of these partitions are no longer true
+            board.report(t, p, start, read=0, applied=0)
         if todo:
             # One Spark partition per Kafka partition: a key and its snapshot fence live in one.
             frame = spark.createDataFrame(spark.sparkContext.parallelize(todo, len(todo)), RANGES_DDL)
@@ -86,13 +91,13 @@ def bulk(spark, config: Config, plan, work: RebuildWork, on_progress: Callable[[
             finally:
                 ended.set()
                 watcher.join()
-        on_progress(board.read(partitions))
+        previous = read_bulk(work)
+        for row in rows:
+            previous[f"{row['topic']}-{row['partition']}"] = row
+        write_bulk(work, previous)  # before anything else can fail
+        _advisory(lambda: on_progress(board.read(partitions, timeout_s=5)), "rebuild progress not read")
     finally:
         board.close()
-    previous = read_bulk(work)
-    for row in rows:
-        previous[f"{row['topic']}-{row['partition']}"] = row
-    write_bulk(work, previous)
     skipped = [f"{t}-{p}" for t, p, _, _ in todo if f"{t}-{p}" not in previous]
     if skipped:
         if stop is not None and stop.is_set():
@@ -107,12 +112,21 @@ def bulk(spark, config: Config, plan, work: RebuildWork, on_progress: Callable[[
     return totals
 
 
+def _advisory(action: Callable[[], Any], what: str) -> bool:
+    """Run a progress-board action; a broker that refuses or times out is logged, not raised."""
+    try:
+        action()
+        return True
+    except Exception as exc:  # noqa: BLE001 - KafkaException, a timeout, a refused group: all advisory
+        log.warning("%s: %s", what, exc)
+        return False
+
+
 def _watch_progress(board, partitions, anchor, on_progress, ended: threading.Event, stop: StopRequest | None) -> None:
     asked = False
     while not ended.wait(0.5):
         if stop is not None and stop.is_set() and not asked:
-            board.request_stop(anchor)
-            asked = True
+            asked = _advisory(lambda: board.request_stop(anchor), "stop request not sent (tried again)")
         try:
             on_progress(board.read(partitions, timeout_s=5))
         except Exception as exc:  # noqa: BLE001 - the bars stand still; the bulk goes on

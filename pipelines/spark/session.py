@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pipelines.config import Config
 from pipelines.errors import ConfigError
-from pipelines.spark.cluster import check_checkpoint, is_local
+from pipelines.spark.cluster import check_checkpoint, is_local, single_host
 from pipelines.spark.code_shipping import build_archive
 from pipelines.secrets import mask
 
@@ -81,18 +81,20 @@ def spark_conf(config: Config, jars: list[Path]):
             .set("spark.sql.shuffle.partitions", str(config.spark.shuffle_partitions))
             .set("spark.ui.enabled", "false")
             .set("spark.ui.showConsoleProgress", "false")   # cdckit draws its own progress
-            .set("spark.sql.streaming.stopGracefullyOnShutdown", "true")
-            .set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j}"))
-    if jars:  # Spark's built-in kafka source, for `spark.kafka_source: jvm`
-        conf.set("spark.jars", ",".join(str(j) for j in jars))
-    if not is_local(config.spark.master) and not submitted():
-        # Executors get the project's code from the driver, whatever their Python has installed.
-        shipped = [str(build_archive())]
-        conf.set("spark.submit.pyFiles", ",".join(shipped + [f for f in config.spark.conf.get(
-            "spark.submit.pyFiles", "").split(",") if f]))
-    for key, value in config.spark.conf.items():
-        if key != "spark.submit.pyFiles":
-            conf.set(key, value)
+            .set("spark.sql.streaming.stopGracefullyOnShutdown", "true"))
+    user = dict(config.spark.conf)
+    # Lists cdckit fills are merged with the user's, never replaced by them.
+    listed = {"spark.jars": [str(j) for j in jars],  # Spark's built-in kafka source, for `kafka_source: jvm`
+              "spark.submit.pyFiles": [str(build_archive())] if not is_local(config.spark.master) and not submitted()
+              else []}  # on a cluster executors get the project's code from the driver, not their Python
+    for key, ours in listed.items():
+        merged = ours + [f for f in user.pop(key, "").split(",") if f]
+        if merged:
+            conf.set(key, ",".join(merged))
+    options = user.pop("spark.driver.extraJavaOptions", "")
+    conf.set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j} {options}".strip())
+    for key, value in user.items():
+        conf.set(key, value)
     return conf
 
 
@@ -154,13 +156,16 @@ def submitted() -> bool:
 
 
 def spark_session(config: Config):
-    if not submitted():
+    if not submitted():  # (spark-submit set up the Python and the addresses itself)
         check_checkpoint(config)
-    # The Python the executors run: pyspark takes it from the driver's environment.
-    if "spark.pyspark.python" in config.spark.conf:
-        os.environ["PYSPARK_PYTHON"] = config.spark.conf["spark.pyspark.python"]
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        # The Python the executors run: pyspark takes it from the driver's environment.
+        if "spark.pyspark.python" in config.spark.conf:
+            os.environ["PYSPARK_PYTHON"] = config.spark.conf["spark.pyspark.python"]
+        if single_host(config.spark.master):
+            # On this host only: elsewhere the driver's interpreter path means nothing, and a
+            # driver bound to loopback cannot be reached by executors on other hosts.
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
     jars = kafka_source_jars()

@@ -85,15 +85,23 @@ class Heartbeat:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
-        self._beat(running=False)
+        # Stopped, unless another process beats here now (a second `cdckit run` that failed at
+        # once must not declare the one that runs stopped).
+        beat = read_json(self.path)
+        if not isinstance(beat, dict) or (beat.get("pid"), beat.get("host"), beat.get("started_at")) == (
+                os.getpid(), socket.gethostname(), self.started_at):
+            self._beat(running=False)
 
 
 def pipeline_running(checkpoint_dir: Path, now: float | None = None) -> bool | None:
     """Is a `cdckit run` on this checkpoint alive, on any host? None: no heartbeat was ever written
     (a checkpoint from before heartbeats; callers fall back to the status file's pid)."""
-    beat = read_json(CheckpointDir(checkpoint_dir).heartbeat)
+    path = CheckpointDir(checkpoint_dir).heartbeat
+    beat = read_json(path)
     if not isinstance(beat, dict):
-        return None
+        # Missing: never written. Present but unreadable (a network file system's transient error
+        # while it is replaced): unknown, so taken as running; waiting callers look again.
+        return True if path.exists() else None
     if not beat.get("running"):
         return False
     if beat.get("host") == socket.gethostname() and not process_alive(beat.get("pid")):

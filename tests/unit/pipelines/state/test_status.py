@@ -38,6 +38,16 @@ def test_the_heartbeat_says_running_while_the_pipeline_lives_and_stopped_after(t
     write_json(CheckpointDir(tmp_path).heartbeat, {"pid": 2 ** 22 + 17, "host": socket.gethostname(), "at": now,
                                                    "running": True})
     assert pipeline_running(tmp_path, now=now) is False
+    # Present but unreadable (a network file system's hiccup while it is replaced): taken as running.
+    CheckpointDir(tmp_path).heartbeat.write_text("{")
+    assert pipeline_running(tmp_path) is True
+    # A second `cdckit run` on the checkpoint that ends at once does not declare the running one stopped.
+    other = {"pid": 4242, "host": socket.gethostname(), "at": time.time(), "started_at": 1.0, "running": True}
+    beat = Heartbeat(tmp_path, interval_s=60)
+    beat.__enter__()
+    write_json(CheckpointDir(tmp_path).heartbeat, other)
+    beat.__exit__(None, None, None)
+    assert read_json_file(CheckpointDir(tmp_path).heartbeat) == other
 
 
 def read_json_file(path):
