@@ -1,0 +1,258 @@
+"""Nested documents: one document per root row, built from related tables' rows, kept exact as any
+of them changes, in any arrival order.
+
+Pure state model (no Spark, no I/O): `NestedState` holds the latest version of every row of the
+tables a document spec names (a deleted row keeps its version and its last join values), and
+`apply(change)` returns the roots whose documents the change touches (both roots of a child that
+moved, every root of a shared parent that changed, every root of a truncated table's rows). The
+document of a root is then a pure function of those latest rows (`document`); its version is the
+highest version among the changes that reached it, so a re-delivered or older change yields the same
+or a lower version and the stores' versioned writes refuse it.
+
+Relations (`Relation.kind`):
+- one_to_many: rows of `table` whose `join` columns equal the parent's (`{order_id: id}`: line.order_id
+  = order.id), a list sorted by `order_by` then key;
+- many_to_one: the one row of `table` the parent points at (`{customer_id: id}`: order.customer_id =
+  customer.id), an object or null;
+- many_to_many: rows of the link `table` joined to the parent by `join`, each replaced by the row of
+  `through.table` it points at (`through.join`: link.tag_id = tag.id), a list.
+Relations nest: a relation's own `relations` hang off each of its rows (a line's product).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from derived.change import Change, Version
+
+ZERO = Version(0, 0, 0)
+Key = tuple  # a row's key values, in key-column order
+
+
+@dataclass(frozen=True)
+class Through:
+    table: str
+    join: tuple[tuple[str, str], ...]   # (link column, through-table column)
+
+
+@dataclass(frozen=True)
+class Relation:
+    label: str
+    table: str
+    kind: str                            # one_to_many | many_to_one | many_to_many
+    join: tuple[tuple[str, str], ...]    # see the module docstring for each kind's direction
+    columns: tuple[str, ...] | None = None
+    order_by: str | None = None
+    through: Through | None = None
+    relations: tuple["Relation", ...] = ()
+
+
+@dataclass(frozen=True)
+class DocumentSpec:
+    name: str
+    root: str
+    columns: tuple[str, ...] | None = None
+    relations: tuple[Relation, ...] = ()
+
+    def tables(self) -> set[str]:
+        out = {self.root}
+
+        def walk(rels):
+            for r in rels:
+                out.add(r.table)
+                if r.through:
+                    out.add(r.through.table)
+                walk(r.relations)
+
+        walk(self.relations)
+        return out
+
+
+@dataclass
+class _Row:
+    values: dict[str, Any]
+    version: Version
+    live: bool
+
+
+@dataclass
+class _Edge:
+    """One way a row of `table` is reached from a row of `parent`: the parent's `parent_cols` equal
+    this row's `cols` (both directions of every kind reduce to this)."""
+    table: str
+    cols: tuple[str, ...]
+    parent: str
+    parent_cols: tuple[str, ...]
+
+
+@dataclass
+class NestedState:
+    spec: DocumentSpec
+    keys: dict[str, tuple[str, ...]]          # table -> key columns
+    rows: dict[str, dict[Key, _Row]] = field(default_factory=dict)
+    touched: dict[Key, Version] = field(default_factory=dict)   # root key -> newest change that reached it
+    cuts: dict[str, Version] = field(default_factory=dict)      # table -> its newest truncate
+    _edges: list[_Edge] = field(default_factory=list)
+    _index: dict[tuple[str, tuple[str, ...]], dict[tuple, set[Key]]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        missing = self.spec.tables() - set(self.keys)
+        if missing:
+            raise ValueError(f"no key columns for {sorted(missing)}")
+        for table in self.spec.tables():
+            self.rows.setdefault(table, {})
+        self._edges = list(_edges(self.spec.root, self.spec.relations))
+        for e in self._edges:  # rows are looked up by the columns of both ends of every edge
+            self._index.setdefault((e.table, e.cols), {})
+            self._index.setdefault((e.parent, e.parent_cols), {})
+
+    # -- changes ---------------------------------------------------------------------------------
+    def apply(self, change: Change) -> set[Key]:
+        """Fold one change in; the root keys whose documents it changes (empty when it is older
+        than what is held, or names a table the spec does not use)."""
+        if change.table not in self.rows:
+            return set()
+        if change.op == "truncate":
+            return self._truncate(change.table, change.version)
+        key = tuple(change.key[c] for c in self.keys[change.table])
+        held = self.rows[change.table].get(key)
+        if held is not None and change.version < held.version:
+            return set()  # older than what is held: refused, as the stores refuse it
+        if change.version < self.cuts.get(change.table, ZERO):
+            return set()  # written before a truncate already applied (another partition's late record)
+        before = self._roots_of(change.table, held.values) if held is not None and held.live else set()
+        if change.op == "delete":
+            values = held.values if held is not None else dict(change.key)
+        else:
+            values = dict(change.row or {})
+            for col in change.unavailable:  # an unchanged TOAST column: the value held stays
+                if held is not None and col in held.values:
+                    values[col] = held.values[col]
+                else:
+                    values.pop(col, None)
+        roots = before | (self._roots_of(change.table, values) if change.op != "delete" else set())
+        prior = {r: self.document(r)[1] for r in roots}  # a part that leaves keeps its version counted
+        self._put(change.table, key, _Row(values, change.version, live=change.op != "delete"))
+        for r in roots:
+            self.touched[r] = max(self.touched.get(r, ZERO), prior[r], change.version)
+        return roots
+
+    def _truncate(self, table: str, version: Version) -> set[Key]:
+        self.cuts[table] = max(self.cuts.get(table, ZERO), version)
+        gone = [(key, row) for key, row in self.rows[table].items() if row.version < version]
+        roots: set[Key] = set()
+        for _, row in gone:
+            if row.live:
+                roots |= self._roots_of(table, row.values)
+        prior = {r: self.document(r)[1] for r in roots}
+        for key, row in gone:
+            self._put(table, key, _Row(row.values, version, live=False))
+        for r in roots:
+            self.touched[r] = max(self.touched.get(r, ZERO), prior[r], version)
+        return roots
+
+    def _put(self, table: str, key: Key, row: _Row) -> None:
+        old = self.rows[table].get(key)
+        for (t, cols), idx in self._index.items():
+            if t != table:
+                continue
+            if old is not None and old.live:
+                idx.get(_vals(old.values, cols), set()).discard(key)
+            if row.live:
+                idx.setdefault(_vals(row.values, cols), set()).add(key)
+        self.rows[table][key] = row
+
+    def _lookup(self, table: str, cols: tuple[str, ...], values: tuple) -> list[dict[str, Any]]:
+        keys = self._index[(table, cols)].get(values, ())
+        return [self.rows[table][k].values for k in keys]
+
+    def _roots_of(self, table: str, values: dict[str, Any]) -> set[Key]:
+        """The roots whose documents hold this row (through every path the spec gives its table)."""
+        out: set[Key] = set()
+        if table == self.spec.root:
+            out.add(_vals(values, self.keys[table]))
+        for e in self._edges:
+            if e.table != table:
+                continue
+            for parent in self._lookup(e.parent, e.parent_cols, _vals(values, e.cols)):
+                out |= self._roots_of(e.parent, parent)
+        return out
+
+    # -- documents -------------------------------------------------------------------------------
+    def document(self, root: Key) -> tuple[dict[str, Any] | None, Version]:
+        """(the document, its version); None while the root row does not exist (a child that came
+        first is held until it does; a deleted root's document is deleted at this version)."""
+        row = self.rows[self.spec.root].get(tuple(root))
+        parts: list[Version] = [self.touched.get(tuple(root), ZERO)]
+        if row is None:
+            return None, parts[0]
+        parts.append(row.version)
+        # The rows that point at the root are its parts even while it is deleted (a child that came
+        # first, or outlived it): the version never goes below one the stores were already sent.
+        nested = self._nest(row.values, self.spec.relations, parts)
+        if not row.live:
+            return None, max(parts)
+        doc = _project(row.values, self.spec.columns)
+        doc.update(nested)
+        return doc, max(parts)
+
+    def _nest(self, parent: dict[str, Any], relations: Iterable[Relation], parts: list[Version]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for rel in relations:
+            here = tuple(c for c, _ in rel.join)
+            there = tuple(p for _, p in rel.join)
+            if rel.kind == "many_to_one":
+                found = self._lookup(rel.table, there, _vals(parent, here))
+                target = min(found, key=lambda v: _sortable(_vals(v, self.keys[rel.table]))) if found else None
+                out[rel.label] = self._shaped(rel, rel.table, target, parts) if target is not None else None
+                continue
+            children = self._lookup(rel.table, here, _vals(parent, there))
+            table = rel.table
+            if rel.kind == "many_to_many":
+                assert rel.through is not None
+                link_cols = tuple(c for c, _ in rel.through.join)
+                far_cols = tuple(c for _, c in rel.through.join)
+                for link in children:
+                    parts.append(self.rows[rel.table][_vals(link, self.keys[rel.table])].version)
+                children = [t for link in children for t in self._lookup(rel.through.table, far_cols,
+                                                                          _vals(link, link_cols))]
+                table = rel.through.table
+            children.sort(key=lambda v: (_sortable((v.get(rel.order_by),)) if rel.order_by else (),
+                                         _sortable(_vals(v, self.keys[table]))))
+            out[rel.label] = [self._shaped(rel, table, c, parts) for c in children]
+        return out
+
+    def _shaped(self, rel: Relation, table: str, values: dict[str, Any], parts: list[Version]) -> dict[str, Any]:
+        parts.append(self.rows[table][_vals(values, self.keys[table])].version)
+        doc = _project(values, rel.columns)
+        doc.update(self._nest(values, rel.relations, parts))
+        return doc
+
+
+def _edges(parent: str, relations: Iterable[Relation]) -> Iterable[_Edge]:
+    for rel in relations:
+        here = tuple(c for c, _ in rel.join)
+        there = tuple(p for _, p in rel.join)
+        if rel.kind == "many_to_one":   # parent.here = table.there
+            yield _Edge(rel.table, there, parent, here)
+        else:                           # table.here = parent.there (the link table, for many_to_many)
+            yield _Edge(rel.table, here, parent, there)
+        if rel.kind == "many_to_many" and rel.through is not None:
+            link_cols = tuple(c for c, _ in rel.through.join)
+            far_cols = tuple(c for _, c in rel.through.join)
+            yield _Edge(rel.through.table, far_cols, rel.table, link_cols)
+        nested_parent = rel.through.table if rel.kind == "many_to_many" and rel.through else rel.table
+        yield from _edges(nested_parent, rel.relations)
+
+
+def _vals(values: dict[str, Any], cols: tuple[str, ...]) -> tuple:
+    return tuple(values.get(c) for c in cols)
+
+
+def _project(values: dict[str, Any], columns: tuple[str, ...] | None) -> dict[str, Any]:
+    return dict(values) if columns is None else {c: values.get(c) for c in columns}
+
+
+def _sortable(values: tuple) -> tuple:
+    """Values of mixed types (NULLs among them) in one total order."""
+    return tuple((v is not None, type(v).__name__, v) if v is not None else (False, "", 0) for v in values)

@@ -1,0 +1,187 @@
+"""The nested-document state model against a model of Postgres: random histories of orders, their
+lines (composite key), a shared customer and tags through a link table, delivered in any order per
+key with redeliveries; every document equals the one built from the final rows, and every change
+names every root whose document it changed."""
+from __future__ import annotations
+
+import random
+
+from hypothesis import given, settings, strategies as st
+
+from derived.change import Change, Position, Version
+from derived.nested import DocumentSpec, NestedState, Relation, Through
+
+SPEC = DocumentSpec("orders", "public.orders", relations=(
+    Relation("lines", "public.lines", "one_to_many", (("order_id", "id"),), columns=("line_no", "sku", "note"),
+             order_by="line_no", relations=(  # one level deeper: a line's product
+                 Relation("product", "public.products", "many_to_one", (("product_id", "id"),), columns=("title",)),)),
+    Relation("customer", "public.customers", "many_to_one", (("customer_id", "id"),), columns=("name",)),
+    Relation("tags", "public.order_tags", "many_to_many", (("order_id", "id"),), columns=("name",),
+             through=Through("public.tags", (("tag_id", "id"),))),
+))
+KEYS = {"public.orders": ("id",), "public.lines": ("order_id", "line_no"), "public.customers": ("id",),
+        "public.order_tags": ("order_id", "tag_id"), "public.tags": ("id",), "public.products": ("id",)}
+
+
+def brute_force(db: dict[str, dict], order_id: int) -> dict | None:
+    """The document from the final rows, by plain joins (what verify's SQL would build)."""
+    order = db["public.orders"].get((order_id,))
+    if order is None:
+        return None
+    lines = sorted((r for r in db["public.lines"].values() if r["order_id"] == order_id), key=lambda r: r["line_no"])
+    customer = db["public.customers"].get((order["customer_id"],))
+    tag_ids = sorted(r["tag_id"] for r in db["public.order_tags"].values() if r["order_id"] == order_id)
+    tags = [db["public.tags"][(t,)] for t in tag_ids if (t,) in db["public.tags"]]
+    tags.sort(key=lambda r: r["id"])
+    def product(r):
+        p = db["public.products"].get((r["product_id"],))
+        return {"title": p["title"]} if p else None
+
+    return {**order, "lines": [{"line_no": r["line_no"], "sku": r["sku"], "note": r["note"], "product": product(r)}
+                               for r in lines],
+            "customer": {"name": customer["name"]} if customer else None, "tags": [{"name": t["name"]} for t in tags]}
+
+
+def history(seed: int, steps: int):
+    """(changes in commit order with versions, final rows)."""
+    rnd = random.Random(seed)
+    db = {t: {} for t in KEYS}
+    out: list[Change] = []
+    lsn = 1000
+
+    def emit(table, op, row=None, key=None, unavailable=()):
+        nonlocal lsn
+        lsn += 10
+        key = key if key is not None else {c: row[c] for c in KEYS[table]}
+        out.append(Change(table, op, key, str(key), row, Version(lsn, 1, lsn), Position("t", 0, len(out)),
+                          unavailable=unavailable))
+
+    for _ in range(steps):
+        r = rnd.random()
+        oid, cid, tid = rnd.randint(1, 4), rnd.randint(1, 3), rnd.randint(1, 3)
+        if r < 0.15:
+            row = {"id": oid, "customer_id": cid, "note": f"o{lsn}"}
+            db["public.orders"][(oid,)] = row
+            emit("public.orders", "upsert", dict(row))
+        elif r < 0.22 and (oid,) in db["public.orders"]:
+            del db["public.orders"][(oid,)]
+            emit("public.orders", "delete", key={"id": oid})
+        elif r < 0.45:
+            ln = rnd.randint(1, 3)
+            old = db["public.lines"].get((oid, ln))
+            row = {"order_id": oid, "line_no": ln, "sku": f"s{lsn}", "note": "n" * rnd.randint(0, 3),
+                   "product_id": rnd.randint(1, 2)}
+            if old is not None and rnd.random() < 0.3:  # an unchanged TOAST column: the placeholder's
+                row["note"] = old["note"]
+                db["public.lines"][(oid, ln)] = row
+                emit("public.lines", "upsert", {**row, "note": "__debezium_unavailable_value"}, unavailable=("note",))
+            else:
+                db["public.lines"][(oid, ln)] = row
+                emit("public.lines", "upsert", dict(row))
+        elif r < 0.52:
+            keys = list(db["public.lines"])
+            if keys:  # a primary-key change moves a line to another order: delete + create
+                k = rnd.choice(keys)
+                row = db["public.lines"].pop(k)
+                emit("public.lines", "delete", key={"order_id": k[0], "line_no": k[1]})
+                moved = {**row, "order_id": oid}
+                if (oid, row["line_no"]) not in db["public.lines"]:
+                    db["public.lines"][(oid, row["line_no"])] = moved
+                    emit("public.lines", "upsert", dict(moved))
+        elif r < 0.62:
+            row = {"id": cid, "name": f"c{lsn}"}
+            db["public.customers"][(cid,)] = row
+            emit("public.customers", "upsert", dict(row))
+        elif r < 0.65 and (cid,) in db["public.customers"]:
+            del db["public.customers"][(cid,)]
+            emit("public.customers", "delete", key={"id": cid})
+        elif r < 0.75:
+            row = {"order_id": oid, "tag_id": tid}
+            db["public.order_tags"][(oid, tid)] = row
+            emit("public.order_tags", "upsert", dict(row))
+        elif r < 0.80 and (oid, tid) in db["public.order_tags"]:
+            del db["public.order_tags"][(oid, tid)]
+            emit("public.order_tags", "delete", key={"order_id": oid, "tag_id": tid})
+        elif r < 0.90:
+            row = {"id": tid, "name": f"t{lsn}"}
+            db["public.tags"][(tid,)] = row
+            emit("public.tags", "upsert", dict(row))
+        elif r < 0.915:
+            row = {"id": rnd.randint(1, 2), "title": f"p{lsn}"}
+            db["public.products"][(row["id"],)] = row
+            emit("public.products", "upsert", dict(row))
+        elif r < 0.93:
+            db["public.lines"].clear()
+            emit("public.lines", "truncate", key={})
+        elif r < 0.96:  # an order that points at another customer
+            if (oid,) in db["public.orders"]:
+                row = {**db["public.orders"][(oid,)], "customer_id": cid}
+                db["public.orders"][(oid,)] = row
+                emit("public.orders", "upsert", dict(row))
+    return out, db
+
+
+def delivered(changes: list[Change], rnd: random.Random) -> list[Change]:
+    """Per key in order (one partition per key), keys interleaved at random, truncates anywhere
+    after what preceded them in their own table's marker partition, and a redelivered suffix."""
+    queues: dict[tuple, list[Change]] = {}
+    for c in changes:
+        queues.setdefault((c.table, c.doc_id, c.op == "truncate"), []).append(c)
+    out: list[Change] = []
+    while queues:
+        k = rnd.choice(list(queues))
+        out.append(queues[k].pop(0))
+        if not queues[k]:
+            del queues[k]
+    return out + out[len(out) - rnd.randint(0, min(10, len(out))):]
+
+
+def all_docs(state: NestedState) -> dict:
+    return {o: state.document((o,))[0] for o in range(1, 5)}
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 60), st.integers(0, 1000))
+def test_documents_equal_the_final_rows_and_changes_name_every_root_they_change(seed, steps, order_seed):
+    changes, db = history(seed, steps)
+    state = NestedState(SPEC, KEYS)
+    versions: dict[int, Version] = {}
+    for change in delivered(changes, random.Random(order_seed)):
+        before = all_docs(state)
+        roots = state.apply(change)
+        after = all_docs(state)
+        changed = {(o,) for o in before if before[o] != after[o]}
+        assert changed <= roots, (change, changed - roots)
+        for (o,) in roots:  # what the stores would be sent: a version never lower than before
+            _, v = state.document((o,))
+            assert v >= versions.get(o, Version(0, 0, 0))
+            versions[o] = v
+    # Truncates apply to rows written before them; a row written after a truncate survives it.
+    for o in range(1, 5):
+        assert state.document((o,))[0] == brute_force(db, o), (o, seed, steps, order_seed)
+
+
+def test_a_child_before_its_root_is_held_and_counts_in_the_version():
+    state = NestedState(SPEC, KEYS)
+    line = Change("public.lines", "upsert", {"order_id": 1, "line_no": 1}, "l", {"order_id": 1, "line_no": 1,
+                  "sku": "a", "note": ""}, Version(50, 1, 50), Position("t", 0, 0))
+    assert state.apply(line) == set()
+    assert state.document((1,)) == (None, Version(0, 0, 0))
+    order = Change("public.orders", "upsert", {"id": 1}, "o", {"id": 1, "customer_id": 9, "note": "x"},
+                   Version(40, 1, 40), Position("t", 0, 1))
+    assert state.apply(order) == {(1,)}
+    doc, version = state.document((1,))
+    assert doc["lines"] == [{"line_no": 1, "sku": "a", "note": "", "product": None}] and doc["customer"] is None
+    assert version == Version(50, 1, 50)  # the highest among its parts
+
+
+def test_a_customer_rename_reaches_every_order_of_that_customer():
+    state = NestedState(SPEC, KEYS)
+    for i in range(1, 4):
+        state.apply(Change("public.orders", "upsert", {"id": i}, str(i), {"id": i, "customer_id": 7 if i < 3 else 8,
+                                                                         "note": ""}, Version(i, 1, i),
+                           Position("t", 0, i)))
+    rename = Change("public.customers", "upsert", {"id": 7}, "7", {"id": 7, "name": "Ada"}, Version(10, 1, 10),
+                    Position("t", 0, 9))
+    assert state.apply(rename) == {(1,), (2,)}
+    assert state.document((1,))[0]["customer"] == {"name": "Ada"} and state.document((3,))[0]["customer"] is None
