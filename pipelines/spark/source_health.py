@@ -77,15 +77,24 @@ class SourcePoller:
 
         def read_progress(rebuild_id: str, partitions):
             if rebuild_id not in boards:
-                for old in boards.values():
-                    old.close()
-                boards.clear()
+                close_boards()
                 boards[rebuild_id] = progress_board(config.kafka.client_config(), rebuild_id)
             return boards[rebuild_id].read(partitions, timeout_s=5)
 
+        def close_boards() -> None:
+            for old in boards.values():
+                old.close()
+            boards.clear()
+
+        def rebuild_progress():
+            totals = progress_totals(config.spark.checkpoint_dir, read_progress)
+            if not totals[0]:
+                close_boards()  # no rebuild under way: no consumer kept
+            return totals
+
         return cls(metrics, lambda: connector_health(client, config.connector_name),
                    lambda: slot_health(lambda: postgres.connect(config.postgres.dsn_kwargs()), config.postgres.slot),
-                   lambda: progress_totals(config.spark.checkpoint_dir, read_progress), interval_s)
+                   rebuild_progress, interval_s)
 
     def start(self) -> "SourcePoller":
         threading.Thread(target=self._loop, name="cdckit-source-health", daemon=True).start()
