@@ -55,7 +55,8 @@ def spark_rate(folder: Path, n: int, files: int, tmp: Path) -> tuple[float, int]
             pass
 
     spark = (SparkSession.builder.master("local[2]").appName("nested-state-bench")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "2")
              .config("spark.sql.streaming.stateStore.providerClass",
                      "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
              .getOrCreate())
