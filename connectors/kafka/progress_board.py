@@ -1,7 +1,7 @@
 """Progress of a distributed job's tasks, kept where every host reaches it: the broker's consumer
 group offsets. Each task commits, for its own topic partition, the position it has read to, and a
 small JSON in the commit's metadata (records read, written, done); the driver reads the group's
-commits to draw progress bars and to know which partitions a previous run finished. A second group
+commits to draw progress bars (which partitions are finished it keeps itself). A second group
 (`<group>-stop`) carries the driver's stop request to tasks not yet begun.
 
 Nothing joins these groups (no rebalance, no member): commits from a consumer outside a generation
@@ -98,7 +98,7 @@ class ProgressBoard:
         """Delete both groups (a finished job's progress is kept in its own result)."""
         from confluent_kafka.admin import AdminClient
 
-        admin = AdminClient({k: v for k, v in self.conf.items() if k != "log_level"} | {"log_level": 3})
+        admin = AdminClient(self.conf)
         for future in admin.delete_consumer_groups([self.group, f"{self.group}-stop"], request_timeout=10).values():
             try:
                 future.result(10)

@@ -63,9 +63,13 @@ class Server:
     def pid(self) -> int | None:
         return processes.recorded_pid(self.pid_file)
 
+    def env(self) -> dict[str, str] | None:
+        """Environment variables the server needs beside this process's own."""
+        return None
+
     def start(self) -> None:
         self.prepare()
-        processes.spawn(self.argv(), self.log, self.pid_file, cwd=self.home)
+        processes.spawn(self.argv(), self.log, self.pid_file, env=self.env(), cwd=self.home)
 
     def healthy(self) -> bool:
         raise NotImplementedError

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import requests
 
-from pipelines.devstack import processes
 from pipelines.devstack.servers import Server
 from pipelines.devstack.settings import StackSettings
 
@@ -31,8 +30,7 @@ def spark_home() -> Path:
 
 
 def spark_env() -> dict[str, str]:
-    return {"SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_DAEMON_MEMORY": "512m",
-            "SPARK_NO_DAEMONIZE": "1"}
+    return {"SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_DAEMON_MEMORY": "512m"}
 
 
 def worker_python(settings: StackSettings) -> Path:
@@ -59,18 +57,22 @@ class SparkMaster(Server):
     def ui_port(self) -> int:
         return self.s.spark_port + 1
 
-    def argv(self) -> list[str]:
-        spark_class = spark_home() / "bin" / "spark-class"
-        (self.home / "spark-defaults.conf").parent.mkdir(parents=True, exist_ok=True)
-        # No REST submission server (it would take Spark's default port 6066).
-        (self.home / "spark-defaults.conf").write_text("spark.master.rest.enabled false\n")
-        return [str(spark_class), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                "--port", str(self.port), "--webui-port", str(self.ui_port),
-                "--properties-file", str(self.home / "spark-defaults.conf")]
+    @property
+    def defaults(self) -> Path:
+        return self.home / "spark-defaults.conf"
 
-    def start(self) -> None:
-        self.prepare()
-        processes.spawn(self.argv(), self.log, self.pid_file, env=spark_env(), cwd=self.home)
+    def argv(self) -> list[str]:
+        return [str(spark_home() / "bin" / "spark-class"), "org.apache.spark.deploy.master.Master",
+                "--host", "127.0.0.1", "--port", str(self.port), "--webui-port", str(self.ui_port),
+                "--properties-file", str(self.defaults)]
+
+    def prepare(self) -> None:
+        super().prepare()
+        # No REST submission server (it would take Spark's default port 6066).
+        self.defaults.write_text("spark.master.rest.enabled false\n")
+
+    def env(self) -> dict[str, str]:
+        return spark_env()
 
     def state(self) -> dict:
         return requests.get(f"http://127.0.0.1:{self.ui_port}/json/", timeout=2).json()
@@ -116,10 +118,12 @@ class SparkWorker(Server):
     def check_installed(self) -> None:
         worker_python(self.s)
 
-    def start(self) -> None:
-        self.prepare()
+    def prepare(self) -> None:
+        super().prepare()
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        processes.spawn(self.argv(), self.log, self.pid_file, env=spark_env(), cwd=self.home)
+
+    def env(self) -> dict[str, str]:
+        return spark_env()
 
     def healthy(self) -> bool:
         """Registered with the master, and alive."""

@@ -68,8 +68,3 @@ def build_archive(root: Path | None = None, into: Path | None = None) -> Path:
         _BUILT[key] = path
     return path
 
-
-if __name__ == "__main__":  # `python -m pipelines.spark.code_shipping DIR`: the zip for spark-submit --py-files
-    import sys
-
-    print(build_archive(into=Path(sys.argv[1]) if len(sys.argv) > 1 else Path.cwd()))

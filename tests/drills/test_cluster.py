@@ -244,7 +244,6 @@ def test_spark_submit_runs_cdckit_from_its_package(stack, cluster, tmp_path):
         wait_streaming(stack, data)
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
         env.update(spark_env(), PYSPARK_PYTHON=str(python), PYSPARK_DRIVER_PYTHON=str(python))
-        env.pop("SPARK_NO_DAEMONIZE", None)
         submit = subprocess.run([str(spark_home() / "bin" / "spark-submit"), "--master", settings.spark_master_url,
                                  "--py-files", str(archive), str(tmp_path / "dist" / "cdckit_submit.py"),
                                  "run", "-c", str(path)], capture_output=True, text=True, timeout=600,

@@ -19,7 +19,8 @@ def test_master_and_workers_each_have_their_own_ports_work_dir_and_limits(tmp_pa
     ports = [master.port, master.ui_port] + [p for w in workers for p in (w.port, w.ui_port)]
     assert len(set(ports)) == len(ports) and max(ports) < s.spark_port + SPARK_PORT_SPAN
     assert "--properties-file" in master.argv()
-    assert "spark.master.rest.enabled false" in (master.home / "spark-defaults.conf").read_text()  # no port 6066
+    master.prepare()
+    assert "spark.master.rest.enabled false" in master.defaults.read_text()  # no port 6066
     argv = workers[0].argv()
     assert argv[argv.index("org.apache.spark.deploy.worker.Worker") + 1] == "spark://127.0.0.1:47000"
     assert argv[argv.index("--cores") + 1] == "1" and argv[argv.index("--memory") + 1] == "2g"
