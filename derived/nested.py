@@ -137,6 +137,11 @@ class NestedState:
             self.touched[r] = max(self.touched.get(r, ZERO), prior[r], change.version)
         return roots
 
+    def held_version(self, table: str, key: dict[str, Any]) -> Version | None:
+        """The version of the live row held for `key`, or None."""
+        held = self.rows.get(table, {}).get(tuple(key.get(c) for c in self.keys[table]))
+        return held.version if held is not None and held.live else None
+
     def _truncate(self, table: str, version: Version) -> set[Key]:
         self.cuts[table] = max(self.cuts.get(table, ZERO), version)
         gone = [(key, row) for key, row in self.rows[table].items() if row.version < version]
@@ -163,6 +168,8 @@ class NestedState:
         self.rows[table][key] = row
 
     def _lookup(self, table: str, cols: tuple[str, ...], values: tuple) -> list[dict[str, Any]]:
+        if None in values:
+            return []  # NULL joins nothing, as in SQL
         keys = self._index[(table, cols)].get(values, ())
         return [self.rows[table][k].values for k in keys]
 

@@ -12,6 +12,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from derived.sinks.cache.keys import adjacent_placeholders
+from pipelines.document_config import DocumentConfig
 from pipelines.errors import ConfigError
 from pipelines.secrets import SecretRef
 
@@ -417,6 +418,8 @@ class Config(_Strict):
     kafka: KafkaConfig
     connect: ConnectConfig
     tables: list[TableConfig] = Field(min_length=1)
+    documents: list[DocumentConfig] = Field(default_factory=list, description=(
+        "nested documents: one per root row, built from related tables (each also listed in 'tables')"))
     search: SearchConfig
     redis: RedisConfig
     spark: SparkConfig = Field(default_factory=SparkConfig)
@@ -436,6 +439,14 @@ class Config(_Strict):
         indexes = [t.index_name for t in self.tables]
         if len(set(indexes)) != len(indexes):
             raise ValueError("two tables map to the same index")
+        return self
+
+    @model_validator(mode="after")
+    def _documents(self) -> "Config":
+        names = [d.name for d in self.documents]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"documents named twice: {twice}")
         return self
 
     @property
@@ -460,6 +471,17 @@ class Config(_Strict):
     def truncate_topic(self) -> str:
         """The topic of the truncate marker table (see connectors/postgres.py)."""
         return f"{self.topic_prefix}.{self.postgres.truncate_table}"
+
+    @property
+    def document_topics(self) -> dict[str, list[str]]:
+        """Topic -> the documents it feeds (the truncate markers' topic feeds every document)."""
+        out: dict[str, list[str]] = {}
+        for doc in self.documents:
+            for table in doc.tables():
+                out.setdefault(f"{self.topic_prefix}.{table}", []).append(doc.name)
+        if self.documents:
+            out[self.truncate_topic] = [d.name for d in self.documents]
+        return out
 
     def table_for_topic(self, topic: str) -> TableConfig | None:
         return next((t for t in self.tables if self.topic_for(t) == topic), None)
@@ -511,6 +533,7 @@ def parse_config(data: Any, source: str = "config", base: Path | None = None) ->
         more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
         raise ConfigError(field, err["msg"] + more) from None
     _check_disjoint_keys(config)
+    _check_documents(config)
     if base is not None:
         _anchor_paths(config, base)
     for field, ref in _secret_refs(config):
@@ -532,12 +555,31 @@ def _check_disjoint_keys(config: Config) -> None:
     def sample(template: str) -> str:
         return "".join(lit + ("0" if fld is not None else "") for lit, fld, _, _ in string.Formatter().parse(template))
 
-    templates = [t.redis_key_template for t in config.tables]
-    for i, a in enumerate(templates):
-        for j, b in enumerate(templates):
+    owners = [(f"tables.{j}.redis_key", t.name, t.redis_key_template) for j, t in enumerate(config.tables)]
+    owners += [(f"documents.{j}.redis_key", f"document {d.name}", d.redis_key_template)
+               for j, d in enumerate(config.documents)]
+    for i, (_, name_a, a) in enumerate(owners):
+        for j, (field_b, name_b, b) in enumerate(owners):
             if i != j and matcher(a).fullmatch(sample(b)):
-                raise ConfigError(f"tables.{j}.redis_key", f"keys of {config.tables[j].name} ({b!r}) match the key "
-                                  f"pattern of {config.tables[i].name} ({a!r}): give each table a distinct prefix")
+                raise ConfigError(field_b, f"keys of {name_b} ({b!r}) match the key pattern of {name_a} ({a!r}): "
+                                  "give each a distinct prefix")
+
+
+def _check_documents(config: Config) -> None:
+    """Every table a document names is captured and checked as a table of `tables` (the connector,
+    the privilege and replica-identity checks, the truncate markers all work from that list); no
+    document index is a table's."""
+    listed = {t.name for t in config.tables}
+    indexes = {t.index_name: t.name for t in config.tables}
+    for j, doc in enumerate(config.documents):
+        for path, table in doc.placements():
+            if table not in listed:
+                raise ConfigError(f"documents.{j}.{path}", f"{table} is not in 'tables': list it there too "
+                                  "(that is what captures it)")
+        if doc.index_name in indexes:
+            raise ConfigError(f"documents.{j}.index", f"index {doc.index_name!r} is the index of table "
+                              f"{indexes[doc.index_name]}: give the document its own")
+        indexes[doc.index_name] = f"document {doc.name}"
 
 
 def load_config(path: str | Path) -> Config:

@@ -57,7 +57,9 @@ def spark():
     if jars:
         builder = builder.config("spark.jars", ",".join(str(j) for j in jars))
     session = (builder.master("local[2]").appName("cdckit-tests")
-               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2").getOrCreate())
+               .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+               .config("spark.sql.streaming.stateStore.providerClass",
+                       "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider").getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     session.dataSource.register(KafkaDataSource)
     yield session

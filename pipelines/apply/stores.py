@@ -66,6 +66,10 @@ def stores_from_config(config: Config, targets: Targets | None = None) -> Stores
     search_tables = {t.name: SearchTable(t.index_name, t.columns, dict(t.rename)) for t in config.tables}
     cache_tables = {t.name: CacheTable(t.redis_key_template, t.redis_format, t.redis_ttl_s, t.columns,
                                        dict(t.rename)) for t in config.tables}
+    # Nested documents (pipelines/spark/documents_query.py) beside the tables, by their store names.
+    search_tables.update({d.store_table: SearchTable(d.index_name, None, {}) for d in config.documents})
+    cache_tables.update({d.store_table: CacheTable(d.redis_key_template, "json", None, None, {}, equal_replaces=True)
+                         for d in config.documents})
     rc = config.redis
     if targets is None:
         search = _search_sink(config, live=True) if "search" in config.sinks else NullStore()

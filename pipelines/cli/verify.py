@@ -13,7 +13,7 @@ from pipelines.cli.render import say, say_error, show_status, show_verify
 
 @app.command("verify")
 @config_option
-@click.option("--table", "table", default=None, help="only this schema.table")
+@click.option("--table", "table", default=None, help="only this schema.table, or this document (its name)")
 @click.option("--sample", type=int, default=None, help="compare N random rows instead of all")
 @click.option("--timeout", "timeout_s", type=float, default=120, show_default=True,
               help="seconds to wait for the pipeline to catch up with the database")

@@ -80,10 +80,18 @@ def wait_applied(config: Config, timeout_s: float) -> tuple[int, float]:
     from connectors.kafka.offsets import end_offsets
 
     end = end_offsets(config.kafka.client_config(), [config.topic_for(t) for t in config.tables])
+    _wait_committed(config.spark.checkpoint_dir, end, started, timeout_s)
+    if config.documents:  # and the documents' query, over the topics it reads
+        end = end_offsets(config.kafka.client_config(), list(config.document_topics))
+        _wait_committed(config.spark.checkpoint_dir / "documents", end, started, timeout_s)
+    return target, time.monotonic() - started
+
+
+def _wait_committed(checkpoint_dir, end, started: float, timeout_s: float) -> None:
     while True:
-        committed = committed_offsets(config.spark.checkpoint_dir) or {}
+        committed = committed_offsets(checkpoint_dir) or {}
         if all(int(committed.get(t, {}).get(p, 0)) >= int(o) for t, parts in end.items() for p, o in parts.items()):
-            return target, time.monotonic() - started
+            return
         if time.monotonic() - started > timeout_s:
             raise NotCaughtUp(f"the pipeline has not applied the topics up to {end} within {timeout_s:g} s "
                               f"(committed: {committed}); is `cdckit run` running?")
@@ -229,10 +237,15 @@ def verify(config: Config, table: str | None = None, sample: int | None = None, 
     from pipelines.errors import ConfigError
 
     chosen = [t for t in config.tables if table is None or t.name == table]
-    if not chosen:
-        raise ConfigError("--table", f"{table} is not in the config")
+    documents = [d for d in config.documents if table in (None, d.name, d.store_table)]
+    if not chosen and not documents:
+        raise ConfigError("--table", f"{table} is not a table or a document of the config")
     target, waited = wait_applied(config, timeout_s)
     stores = stores_from_config(config)
     reports = [verify_table(config, t, stores, sample) for t in chosen]
+    if documents:
+        from pipelines.ops.verify_documents import verify_documents
+
+        reports += verify_documents(config, stores, None if table is None else documents[0].name)
     exact = all(d.clean for r in reports for d in r.stores.values())
     return VerifyReport(exact, round(waited, 1), target, reports)

@@ -271,6 +271,8 @@ def _rebuild_duty(checkpoint_dir: Path, held: ExitStack) -> rebuild_state.LiveDu
 
 def start(spark, config: Config, on_batch=None, config_path: Path | None = None, metrics=None,
           gate: "BatchGate | None" = None):
+    """The tables' query, and the nested documents' beside it when the config has documents."""
+    documents = start_documents(spark, config) if config.documents else None
     write = batch_writer(config, on_batch, config_path, metrics, gate)
     writer = (change_stream(spark, config).writeStream.foreachBatch(write)
               .option("checkpointLocation", str(config.spark.checkpoint_dir / "query")))
@@ -278,7 +280,60 @@ def start(spark, config: Config, on_batch=None, config_path: Path | None = None,
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=config.spark.trigger)
-    return writer.queryName("cdckit").start()
+    try:
+        tables = writer.queryName("cdckit").start()
+    except BaseException:
+        if documents is not None:
+            documents.stop()
+        raise
+    return tables if documents is None else Queries(tables, documents)
+
+
+def start_documents(spark, config: Config):
+    """The documents' specs resolved against the catalog (errors name the field), their indexes
+    created, their query started."""
+    from connectors import postgres
+    from pipelines.apply.document_specs import Catalog, resolve_documents
+    from pipelines.spark import documents_query
+
+    with postgres.connect(config.postgres.dsn_kwargs()) as conn:
+        resolved = resolve_documents(config, Catalog(conn))
+    documents_query.ensure_indexes(config, stores_from_config(config))
+    return documents_query.start(spark, config, orjson.dumps(config.model_dump(mode="json")), resolved)
+
+
+class Queries:
+    """The tables' query and the documents' run and stop together: `run` follows the first, and a
+    failure of either ends both (then both restart from their checkpoints)."""
+
+    def __init__(self, tables, documents):
+        self.tables, self.documents = tables, documents
+
+    @property
+    def isActive(self) -> bool:  # noqa: N802 - StreamingQuery's spelling
+        if self.exception() is not None:
+            return False
+        return self.tables.isActive or self.documents.isActive  # available_now: until both are done
+
+    @property
+    def lastProgress(self):  # noqa: N802
+        return self.tables.lastProgress
+
+    def awaitTermination(self, timeout: float | None = None):  # noqa: N802
+        return (self.tables if self.tables.isActive else self.documents).awaitTermination(timeout)
+
+    def exception(self):
+        return self.tables.exception() or self.documents.exception()
+
+    def processAllAvailable(self) -> None:  # noqa: N802
+        self.tables.processAllAvailable()
+        self.documents.processAllAvailable()
+
+    def stop(self) -> None:
+        try:
+            self.documents.stop()
+        finally:
+            self.tables.stop()
 
 
 def progress_lag(progress: dict | None) -> dict[str, int]:
@@ -325,6 +380,7 @@ def _run(config: Config, config_path: Path | None, on_batch, once: Callable[[], 
             spark.stop()
             raise
         failure = query.exception()
+        query.stop()  # the documents' query runs on when the tables' failed, and the other way round
         if failure is None:
             break
         text = str(failure)

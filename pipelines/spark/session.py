@@ -81,7 +81,10 @@ def spark_conf(config: Config, jars: list[Path]):
             .set("spark.sql.shuffle.partitions", str(config.spark.shuffle_partitions))
             .set("spark.ui.enabled", "false")
             .set("spark.ui.showConsoleProgress", "false")   # cdckit draws its own progress
-            .set("spark.sql.streaming.stopGracefullyOnShutdown", "true"))
+            .set("spark.sql.streaming.stopGracefullyOnShutdown", "true")
+            # Nested documents' state (pipelines/spark/documents_query.py): RocksDB keeps it off the heap.
+            .set("spark.sql.streaming.stateStore.providerClass",
+                 "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"))
     user = dict(config.spark.conf)
     # Lists cdckit fills are merged with the user's, never replaced by them.
     listed = {"spark.jars": [str(j) for j in jars],  # Spark's built-in kafka source, for `kafka_source: jvm`

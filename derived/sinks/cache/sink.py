@@ -24,6 +24,11 @@ class CacheTable:
     ttl_s: int | None = None
     columns: list[str] | None = None
     rename: dict[str, str] = field(default_factory=dict)
+    # Nested documents: an equal version replaces the held value (see upsert.lua).
+    equal_replaces: bool = False
+
+    def version(self, change: Change) -> str:
+        return ("=" if self.equal_replaces else "") + change.version.redis()
 
     def key(self, change: Change) -> str:
         return render_key(self.key_template, change.key, change.doc_id)
@@ -124,7 +129,7 @@ class RedisCache:
             if ch.tombstone:
                 self._forget(keys=keys, args=[self.deleted_ttl], client=pipe)
             elif ch.op == "delete":
-                self._delete(keys=keys, args=[ch.version.redis(), self.deleted_ttl], client=pipe)
+                self._delete(keys=keys, args=[t.version(ch), self.deleted_ttl], client=pipe)
             else:
                 doc = shape(ch.row, t)
                 merge = [f for f in (shaped_field(c, t) for c in ch.unavailable) if f is not None]
@@ -133,7 +138,7 @@ class RedisCache:
                     held, old = stored.get(keys[0], (None, None))
                     guard = held or ""
                     doc = {**{f: old[f] for f in merge if old and f in old}, **doc}
-                args = [ch.version.redis(), t.format, orjson.dumps(doc, default=_default), t.ttl_s or 0,
+                args = [t.version(ch), t.format, orjson.dumps(doc, default=_default), t.ttl_s or 0,
                         orjson.dumps(merge), guard]
                 if t.format == "hash":
                     args += [x for f, v in doc.items() for x in (f, hash_value(v))]

@@ -5,7 +5,11 @@
 -- A version not above the stored one is stale: a replay never overwrites newer data.
 -- Returns 1 applied, 0 stale, 2 the held version moved since the guard was read (merge again).
 local held = redis.call('GET', KEYS[2])
-if held and held >= ARGV[1] then return 0 end
+-- A version written as '=' .. version also replaces an equal one (nested documents: a late, older
+-- part changes the document without raising its version; see derived/nested.py).
+local version, equal_ok = ARGV[1], false
+if string.sub(version, 1, 1) == '=' then version = string.sub(version, 2); equal_ok = true end
+if held and (held > version or (held == version and not equal_ok)) then return 0 end
 if ARGV[6] ~= '' and held ~= ARGV[6] then return 2 end
 if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('INCR', KEYS[3]) end
 if ARGV[2] == 'json' then
@@ -23,7 +27,7 @@ else
   if #ARGV > 6 then redis.call('HSET', KEYS[1], unpack(ARGV, 7)) end
   if #kept > 0 then redis.call('HSET', KEYS[1], unpack(kept)) end
 end
-redis.call('SET', KEYS[2], ARGV[1])
+redis.call('SET', KEYS[2], version)
 local ttl = tonumber(ARGV[4])
 if ttl > 0 then
   redis.call('EXPIRE', KEYS[1], ttl)

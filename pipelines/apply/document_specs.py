@@ -1,0 +1,118 @@
+"""The `documents:` config resolved against the catalog into the state model's specs
+(derived/nested.DocumentSpec): joins left out are taken from the foreign keys, every column named
+must exist. Runs on the driver before a job starts; errors name the config field."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from derived.nested import DocumentSpec, Relation, Through
+from pipelines.config import Config
+from pipelines.document_config import DocumentConfig, RelationConfig
+from pipelines.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class ResolvedDocuments:
+    specs: tuple[DocumentSpec, ...]
+    keys: dict[str, tuple[str, ...]]          # table -> key columns
+    types: dict[str, dict[str, str]]          # table -> column -> Postgres type
+
+    def spec(self, name: str) -> DocumentSpec:
+        return next(s for s in self.specs if s.name == name)
+
+
+class Catalog:
+    """What resolution reads from Postgres (a stand-in in unit tests)."""
+
+    def __init__(self, conn):
+        self.conn = conn
+
+    def columns(self, table: str) -> dict[str, str] | None:
+        from connectors import postgres
+
+        if self.conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()[0] is None:
+            return None
+        return postgres.column_types(self.conn, table)
+
+    def primary_key(self, table: str) -> tuple[str, ...]:
+        from connectors import postgres
+
+        ident = postgres.key_identity(self.conn, table)
+        return ident.primary_key if ident is not None else ()
+
+    def foreign_keys(self, table: str, references: str) -> list[dict[str, str]]:
+        """Each foreign key of `table` to `references`: its column -> the referenced column."""
+        rows = self.conn.execute(
+            "SELECT c.oid, a.attname, af.attname FROM pg_constraint c "
+            "CROSS JOIN LATERAL unnest(c.conkey, c.confkey) WITH ORDINALITY AS k(col, fcol, n) "
+            "JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.col "
+            "JOIN pg_attribute af ON af.attrelid = c.confrelid AND af.attnum = k.fcol "
+            "WHERE c.contype = 'f' AND c.conrelid = %s::regclass AND c.confrelid = %s::regclass "
+            "ORDER BY c.oid, k.n", (table, references)).fetchall()
+        out: dict[int, dict[str, str]] = {}
+        for oid, col, fcol in rows:
+            out.setdefault(oid, {})[col] = fcol
+        return list(out.values())
+
+
+def resolve_documents(config: Config, catalog: Catalog) -> ResolvedDocuments:
+    keys: dict[str, tuple[str, ...]] = {}
+    types: dict[str, dict[str, str]] = {}
+    tables = {t.name: t for t in config.tables}
+    specs = []
+    for j, doc in enumerate(config.documents):
+        for path, table in doc.placements():
+            if table in types:
+                continue
+            cols = catalog.columns(table)
+            if cols is None:
+                raise ConfigError(f"documents.{j}.{path}", f"table {table} does not exist")
+            types[table] = cols
+            key = tuple(tables[table].key or catalog.primary_key(table))
+            if not key:
+                raise ConfigError(f"documents.{j}.{path}", f"{table} has no primary key: give it one, or "
+                                  "'key' columns in its 'tables' entry")
+            keys[table] = key
+        _known_columns(f"documents.{j}.columns", doc.root, doc.columns, types)
+        relations = tuple(_relation(rel, doc.root, f"documents.{j}.relations.{i}", types, catalog)
+                          for i, rel in enumerate(doc.relations))
+        specs.append(DocumentSpec(doc.name, doc.root, tuple(doc.columns) if doc.columns else None, relations))
+    return ResolvedDocuments(tuple(specs), keys, types)
+
+
+def _relation(rel: RelationConfig, parent: str, path: str, types, catalog: Catalog) -> Relation:
+    _known_columns(f"{path}.columns", rel.row_table, rel.columns, types)
+    if rel.order_by is not None:
+        _known_columns(f"{path}.order_by", rel.row_table, [rel.order_by], types)
+    if rel.type == "many_to_one":   # parent.col = table.col
+        join = rel.join or _foreign_key(catalog, parent, rel.table, f"{path}.join")
+        _known_columns(f"{path}.join", parent, list(join), types)
+        _known_columns(f"{path}.join", rel.table, list(join.values()), types)
+    else:                           # table.col = parent.col
+        join = rel.join or _foreign_key(catalog, rel.table, parent, f"{path}.join")
+        _known_columns(f"{path}.join", rel.table, list(join), types)
+        _known_columns(f"{path}.join", parent, list(join.values()), types)
+    through = None
+    if rel.through is not None:
+        far = rel.through.join or _foreign_key(catalog, rel.table, rel.through.table, f"{path}.through.join")
+        _known_columns(f"{path}.through.join", rel.table, list(far), types)
+        _known_columns(f"{path}.through.join", rel.through.table, list(far.values()), types)
+        through = Through(rel.through.table, tuple(far.items()))
+    nested = tuple(_relation(r, rel.row_table, f"{path}.relations.{i}", types, catalog)
+                   for i, r in enumerate(rel.relations))
+    return Relation(rel.label, rel.table, rel.type, tuple(join.items()), tuple(rel.columns) if rel.columns else None,
+                    rel.order_by, through, nested)
+
+
+def _foreign_key(catalog: Catalog, table: str, references: str, field: str) -> dict[str, str]:
+    found = catalog.foreign_keys(table, references)
+    if len(found) != 1:
+        what = "no foreign key" if not found else f"{len(found)} foreign keys"
+        raise ConfigError(field, f"{what} from {table} to {references}: give 'join' explicitly")
+    return found[0]
+
+
+def _known_columns(field: str, table: str, columns, types) -> None:
+    unknown = sorted(set(columns or []) - set(types[table]))
+    if unknown:
+        raise ConfigError(field, f"{table} has no column(s) {unknown}")

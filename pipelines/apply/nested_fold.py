@@ -1,0 +1,95 @@
+"""One micro-batch of change records folded into a nested-document state, and the documents it
+changed. Plain Python: the Spark stateful operator (pipelines/spark/documents_query.py) keeps the
+state between batches in its checkpoint and only calls this.
+
+Records come in any order across partitions (the model takes that, see derived/nested.py) and in
+offset order within one (sorted here). A tombstone without its delete record (compaction removed
+the delete before it was read) deletes the row held, at the held row's version."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from connectors.envelope import document_id
+from derived.change import UNKNOWN, Change, Version
+from derived.nested import NestedState
+from pipelines.apply.decode import decode_records
+
+
+@dataclass
+class FoldState:
+    """What the operator keeps per document between batches (pickled into the state store)."""
+    model: NestedState
+    fences: dict[str, int] = field(default_factory=dict)   # snapshot fence per topic-partition (see decode)
+
+
+@dataclass
+class DocumentOut:
+    doc_id: str
+    key: dict[str, Any]
+    doc: dict[str, Any] | None      # None: delete
+    version: Version
+
+
+@dataclass
+class FoldStats:
+    records: int = 0
+    changes: int = 0
+    dead: int = 0
+    documents: int = 0
+    widest_fan_out: int = 0          # the most documents one change touched
+    fan_out_documents: int = 0       # documents touched by changes to rows shared between documents
+
+
+def fold_batch(state: FoldState, rows: list[dict[str, Any]], key_columns: dict[str, list[str] | None],
+               truncate_table: str | None, typed: dict[str, Callable[[dict], dict]]
+               ) -> tuple[list[DocumentOut], FoldStats, list]:
+    """Fold raw Kafka records (key, value, topic, partition, offset) into `state`; the documents
+    of every root they touched, and decode failures (dead letters)."""
+    model = state.model
+    stats = FoldStats(records=len(rows))
+    tombstones: list[Change] = []
+    tables = set(model.rows)
+    changes, dead, _, _ = decode_records(rows, state.fences, key_columns, tables, tombstones, truncate_table)
+    stats.changes, stats.dead = len(changes), len(dead)
+    ordered = sorted([*changes, *tombstones], key=lambda c: (c.position.topic, c.position.partition,
+                                                             c.position.offset))
+    touched: set[tuple] = set()
+    for change in ordered:
+        _type(change, typed)
+        if change.tombstone:
+            change = _tombstone_delete(model, change)
+            if change is None:
+                continue
+        roots = model.apply(change)
+        if change.table != model.spec.root and len(roots) > 1:
+            stats.fan_out_documents += len(roots)
+        stats.widest_fan_out = max(stats.widest_fan_out, len(roots))
+        touched |= roots
+    out = []
+    root_cols = list(model.keys[model.spec.root])
+    for root in sorted(touched, key=repr):
+        doc, version = model.document(root)
+        key = dict(zip(root_cols, root))
+        out.append(DocumentOut(document_id(key, root_cols), key, doc, version))
+    stats.documents = len(out)
+    return out, stats, dead
+
+
+def _type(change: Change, typed: dict[str, Callable[[dict], dict]]) -> None:
+    """Values typed as the flat documents' are (pipelines/apply/documents.py), keys too: the model
+    joins a row's columns with another's key, so both sides must be in one rendering."""
+    convert = typed.get(change.table)
+    if convert is None:
+        return
+    if change.row is not None:
+        change.row = convert(change.row)
+    if change.key:
+        change.key = convert(change.key)
+
+
+def _tombstone_delete(model: NestedState, t: Change) -> Change | None:
+    version = model.held_version(t.table, t.key)
+    if version is None:
+        return None  # nothing held: the key's earlier records were compacted away with it
+    return Change(t.table, "delete", t.key, t.doc_id, None, max(version, UNKNOWN), t.position)

@@ -1,0 +1,173 @@
+"""The `documents:` section: nested documents, one per row of a root table, built from related tables
+(see derived/nested.py for what each relation kind means). Checked up front, errors naming the field;
+what needs the catalog (key columns, joins left to the foreign keys) is resolved by
+pipelines/apply/document_specs.py before the job starts."""
+from __future__ import annotations
+
+import re
+import string
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from derived.sinks.cache.keys import adjacent_placeholders
+
+_IDENT = r"[A-Za-z_][A-Za-z0-9_$]*"
+_TABLE = re.compile(rf"^{_IDENT}\.{_IDENT}$")
+_LABEL = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _qualified(v: str) -> str:
+    if not _TABLE.match(v):
+        raise ValueError(f"'{v}' is not schema.table")
+    return v
+
+
+class ThroughConfig(_Strict):
+    table: str = Field(description="the far table of a many_to_many, e.g. public.tags")
+    join: dict[str, str] | None = Field(None, min_length=1, description="link column -> far table column, e.g. "
+                                        "{tag_id: id}; default: the link table's foreign key to it")
+
+    @field_validator("table")
+    @classmethod
+    def _table_qualified(cls, v: str) -> str:
+        return _qualified(v)
+
+
+class RelationConfig(_Strict):
+    label: str = Field(description="the field of the parent document holding it")
+    table: str = Field(description="schema.table; for many_to_many the link table")
+    type: Literal["one_to_many", "many_to_one", "many_to_many"]
+    join: dict[str, str] | None = Field(None, min_length=1, description=(
+        "one_to_many / many_to_many: child (link) column -> parent column, e.g. {order_id: id}; many_to_one: "
+        "parent column -> this table's column, e.g. {customer_id: id}; default: the foreign key between them"))
+    through: ThroughConfig | None = None
+    columns: list[str] | None = Field(None, min_length=1, description="the columns kept; default: all")
+    order_by: str | None = Field(None, description="list order (then the key); one_to_many and many_to_many")
+    relations: list["RelationConfig"] = Field(default_factory=list, description="nested under each of its rows")
+
+    @field_validator("table")
+    @classmethod
+    def _table_qualified(cls, v: str) -> str:
+        return _qualified(v)
+
+    @field_validator("label")
+    @classmethod
+    def _label(cls, v: str) -> str:
+        if not _LABEL.match(v):
+            raise ValueError(f"'{v}' is not a field name (letters, digits, '_')")
+        return v
+
+    @field_validator("order_by")
+    @classmethod
+    def _order_by(cls, v: str | None, info) -> str | None:
+        if v is not None and info.data.get("type") == "many_to_one":
+            raise ValueError("order_by orders a list: many_to_one holds one row")
+        columns = info.data.get("columns")
+        if v is not None and columns is not None and v not in columns:
+            raise ValueError(f"order_by {v!r} is not among 'columns'")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "RelationConfig":
+        if (self.type == "many_to_many") != (self.through is not None):
+            raise ValueError("'through' is required for many_to_many and only there")
+        _unique_labels(self.relations, self.columns)
+        return self
+
+    @property
+    def row_table(self) -> str:
+        """The table whose rows the relation's entries are (the far table of a many_to_many)."""
+        return self.through.table if self.through is not None else self.table
+
+
+class DocumentConfig(_Strict):
+    name: str = Field(pattern=r"^[a-z0-9][a-z0-9_\-]*$", description="the document's name")
+    root: str = Field(description="schema.table with one document per row")
+    columns: list[str] | None = Field(None, min_length=1, description="root columns kept; default: all")
+    index: str | None = Field(None, description="search index (alias); default: the name")
+    redis_key: str | None = Field(None, description="key template over the root's key, e.g. 'order:{id}'; "
+                                  "default: 'document:<name>:{_id}'")
+    relations: list[RelationConfig] = Field(min_length=1)
+
+    @field_validator("root")
+    @classmethod
+    def _root_qualified(cls, v: str) -> str:
+        return _qualified(v)
+
+    @field_validator("index")
+    @classmethod
+    def _index_name(cls, v: str | None) -> str | None:
+        if v is not None and not re.match(r"^[a-z0-9][a-z0-9_\-]*$", v):
+            raise ValueError("index names are lower case letters, digits, '_' and '-'")
+        return v
+
+    @field_validator("redis_key")
+    @classmethod
+    def _redis_key(cls, v: str | None) -> str | None:
+        if v is not None:
+            fields = {f for _, f, _, _ in string.Formatter().parse(v) if f is not None}
+            if not fields:
+                raise ValueError("redis_key needs at least one {placeholder}")
+            if adjacent_placeholders(v):
+                raise ValueError("redis_key placeholders need text between them (e.g. '{a}:{b}')")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "DocumentConfig":
+        _unique_labels(self.relations, self.columns)
+        return self
+
+    @property
+    def index_name(self) -> str:
+        return self.index or self.name
+
+    @property
+    def redis_key_template(self) -> str:
+        return self.redis_key or f"document:{self.name}:{{_id}}"
+
+    @property
+    def store_table(self) -> str:
+        """The name the stores know this document by (beside the tables' schema.table names)."""
+        return f"document:{self.name}"
+
+    def tables(self) -> list[str]:
+        out = [self.root]
+
+        def walk(rels: list[RelationConfig]) -> None:
+            for r in rels:
+                out.append(r.table)
+                if r.through is not None:
+                    out.append(r.through.table)
+                walk(r.relations)
+
+        walk(self.relations)
+        return list(dict.fromkeys(out))
+
+    def placements(self) -> list[tuple[str, str]]:
+        """(config path, table) of every table the document names, for errors naming the field."""
+        out = [("root", self.root)]
+
+        def walk(rels: list[RelationConfig], path: str) -> None:
+            for i, r in enumerate(rels):
+                out.append((f"{path}.{i}.table", r.table))
+                if r.through is not None:
+                    out.append((f"{path}.{i}.through.table", r.through.table))
+                walk(r.relations, f"{path}.{i}.relations")
+
+        walk(self.relations, "relations")
+        return out
+
+
+def _unique_labels(relations: list[RelationConfig], columns: list[str] | None) -> None:
+    labels = [r.label for r in relations]
+    twice = sorted({x for x in labels if labels.count(x) > 1})
+    if twice:
+        raise ValueError(f"relation labels used twice: {twice}")
+    clash = sorted(set(labels) & set(columns or []))
+    if clash:
+        raise ValueError(f"relation labels clash with columns: {clash}")

@@ -1,0 +1,240 @@
+"""`cdckit verify` for nested documents: each document built in Postgres by one generated SQL
+statement (joins and `json_agg`, nothing of the pipeline's state model), compared field by field
+with the search index and the cache, exactly.
+
+The SQL carries every value as text; each is read back with psycopg's loader for its column's type
+and rendered as the flat verify renders a row (Debezium's rendering, then the pipeline's typing),
+so a document's leaves are compared by the same rules as a table's fields. Lists are ordered by
+the model's rule (order_by, then key, in the typed values), which the SQL leaves to Python: text
+collation in Postgres is not the documents' order."""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator
+
+import orjson
+
+from connectors import postgres
+from connectors.debezium_values import render, same
+from connectors.envelope import document_id
+from connectors.typed_values import element_type, row_converter
+from derived.nested import DocumentSpec, Relation, _sortable
+from derived.sinks.cache.keys import render_key
+from pipelines.apply.document_specs import Catalog, ResolvedDocuments, resolve_documents
+from pipelines.config import Config
+from pipelines.document_config import DocumentConfig
+
+PAIRS = 40  # json_build_object takes at most 100 arguments: longer objects are joined from parts
+KEY, ORDER = "__cdckit_key", "__cdckit_order"
+
+
+def document_sql(spec: DocumentSpec, resolved: ResolvedDocuments) -> str:
+    """One row per root: the document as JSON text, every leaf a text value, plus the key and
+    order values each list entry is sorted by."""
+    root_obj = _object("r0", spec.root, spec.columns, spec.relations, resolved, 0, order_by=None)
+    return f"SELECT ({root_obj})::text FROM {spec.root} r0"
+
+
+def _object(alias: str, table: str, columns, relations, resolved: ResolvedDocuments, depth: int,
+            order_by: str | None) -> str:
+    cols = list(columns) if columns is not None else list(resolved.types[table])
+    pairs = [f"'{c}', {alias}.\"{c}\"::text" for c in cols]
+    key_values = ", ".join(f'{alias}."{k}"::text' for k in resolved.keys[table])
+    pairs.append(f"'{KEY}', json_build_array({key_values})")
+    if order_by is not None:
+        pairs.append(f"'{ORDER}', {alias}.\"{order_by}\"::text")
+    pairs += [f"'{rel.label}', ({_relation_sql(rel, alias, resolved, depth + 1)})" for rel in relations]
+    parts = [f"jsonb_build_object({', '.join(pairs[i:i + PAIRS])})" for i in range(0, len(pairs), PAIRS)]
+    return " || ".join(parts)
+
+
+def _relation_sql(rel: Relation, parent: str, resolved: ResolvedDocuments, depth: int) -> str:
+    a = f"r{depth}"
+    if rel.kind == "many_to_one":
+        on = " AND ".join(f'{a}."{there}" = {parent}."{here}"' for here, there in rel.join)
+        keys = ", ".join(f'{a}."{k}"' for k in resolved.keys[rel.table])
+        obj = _object(a, rel.table, rel.columns, rel.relations, resolved, depth, None)
+        # The model takes the lowest key when several rows match; the order is Python's, below.
+        return f"SELECT jsonb_agg({obj} ORDER BY {keys}) FROM {rel.table} {a} WHERE {on}"
+    on = " AND ".join(f'{a}."{here}" = {parent}."{there}"' for here, there in rel.join)
+    if rel.kind == "one_to_many":
+        obj = _object(a, rel.table, rel.columns, rel.relations, resolved, depth, rel.order_by)
+        return f"SELECT coalesce(jsonb_agg({obj}), '[]'::jsonb) FROM {rel.table} {a} WHERE {on}"
+    assert rel.through is not None
+    f = f"f{depth}"
+    far_on = " AND ".join(f'{f}."{there}" = {a}."{here}"' for here, there in rel.through.join)
+    obj = _object(f, rel.through.table, rel.columns, rel.relations, resolved, depth, rel.order_by)
+    return (f"SELECT coalesce(jsonb_agg({obj}), '[]'::jsonb) FROM {rel.table} {a} "
+            f"JOIN {rel.through.table} {f} ON {far_on} WHERE {on}")
+
+
+class _Reader:
+    """Text values back to the pipeline's typed values, per table (psycopg loaders by column type)."""
+
+    def __init__(self, conn, config: Config, resolved: ResolvedDocuments):
+        from psycopg.pq import Format
+
+        types_all = {t: set(map(element_type, cols.values())) for t, cols in resolved.types.items()}
+        if any("hstore" in s for s in types_all.values()):
+            postgres.load_hstore_as_dicts(conn)
+        if any("interval" in s for s in types_all.values()):
+            postgres.load_intervals_as_fields(conn)
+        numbers = {t.name: frozenset(t.numeric_as_number) for t in config.tables}
+        self.types = resolved.types
+        self.typed = {t: row_converter(cols, numbers.get(t, frozenset())) for t, cols in resolved.types.items()}
+        self.loaders: dict[str, dict[str, Callable[[str], Any]]] = {}
+        for table in resolved.types:
+            oids = dict(conn.execute(
+                "SELECT attname, CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE a.atttypid END "
+                "FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
+                "WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped", (table,)).fetchall())
+            self.loaders[table] = {c: _loader(conn, oid, Format.TEXT) for c, oid in oids.items()}
+
+    def row(self, table: str, values: dict[str, Any]) -> dict[str, Any]:
+        types, loaders = self.types[table], self.loaders[table]
+        loaded = {c: (None if v is None else loaders[c](v)) for c, v in values.items()}
+        return self.typed[table]({c: render(v, types.get(c, "")) for c, v in loaded.items()})
+
+
+def _loader(conn, oid: int, fmt) -> Callable[[str], Any]:
+    cls = conn.adapters.get_loader(oid, fmt)
+    if cls is None:
+        return lambda text: text
+    loader = cls(oid, conn)
+    return lambda text: loader.load(text.encode())
+
+
+def build(raw: dict[str, Any], table: str, columns, relations, reader: _Reader, keys) -> tuple[dict, tuple]:
+    """The typed document of one SQL object, and its sort key (order value, key values)."""
+    leaf_names = list(columns) if columns is not None else list(reader.types[table])
+    typed = reader.row(table, {c: raw.get(c) for c in leaf_names})
+    order = raw.get(ORDER)
+    doc = {c: typed.get(c) for c in leaf_names}
+    for rel in relations:
+        doc[rel.label] = _nested(raw.get(rel.label), rel, reader, keys)
+    key_typed = reader.row(table, dict(zip(keys[table], raw[KEY])))
+    return doc, (order, tuple(key_typed[k] for k in keys[table]))
+
+
+def _nested(raw, rel: Relation, reader: _Reader, keys):
+    table = rel.through.table if rel.through is not None else rel.table
+    if rel.kind == "many_to_one":
+        if not raw:
+            return None
+        built = [build(r, table, rel.columns, rel.relations, reader, keys) for r in raw]
+        return min(built, key=lambda b: _sortable(b[1][1]))[0]
+    built = []
+    for r in raw or []:
+        doc, (order, key) = build(r, table, rel.columns, rel.relations, reader, keys)
+        order_typed = reader.row(table, {rel.order_by: order}).get(rel.order_by) if rel.order_by else None
+        built.append((doc, order_typed, key))
+    built.sort(key=lambda b: ((_sortable((b[1],)) if rel.order_by else ()), _sortable(b[2])))
+    return [b[0] for b in built]
+
+
+def expected_documents(config: Config, doc: DocumentConfig, resolved: ResolvedDocuments, conn
+                       ) -> Iterator[tuple[str, dict[str, Any], dict[str, Any]]]:
+    """(doc id, root key, document) of every root row, built in Postgres."""
+    spec = resolved.spec(doc.name)
+    reader = _Reader(conn, config, resolved)
+    root_keys = list(resolved.keys[spec.root])
+    with conn.cursor(name=f"cdckit_verify_{doc.name.replace('-', '_')}") as cur:
+        cur.itersize = 2000
+        cur.execute(document_sql(spec, resolved))
+        for (text,) in cur:
+            raw = orjson.loads(text)
+            built, (_, key) = build(raw, spec.root, spec.columns, spec.relations, reader, resolved.keys)
+            key_dict = dict(zip(root_keys, key))
+            yield document_id(key_dict, root_keys), key_dict, built
+
+
+def first_difference(got: Any, want: Any, spec_types: dict[str, str], path: str = "") -> str | None:
+    """The path of the first leaf that differs (types by column name, the flat verify's rules)."""
+    if isinstance(want, dict) and not _is_value(want, path, spec_types):
+        if not isinstance(got, dict) or set(got) != set(want):
+            return path or "(document)"
+        for k in sorted(want):
+            found = first_difference(got[k], want[k], spec_types, f"{path}.{k}" if path else k)
+            if found:
+                return found
+        return None
+    if isinstance(want, list) and path.split(".")[-1] in spec_types.get("__relations__", ()):
+        if not isinstance(got, list) or len(got) != len(want):
+            return path
+        for i, (g, w) in enumerate(zip(got, want)):
+            found = first_difference(g, w, spec_types, f"{path}[{i}]")
+            if found:
+                return found
+        return None
+    column = path.split(".")[-1].split("[")[0]
+    return None if same(got, want, spec_types.get(column, "")) else path
+
+
+def _is_value(value: dict, path: str, spec_types: dict[str, str]) -> bool:
+    """A dict that is a column's value (json, hstore), not a nested document."""
+    column = path.split(".")[-1].split("[")[0]
+    return bool(path) and column in spec_types and column not in spec_types.get("__relations__", ())
+
+
+def leaf_types(spec: DocumentSpec, resolved: ResolvedDocuments) -> dict[str, Any]:
+    """Column name -> type over every table of the document (for `same`), and the relation labels."""
+    out: dict[str, Any] = {}
+    labels: set[str] = set()
+    for table in spec.tables():
+        out.update(resolved.types[table])
+
+    def walk(rels):
+        for r in rels:
+            labels.add(r.label)
+            walk(r.relations)
+
+    walk(spec.relations)
+    for label in labels:
+        out.pop(label, None)
+    out["__relations__"] = labels
+    return out
+
+
+def verify_documents(config: Config, stores, only: str | None = None) -> list:
+    """A TableReport (pipelines/ops/verify.py) per document, named 'document:<name>'."""
+    from pipelines.ops.verify import BATCH, StoreDiff, TableReport, _chunks
+
+    reports = []
+    with postgres.connect(config.postgres.reader_dsn_kwargs(), autocommit=False) as conn:
+        resolved = resolve_documents(config, Catalog(conn))
+        for doc in config.documents:
+            if only is not None and only not in (doc.name, doc.store_table):
+                continue
+            report = TableReport(doc.store_table, stores={s: StoreDiff() for s in config.sinks})
+            types = leaf_types(resolved.spec(doc.name), resolved)
+            search_t, cache_t = stores.search_tables[doc.store_table], stores.cache_tables[doc.store_table]
+            seen = {s: 0 for s in config.sinks}
+            if "search" in config.sinks:
+                stores.search.engine.refresh(search_t.alias)
+            for chunk in _chunks(expected_documents(config, doc, resolved, conn), BATCH):
+                report.rows += len(chunk)
+                got: dict[str, dict[str, dict]] = {}
+                if "search" in config.sinks:
+                    got["search"] = stores.search.engine.mget(search_t.alias, [i for i, _, _ in chunk])
+                if "cache" in config.sinks:
+                    names = [render_key(cache_t.key_template, k, i) for i, k, _ in chunk]
+                    values = stores.cache.r.mget(names)
+                    got["cache"] = {i: orjson.loads(v) for (i, _, _), v in zip(chunk, values) if v is not None}
+                for store, docs in got.items():
+                    seen[store] += len(docs)
+                    for doc_id, _, want in chunk:
+                        have = docs.get(doc_id)
+                        if have is None:
+                            report.stores[store].add("missing", doc_id)
+                            continue
+                        where = first_difference(have, want, types)
+                        if where is not None:
+                            report.stores[store].add("different", {"id": doc_id, "field": where})
+            if "search" in config.sinks and stores.search.engine.count(search_t.alias) > seen["search"]:
+                report.stores["search"].add("extra", f"{stores.search.engine.count(search_t.alias) - seen['search']} "
+                                                     "more documents than root rows")
+            if "cache" in config.sinks:
+                held = stores.cache.count(cache_t, exact=True)
+                if held > seen["cache"]:
+                    report.stores["cache"].add("extra", f"{held - seen['cache']} more keys than root rows")
+            reports.append(report)
+    return reports

@@ -1,0 +1,240 @@
+"""Nested documents (`documents:` in the config) as a second Structured Streaming query beside the
+flat one: the change topics of every table a document names, grouped by document, folded by
+`applyInPandasWithState` into the state model (derived/nested.py), whose state lives in the
+query's checkpoint (RocksDB state store); the documents a batch changed are written to both stores
+with versioned writes.
+
+Why one state object per document, not one per root key (the measurement is benchmarks/nested_state.py):
+- the state is relational: a customer's row belongs to every order pointing at it, a line that
+  moves leaves one order for another, a link row ties two tables. Keyed by root, each change would
+  first need the roots it reaches, which is state keyed by the parent's key: two chained stateful
+  operators, and a fan-out shuffle between them for every change;
+- per-key state calls are what is slow: `transformWithStateInPandas` keyed by root folded 1,787
+  facts/s, the model in one Python process 45,431 facts/s (25x). Here the operator reads and
+  writes one state value per document and batch; the fold runs at the model's speed.
+The cost: the state value is serialized once per batch, in proportion to the tables' rows (see
+the benchmark), and one document's fold runs on one core (several documents run in parallel).
+
+Exactly once with respect to the stores: the state of batch N is committed with batch N; a crash
+re-runs N from the state of N-1, computing the same documents with the same versions.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import pickle
+import re
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import orjson
+import pyarrow as pa
+
+from derived.change import Change, DeadLetter, Position, Version
+from pipelines.apply.document_specs import ResolvedDocuments
+from pipelines.apply.nested_fold import FoldState, FoldStats, fold_batch
+from pipelines.config import Config
+from pipelines.errors import ConfigError
+
+log = logging.getLogger("cdckit.documents")
+
+OUT_DDL = ("document string, doc_id string, key binary, body binary, deleted boolean, epoch long, kind int, "
+           "lsn long, stats binary")
+STATE_DDL = "blob binary"
+WRITE_STATS = pa.schema([("documents", pa.int64()), ("search_applied", pa.int64()), ("search_stale", pa.int64()),
+                         ("cache_applied", pa.int64()), ("cache_stale", pa.int64()), ("dead_letters", pa.int64()),
+                         ("fold", pa.binary())])
+
+
+def checkpoint(config: Config) -> Path:
+    return config.spark.checkpoint_dir / "documents"
+
+
+def fingerprint(resolved: ResolvedDocuments) -> str:
+    """What the state was built for: another spec (or key) needs another state."""
+    text = repr((resolved.specs, sorted(resolved.keys.items())))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def check_state_matches(config: Config, resolved: ResolvedDocuments) -> None:
+    """The checkpoint's state was built for these specs; a changed `documents:` section is refused
+    (its documents need building anew from the topics: see the README)."""
+    mark = checkpoint(config) / "cdckit-documents.txt"
+    wanted = fingerprint(resolved)
+    if not mark.exists():
+        mark.parent.mkdir(parents=True, exist_ok=True)
+        mark.write_text(wanted + "\n")
+        return
+    if mark.read_text().strip() != wanted:
+        raise ConfigError("documents", "the documents' definitions changed since their state was built: "
+                          f"remove {checkpoint(config)} and `cdckit rebuild` the document indexes")
+
+
+def stream(spark, config: Config):
+    """The change records of every topic a document reads, one row per (record, document)."""
+    from pyspark.sql import functions as F
+
+    routes = config.document_topics
+    pattern = "^(" + "|".join(re.escape(t) for t in routes) + ")$"
+    fmt = "cdckit_kafka" if config.spark.kafka_source == "python" else "kafka"
+    reader = (spark.readStream.format(fmt).option("subscribePattern", pattern)
+              .option("startingOffsets", "earliest"))
+    client = config.kafka.client_config() if fmt == "cdckit_kafka" else config.kafka.java_client_config()
+    for key, value in client.items():
+        reader = reader.option(f"kafka.{key}", value)
+    if config.spark.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(config.spark.max_offsets_per_trigger))
+    if fmt == "kafka":
+        reader = reader.option("failOnDataLoss", "true")
+    route = F.create_map(*[x for t, names in routes.items() for x in (F.lit(t), F.array(*map(F.lit, names)))])
+    records = reader.load()
+    return records.select("key", "value", "topic", F.col("partition").cast("int").alias("partition"),
+                          F.col("offset").cast("long").alias("offset"),
+                          F.explode(F.element_at(route, F.col("topic"))).alias("document"))
+
+
+def fold_fn(config_json: bytes, resolved: ResolvedDocuments):
+    """The applyInPandasWithState function: one call per document and batch."""
+
+    def run(key, frames, state) -> Iterator[Any]:
+        import pandas as pd
+
+        name = key[0]
+        held = _load(state, resolved, name)
+        rows = [r for f in frames for r in f[["key", "value", "topic", "partition", "offset"]].to_dict("records")]
+        outs, stats, _ = fold_batch(held, rows, *_decoding(config_json, resolved))
+        state.update((pickle.dumps(held, protocol=pickle.HIGHEST_PROTOCOL),))
+        frame = {"document": [name] * len(outs), "doc_id": [o.doc_id for o in outs],
+                 "key": [orjson.dumps(o.key, default=str) for o in outs],
+                 "body": [orjson.dumps(o.doc, default=str) if o.doc is not None else None for o in outs],
+                 "deleted": [o.doc is None for o in outs], "epoch": [o.version.epoch for o in outs],
+                 "kind": [o.version.kind for o in outs], "lsn": [o.version.lsn for o in outs],
+                 "stats": [None] * len(outs)}
+        frame = {k: v + [_stats_row(name, stats)[k]] for k, v in frame.items()}  # the fold's figures last
+        yield pd.DataFrame(frame)
+
+    return run
+
+
+def _stats_row(name: str, stats: FoldStats) -> dict[str, Any]:
+    return {"document": name, "doc_id": None, "key": None, "body": None, "deleted": None, "epoch": None,
+            "kind": None, "lsn": None, "stats": orjson.dumps(stats.__dict__)}
+
+
+def _load(state, resolved: ResolvedDocuments, name: str) -> FoldState:
+    from derived.nested import NestedState
+
+    if state.exists:
+        return pickle.loads(state.get[0])
+    spec = resolved.spec(name)
+    return FoldState(NestedState(spec, {t: resolved.keys[t] for t in spec.tables()}))
+
+
+_decoders: dict[bytes, tuple] = {}
+
+
+def _decoding(config_json: bytes, resolved: ResolvedDocuments) -> tuple:
+    """(key columns, truncate table, typed converters) of a config, once per Python worker."""
+    if config_json not in _decoders:
+        from connectors.typed_values import row_converter
+        from pipelines.config import parse_config
+
+        config = parse_config(orjson.loads(config_json))
+        numbers = {t.name: frozenset(t.numeric_as_number) for t in config.tables}
+        typed = {t: row_converter(types, numbers.get(t, frozenset())) for t, types in resolved.types.items()}
+        _decoders[config_json] = ({t.name: t.key for t in config.tables}, config.postgres.truncate_table, typed)
+    return _decoders[config_json]
+
+
+def write_fn(config_json: bytes):
+    """mapInArrow over the fold's output: the documents into both stores, one stats row per task."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pipelines.apply.batch import apply_changes
+        from pipelines.apply.stats import BatchStats
+        from pipelines.spark.partition_apply import worker_resources
+
+        stores, dlq = worker_resources(config_json)
+        totals = BatchStats()
+        folds: list[dict] = []
+        count = 0
+        for rb in batches:
+            changes, raw = [], []
+            for r in rb.to_pylist():
+                if r["doc_id"] is None:
+                    folds.append(orjson.loads(r["stats"]))
+                    continue
+                changes.append(_as_change(r, len(changes)))
+                raw.append({"topic": changes[-1].position.topic, "partition": 0, "offset": len(raw),
+                            "key": r["doc_id"].encode(), "value": r["body"]})
+            count += len(changes)
+            dead: list[DeadLetter] = []
+            # A document the engine refuses is dead-lettered with its id and body (see apply_changes).
+            apply_changes(stores, [], changes, totals, dead, raw)
+            if dead:
+                totals.dead_letters += dlq.write(dead)
+        yield pa.RecordBatch.from_pylist([{
+            "documents": count, "search_applied": totals.search_applied, "search_stale": totals.search_stale,
+            "cache_applied": totals.cache_applied, "cache_stale": totals.cache_stale,
+            "dead_letters": totals.dead_letters, "fold": orjson.dumps(folds)}], schema=WRITE_STATS)
+
+    return run
+
+
+def _as_change(r: dict[str, Any], offset: int) -> Change:
+    table = f"document:{r['document']}"
+    version = Version(r["epoch"], r["kind"], r["lsn"])
+    position = Position(table, 0, offset)
+    key = orjson.loads(r["key"])
+    if r["deleted"]:
+        return Change(table, "delete", key, r["doc_id"], None, version, position)
+    return Change(table, "upsert", key, r["doc_id"], orjson.loads(r["body"]), version, position)
+
+
+def ensure_indexes(config: Config, stores) -> None:
+    """Each document's index, created when missing (dynamic mappings; a rebuild replaces it)."""
+    if "search" not in config.sinks:
+        return
+    engine = stores.search.engine
+    for doc in config.documents:
+        table = stores.search_tables[doc.store_table]
+        if not engine.alias_exists(table.alias):
+            stores.search.prepare(table)
+
+
+def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments):
+    """The documents query, started; None when the config has no documents."""
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    if not config.documents:
+        return None
+    check_state_matches(config, resolved)
+
+    def write(df, batch_id: int) -> None:
+        started = time.monotonic()
+        rows = df.mapInArrow(write_fn(config_json), _ddl(WRITE_STATS)).toArrow().to_pylist()
+        folds = [f for r in rows for f in orjson.loads(r["fold"])]
+        total = {k: sum(r[k] for r in rows) for k in WRITE_STATS.names[:-1]}
+        fan_out = sum(f["fan_out_documents"] for f in folds)
+        log.info("documents batch %d: %s records, %s documents (%s by shared rows), search %s applied/%s stale, "
+                 "cache %s applied/%s stale%s, %.2f s", batch_id, f"{sum(f['records'] for f in folds):,}",
+                 f"{total['documents']:,}", f"{fan_out:,}", f"{total['search_applied']:,}",
+                 f"{total['search_stale']:,}", f"{total['cache_applied']:,}", f"{total['cache_stale']:,}",
+                 f", {total['dead_letters']} DEAD LETTERS" if total["dead_letters"] else "",
+                 time.monotonic() - started)
+
+    grouped = stream(spark, config).groupBy("document").applyInPandasWithState(
+        fold_fn(config_json, resolved), OUT_DDL, STATE_DDL, "append", GroupStateTimeout.NoTimeout)
+    writer = grouped.writeStream.foreachBatch(write).option("checkpointLocation", str(checkpoint(config) / "query"))
+    if config.spark.trigger == "available_now":
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=config.spark.trigger)
+    return writer.queryName("cdckit-documents").start()
+
+
+def _ddl(schema: pa.Schema) -> str:
+    from pipelines.spark.schemas import ddl
+
+    return ddl(schema)

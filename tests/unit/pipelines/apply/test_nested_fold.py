@@ -1,0 +1,224 @@
+"""Model-based property test of the nested-document path without Spark: random transactional
+histories over orders, lines, customers and an order-tags link table (moves, children before their
+root, a root deleted and re-inserted, customer renames fanning out, truncates), as Debezium records
+with tombstones in three partitions per topic, delivered interleaved across partitions, split into
+batches, with batches crashed half-written and re-run from the state before them (the state store's
+contract), into a store with the cache's version rule. The store ends equal to the documents joined
+from the final rows, and every document's version only goes up."""
+from __future__ import annotations
+
+import json
+import pickle
+import random
+import zlib
+from typing import Any
+
+from hypothesis import given, settings, strategies as st
+
+from derived.nested import DocumentSpec, NestedState, Relation, Through
+from pipelines.apply.nested_fold import FoldState, fold_batch
+
+P = "cdc"
+MARKERS = "public.marks"
+KEYS = {"public.orders": ("id",), "public.lines": ("id",), "public.customers": ("id",),
+        "public.order_tags": ("order_id", "tag_id"), "public.tags": ("id",)}
+SPEC = DocumentSpec("orders", "public.orders", None, (
+    Relation("lines", "public.lines", "one_to_many", (("order_id", "id"),), ("line_no", "sku"), "line_no"),
+    Relation("customer", "public.customers", "many_to_one", (("customer_id", "id"),), ("name",)),
+    Relation("tags", "public.order_tags", "many_to_many", (("order_id", "id"),), ("name",), None,
+             Through("public.tags", (("tag_id", "id"),))),
+))
+PARTITIONS = 3
+
+
+def joined(db: dict[str, dict[tuple, dict]]) -> dict[str, dict]:
+    """The documents of the final rows, by plain joins (NULL joins nothing)."""
+    out = {}
+    for (oid,), o in db["public.orders"].items():
+        lines = sorted((r for r in db["public.lines"].values() if r["order_id"] == oid),
+                       key=lambda r: (r["line_no"], r["id"]))
+        cust = db["public.customers"].get((o["customer_id"],)) if o["customer_id"] is not None else None
+        tags = sorted((db["public.tags"][(lk["tag_id"],)] for lk in db["public.order_tags"].values()
+                       if lk["order_id"] == oid and (lk["tag_id"],) in db["public.tags"]), key=lambda t: t["id"])
+        out[str(oid)] = {**o, "lines": [{"line_no": r["line_no"], "sku": r["sku"]} for r in lines],
+                         "customer": {"name": cust["name"]} if cust else None,
+                         "tags": [{"name": t["name"]} for t in tags]}
+    return out
+
+
+class Log:
+    """Topics of Debezium records, keyed and partitioned as Debezium does."""
+
+    def __init__(self):
+        self.parts: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        self.commit = 100
+
+    def _append(self, topic: str, key: dict, value: bytes | None) -> None:
+        part = zlib.crc32(json.dumps(key, sort_keys=True).encode()) % PARTITIONS
+        records = self.parts.setdefault((topic, part), [])
+        records.append({"key": json.dumps(key).encode(), "value": value, "topic": topic, "partition": part,
+                        "offset": len(records)})
+
+    def txn(self, changes: list[tuple[str, str, dict]]) -> None:
+        prev = self.commit
+        lsn = prev
+        for table, op, row in changes:
+            lsn += 10
+            schema, name = table.split(".")
+            key = {c: row[c] for c in KEYS.get(table, ("table_name",))}
+            after = None if op == "d" else row
+            env = {"op": op, "after": after, "before": key if op == "d" else None, "ts_ms": 1,
+                   "source": {"schema": schema, "table": name, "lsn": lsn, "snapshot": "false", "ts_ms": 1,
+                              "sequence": json.dumps([str(prev), str(lsn)])}}
+            self._append(f"{P}.{table}", key, json.dumps(env).encode())
+            if op == "d":
+                self._append(f"{P}.{table}", key, None)  # the tombstone after every delete
+        self.commit = lsn + 5
+
+    def truncate(self, table: str) -> None:
+        prev, lsn = self.commit, self.commit + 10
+        schema, name = MARKERS.split(".")
+        row = {"table_name": table, "truncated_at": "2026-11-23T10:00:00Z"}
+        env = {"op": "u", "after": row, "before": None, "ts_ms": 1,
+               "source": {"schema": schema, "table": name, "lsn": lsn, "snapshot": "false", "ts_ms": 1,
+                          "sequence": json.dumps([str(prev), str(lsn)])}}
+        self._append(f"{P}.{MARKERS}", {"table_name": table}, json.dumps(env).encode())
+        self.commit = lsn + 5
+
+
+def history(rnd: random.Random, steps: int) -> tuple[Log, dict[str, dict[tuple, dict]]]:
+    db: dict[str, dict[tuple, dict]] = {t: {} for t in KEYS}
+    log = Log()
+    next_line = [1]
+
+    def put(table: str, row: dict) -> tuple[str, str, dict]:
+        key = tuple(row[c] for c in KEYS[table])
+        op = "u" if key in db[table] else "c"
+        db[table][key] = dict(row)
+        return table, op, dict(row)
+
+    def delete(table: str, key: tuple) -> tuple[str, str, dict] | None:
+        row = db[table].pop(key, None)
+        return None if row is None else (table, "d", {c: row[c] for c in KEYS[table]})
+
+    for _ in range(steps):
+        kind = rnd.random()
+        oid, cid = rnd.randint(1, 6), rnd.randint(1, 3)
+        batch: list = []
+        if kind < 0.2:
+            batch.append(put("public.orders", {"id": oid, "customer_id": rnd.choice([cid, None]),
+                                               "status": rnd.choice("abc")}))
+        elif kind < 0.3:  # a root deleted (its lines stay, as without a foreign key), maybe back at once
+            batch.append(delete("public.orders", (oid,)))
+            if rnd.random() < 0.5:
+                batch.append(put("public.orders", {"id": oid, "customer_id": cid, "status": "back"}))
+        elif kind < 0.5:  # a new line, maybe of an order that does not exist yet
+            batch.append(put("public.lines", {"id": next_line[0], "order_id": rnd.randint(1, 8),
+                                              "line_no": rnd.randint(1, 3), "sku": f"s{rnd.randint(1, 9)}"}))
+            next_line[0] += 1
+        elif kind < 0.62 and db["public.lines"]:  # a line moves, or changes
+            (lid,) = rnd.choice(sorted(db["public.lines"]))
+            row = dict(db["public.lines"][(lid,)])
+            if rnd.random() < 0.5:
+                row["order_id"] = rnd.randint(1, 8)
+            else:
+                row["sku"] = f"m{rnd.randint(1, 9)}"
+            batch.append(put("public.lines", row))
+        elif kind < 0.7 and db["public.lines"]:
+            batch.append(delete("public.lines", rnd.choice(sorted(db["public.lines"]))))
+        elif kind < 0.8:  # a customer rename: every order of theirs
+            batch.append(put("public.customers", {"id": cid, "name": f"c{cid}-{rnd.randint(1, 99)}"}))
+        elif kind < 0.88:
+            tid = rnd.randint(1, 3)
+            batch.append(put("public.tags", {"id": tid, "name": f"t{tid}-{rnd.randint(1, 9)}"}))
+            batch.append(put("public.order_tags", {"order_id": oid, "tag_id": tid}))
+        elif kind < 0.93 and db["public.order_tags"]:
+            batch.append(delete("public.order_tags", rnd.choice(sorted(db["public.order_tags"]))))
+        elif kind < 0.97:
+            log.truncate(table := rnd.choice(["public.lines", "public.order_tags", "public.customers"]))
+            db[table].clear()
+            continue
+        batch = [b for b in batch if b is not None]
+        if batch:
+            log.txn(batch)
+    return log, db
+
+
+def deliveries(log: Log, rnd: random.Random) -> list[list[dict[str, Any]]]:
+    """Every record once, in offset order per partition, partitions interleaved at random, cut into batches."""
+    cursors = {tp: 0 for tp in log.parts}
+    batches: list[list[dict[str, Any]]] = []
+    while any(cursors[tp] < len(log.parts[tp]) for tp in cursors):
+        batch = []
+        for tp, records in log.parts.items():
+            take = rnd.randint(0, 4)
+            batch.extend(records[cursors[tp]:cursors[tp] + take])
+            cursors[tp] = min(len(records), cursors[tp] + take)
+        rnd.shuffle(batch)  # the fold orders a partition's records itself
+        batches.append(batch)
+    return batches
+
+
+def run_pipeline(log: Log, rnd: random.Random) -> tuple[dict[str, Any], list[str]]:
+    state = FoldState(NestedState(SPEC, dict(KEYS)))
+    store: dict[str, tuple[Any, Any]] = {}   # doc id -> (version, document or None)
+    problems: list[str] = []
+    for batch in deliveries(log, rnd):
+        saved = pickle.dumps(state)
+        attempts = 2 if rnd.random() < 0.2 else 1   # a crash after some writes: re-run from the saved state
+        for attempt in range(attempts):
+            if attempt:
+                state = pickle.loads(saved)
+            outs, _, dead = fold_batch(state, batch, {}, MARKERS, {})
+            assert not dead
+            written = outs if attempt == attempts - 1 else outs[:len(outs) // 2]
+            for o in written:
+                held = store.get(o.doc_id)
+                if held is not None and held[0] > o.version:
+                    # A new document must never be refused: its state is newer than what is held.
+                    if held[1] != o.doc:
+                        problems.append(f"{o.doc_id}: {o.version} below held {held[0]}")
+                    continue
+                store[o.doc_id] = (o.version, o.doc)
+    return {k: doc for k, (_, doc) in store.items() if doc is not None}, problems
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.integers(0, 10_000), st.integers(5, 70))
+def test_documents_end_equal_to_the_joined_final_rows(seed: int, steps: int):
+    rnd = random.Random(seed)
+    log, db = history(rnd, steps)
+    got, problems = run_pipeline(log, rnd)
+    assert not problems
+    assert got == joined(db)
+
+
+def test_a_tombstone_alone_deletes_the_held_row():
+    """Compaction removed a delete record before it was read: its tombstone still deletes the row."""
+    log = Log()
+    log.txn([("public.orders", "c", {"id": 1, "customer_id": None, "status": "a"}),
+             ("public.lines", "c", {"id": 7, "order_id": 1, "line_no": 1, "sku": "x"})])
+    state = FoldState(NestedState(SPEC, dict(KEYS)))
+    records = [r for rs in log.parts.values() for r in rs]
+    outs, _, _ = fold_batch(state, records, {}, MARKERS, {})
+    assert outs[0].doc["lines"] == [{"line_no": 1, "sku": "x"}]
+    tomb = {"key": json.dumps({"id": 7}).encode(), "value": None, "topic": f"{P}.public.lines", "partition": 0,
+            "offset": 99}
+    outs, _, _ = fold_batch(state, [tomb], {}, MARKERS, {})
+    assert outs[0].doc["lines"] == []
+    assert fold_batch(state, [tomb], {}, MARKERS, {})[0] == []   # again: nothing held, nothing touched
+
+
+def test_values_and_keys_are_typed_before_they_join():
+    """A date key joins a date column: both sides in the typed rendering (epoch days -> ISO)."""
+    log = Log()
+    log.txn([("public.orders", "c", {"id": 1, "customer_id": 19723, "status": "a"}),
+             ("public.customers", "c", {"id": 19723, "name": "typed"})])
+    from connectors.typed_values import row_converter
+
+    typed = {"public.customers": row_converter({"id": "date", "name": "text"}),
+             "public.orders": row_converter({"id": "integer", "customer_id": "date", "status": "text"})}
+    state = FoldState(NestedState(SPEC, dict(KEYS)))
+    outs, _, _ = fold_batch(state, [r for rs in log.parts.values() for r in rs], {}, MARKERS, typed)
+    (doc,) = [o.doc for o in outs]
+    assert doc["customer_id"] == "2024-01-01" and doc["customer"] == {"name": "typed"}
