@@ -172,6 +172,10 @@ def run(spark, config: Config, plan: Plan, keep_old: bool = False, cb: Callbacks
             checkpoint("after the catch-up, before the switch")
             cb.phase("switching")
             state.live_batch_at_switch = _live_batch(config)
+            if plan.cache and config.documents and state.catchup_by != rebuild_state.CATCHUP_BY_REBUILD:
+                # The documents' batches take this lock during a rebuild: none writes while the
+                # documents are carried over into the spare database and it becomes the live one.
+                held.enter_context(rebuild_state.writer_lock(ckpt))
             _switch(config, plan)
             crash_point("rebuild.after_switch")   # the drill's worst moment: switched, not yet recorded
             state.dual_write = False
@@ -279,6 +283,14 @@ def _switch(config: Config, plan: Plan) -> None:
     if plan.cache:
         store_markers.mark_cache(redis_client(config, plan.cache["spare_db"]), config.topic_prefix,
                                  f"rebuild {plan.rebuild_id}")
+        if config.documents and not cachegen.switched(redis_client(config), plan.rebuild_id):
+            # Nested documents are not replayed by the rebuild: their query keeps them (see
+            # pipelines/spark/documents_query.py), so they move to the new database as they are.
+            from derived.sinks.cache.sink import CacheTable, RedisCache
+
+            tables = [CacheTable(d.redis_key_template) for d in config.documents]
+            cachegen.carry_over(redis_client(config), plan.cache["spare_db"], [t.pattern() for t in tables],
+                                [RedisCache.COUNT_PREFIX + t.key_template for t in tables])
         cachegen.switch(redis_client(config), redis_client(config, plan.cache["spare_db"]), plan.cache["live_db"],
                         plan.cache["spare_db"], plan.rebuild_id)
 

@@ -25,6 +25,7 @@ import logging
 import pickle
 import re
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -36,6 +37,7 @@ from pipelines.apply.document_specs import ResolvedDocuments
 from pipelines.apply.nested_fold import FoldState, FoldStats, fold_batch
 from pipelines.config import Config
 from pipelines.errors import ConfigError
+from pipelines.state import rebuild as rebuild_state
 
 log = logging.getLogger("cdckit.documents")
 
@@ -213,7 +215,12 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
 
     def write(df, batch_id: int) -> None:
         started = time.monotonic()
-        rows = df.mapInArrow(write_fn(config_json), _ddl(WRITE_STATS)).toArrow().to_pylist()
+        with ExitStack() as held:
+            if cache_rebuild_running(config.spark.checkpoint_dir):
+                # A cache rebuild carries the documents over into its database at its switch, holding
+                # this lock (pipelines/ops/rebuild.py): no document is written meanwhile.
+                held.enter_context(rebuild_state.writer_lock(config.spark.checkpoint_dir))
+            rows = df.mapInArrow(write_fn(config_json), _ddl(WRITE_STATS)).toArrow().to_pylist()
         folds = [f for r in rows for f in orjson.loads(r["fold"])]
         total = {k: sum(r[k] for r in rows) for k in WRITE_STATS.names[:-1]}
         fan_out = sum(f["fan_out_documents"] for f in folds)
@@ -232,6 +239,11 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
     else:
         writer = writer.trigger(processingTime=config.spark.trigger)
     return writer.queryName("cdckit-documents").start()
+
+
+def cache_rebuild_running(checkpoint_dir: Path) -> bool:
+    state = rebuild_state.load(checkpoint_dir)
+    return state is not None and state.phase not in ("done", "switched") and bool(state.plan.get("cache"))
 
 
 def _ddl(schema: pa.Schema) -> str:

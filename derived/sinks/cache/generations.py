@@ -44,6 +44,34 @@ def switch(live: redis.Redis, spare: redis.Redis, live_db: int, spare_db: int, l
     live.execute_command("SWAPDB", live_db, spare_db)
 
 
+def carry_over(live: redis.Redis, spare_db: int, patterns: list[str], keys: list[str] = ()) -> int:
+    """Copy the keys matching `patterns` (with their version keys, TTLs kept), and `keys`, into the spare
+    database: what a rebuild does not fill itself (nested documents, written by their own query)
+    must be there when it becomes the live one. Run with every writer of those keys paused."""
+    from derived.sinks.cache.sink import RedisCache
+
+    copied = 0
+    for pattern in patterns:
+        for glob in (pattern, RedisCache.VERSION_PREFIX + pattern):
+            pipe = live.pipeline(transaction=False)
+            for key in live.scan_iter(match=glob, count=1000):
+                if glob is pattern and key.startswith(b"cdckit:"):
+                    continue
+                pipe.copy(key, key, destination_db=spare_db, replace=True)
+                copied += 1
+                if len(pipe) >= 1000:
+                    pipe.execute()
+            pipe.execute()
+    for key in keys:
+        copied += int(bool(live.copy(key, key, destination_db=spare_db, replace=True)))
+    return copied
+
+
+def switched(live: redis.Redis, label: str) -> bool:
+    """The live database holds this rebuild already (a rerun after the swap)."""
+    return _holds(live, label)
+
+
 def finish(live: redis.Redis, label: str) -> None:
     """The switch is recorded: the marker of this rebuild leaves the live database."""
     if _holds(live, label):
