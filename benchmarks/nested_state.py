@@ -1,7 +1,9 @@
 """Where nested documents' state could live (issue #16), measured: child-row facts folded per root
 (a) by Spark 4's `transformWithStateInPandas` keyed by root id, state in the RocksDB state store
 (every state read and write is a call from the Python worker to the JVM), and (b) by the pure state
-model `derived/nested.py` in one Python process (the cost of the fold itself, no engine).
+model `derived/nested.py` in one Python process (the cost of the fold itself, no engine), and (c)
+by `applyInPandasWithState` with one state per document (the whole model, read and written once
+per micro-batch: what the pipeline does).
 
     .venv/bin/python benchmarks/nested_state.py [--facts 200000] [--roots 20000] [--files 20]
 
@@ -76,6 +78,69 @@ def spark_rate(folder: Path, n: int, files: int, tmp: Path) -> tuple[float, int]
     return n / seconds, sum(emitted)
 
 
+def spark_document_state_rate(folder: Path, n: int, tmp: Path, roots: int) -> tuple[float, int, int]:
+    """(c), what pipelines/spark/documents_query.py does: `applyInPandasWithState` with one group
+    per document, its state the whole model, read and written once per micro-batch."""
+    import pickle
+
+    import pandas as pd
+    from pyspark.sql import SparkSession, functions as F
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    spark = (SparkSession.builder.master("local[2]").appName("nested-state-bench")
+             .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.shuffle.partitions", "1")
+             .config("spark.sql.streaming.stateStore.providerClass",
+                     "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    sizes: list[int] = []
+
+    def fold(key, frames, state):
+        from derived.change import Change, Position, Version
+        from derived.nested import DocumentSpec, NestedState, Relation
+
+        if state.exists:
+            model = pickle.loads(state.get[0])
+        else:
+            spec = DocumentSpec("orders", "public.orders", relations=(
+                Relation("lines", "public.lines", "one_to_many", (("order_id", "id"),)),))
+            model = NestedState(spec, {"public.orders": ("id",), "public.lines": ("k",)})
+            for r in range(roots):
+                model.apply(Change("public.orders", "upsert", {"id": r}, str(r), {"id": r}, Version(0, 1, r),
+                                   Position("t", 0, r)))
+        touched = set()
+        for pdf in frames:
+            for root, k, payload, version in zip(pdf["root"], pdf["k"], pdf["payload"], pdf["version"]):
+                touched |= model.apply(Change("public.lines", "upsert", {"k": int(k)}, str(k),
+                                              {"k": int(k), "order_id": int(root), "payload": payload},
+                                              Version(int(version) + roots, 1, int(version)), Position("t", 0, 0)))
+        docs = [model.document(r) for r in touched]
+        blob = pickle.dumps(model, protocol=pickle.HIGHEST_PROTOCOL)
+        state.update((blob,))
+        yield pd.DataFrame({"documents": [len(docs)], "state_bytes": [len(blob)]})
+
+    stream = (spark.readStream.schema("root long, k long, payload string, version long")
+              .option("maxFilesPerTrigger", 1).parquet(str(folder)).withColumn("document", F.lit("orders")))
+    emitted = []
+
+    def collect(df, _id):
+        for row in df.collect():
+            emitted.append(row["documents"])
+            sizes.append(row["state_bytes"])
+
+    started = time.perf_counter()
+    query = (stream.groupBy("document")
+             .applyInPandasWithState(fold, "documents long, state_bytes long", "blob binary", "append",
+                                     GroupStateTimeout.NoTimeout)
+             .writeStream.foreachBatch(collect)
+             .option("checkpointLocation", str(tmp / "ckpt-documents")).trigger(availableNow=True).start())
+    query.awaitTermination()
+    seconds = time.perf_counter() - started
+    spark.stop()
+    return n / seconds, sum(emitted), max(sizes, default=0)
+
+
 def model_rate(frame) -> float:
     from derived.change import Change, Position, Version
     from derived.nested import DocumentSpec, NestedState, Relation
@@ -116,12 +181,17 @@ def main() -> None:
             frame.iloc[f * step:(f + 1) * step].to_parquet(folder / f"part-{f:04d}.parquet")
         model = model_rate(frame)
         print(f"pure state model (derived/nested.py, one process): {model:,.0f} facts/s", flush=True)
+        per_doc, documents, state_bytes = spark_document_state_rate(folder, args.facts, tmp, args.roots)
+        print(f"applyInPandasWithState, one state per document (the pipeline's choice): {per_doc:,.0f} facts/s "
+              f"({documents} documents built; state {state_bytes / 1e6:.1f} MB at the end)", flush=True)
         rate, emitted = spark_rate(folder, args.facts, args.files, tmp)
-        print(f"transformWithStateInPandas (RocksDB state store, local[2]): {rate:,.0f} facts/s "
+        print(f"transformWithStateInPandas keyed by root (RocksDB state store, local[2]): {rate:,.0f} facts/s "
               f"({emitted} root updates emitted)", flush=True)
         write_result("nested_state", {"facts": args.facts, "roots": args.roots, "files": args.files,
                                       "model_facts_per_s": round(model), "spark_tws_facts_per_s": round(rate),
-                                      "spark_root_updates": emitted})
+                                      "spark_root_updates": emitted,
+                                      "spark_per_document_facts_per_s": round(per_doc),
+                                      "spark_per_document_state_bytes": state_bytes})
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -172,10 +172,14 @@ def _stores(config: Config, report: Report, exact: bool) -> None:
 
     stores = stores_from_config(config)
     _lost(config, stores, report)
-    for t in config.tables:
-        row = report.tables.setdefault(t.name, {})
+    # Tables, then nested documents (by their store name, counted against their root table's rows).
+    for name, rows_of in [(t.name, t.name) for t in config.tables] + [(d.store_table, d.root)
+                                                                      for d in config.documents]:
+        row = report.tables.setdefault(name, {})
+        if name != rows_of and rows_of in report.tables:
+            row.setdefault("postgres_rows_estimate", report.tables[rows_of].get("postgres_rows_estimate"))
         if "search" in config.sinks:
-            search_table = stores.search_tables[t.name]
+            search_table = stores.search_tables[name]
             try:
                 if not stores.search.engine.alias_exists(search_table.alias):
                     row["search_docs"] = None
@@ -187,18 +191,18 @@ def _stores(config: Config, report: Report, exact: bool) -> None:
                 report.problem(f"search at {config.search.url}: {type(exc).__name__}")
         if "cache" in config.sinks:
             try:
-                row["cache_keys"] = stores.cache.count(stores.cache_tables[t.name], exact=exact)
+                row["cache_keys"] = stores.cache.count(stores.cache_tables[name], exact=exact)
             except Exception as exc:  # noqa: BLE001 - redis connection errors
                 report.problem(f"redis at {config.redis.url}: {type(exc).__name__}")
         if exact:
             from connectors import postgres
 
             with postgres.connect(config.postgres.reader_dsn_kwargs()) as conn:
-                row["postgres_rows"] = conn.execute(f"SELECT count(*) FROM {t.name}").fetchone()[0]
+                row["postgres_rows"] = conn.execute(f"SELECT count(*) FROM {rows_of}").fetchone()[0]
         want = row.get("postgres_rows", row.get("postgres_rows_estimate"))
         for store in ("search_docs", "cache_keys"):
             if row.get(store) == 0 and want:
-                report.warnings.append(f"{t.name}: {store.replace('_', ' ')} is empty but Postgres has ~{want} rows")
+                report.warnings.append(f"{name}: {store.replace('_', ' ')} is empty but Postgres has ~{want} rows")
 
 
 def _lost(config: Config, stores, report: Report) -> None:

@@ -238,7 +238,14 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=config.spark.trigger)
-    return writer.queryName("cdckit-documents").start()
+    # One state partition per document (more would only be empty state stores each batch opens and
+    # commits); the query takes the setting at its start, the session keeps its own.
+    previous = spark.conf.get("spark.sql.shuffle.partitions")
+    spark.conf.set("spark.sql.shuffle.partitions", str(len(config.documents)))
+    try:
+        return writer.queryName("cdckit-documents").start()
+    finally:
+        spark.conf.set("spark.sql.shuffle.partitions", previous)
 
 
 def cache_rebuild_running(checkpoint_dir: Path) -> bool:

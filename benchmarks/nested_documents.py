@@ -1,0 +1,287 @@
+"""Nested documents under load (issue #16), beside the flat tables of the same run: orders with on
+average 5 lines and a customer (customer 1 has 1,000 orders), one `cdckit run` keeping both the
+flat indexes/keys and the `orders` documents.
+
+Measured, in one run:
+- the initial build: snapshot to every document present (and the flat lines), documents/s;
+- freshness at a fixed commit rate: each commit updates two lines of one order with the same `seq`;
+  commit to visible in the order's document (Redis and the index) and in the flat line key; and how
+  often a document is seen with one of the two lines and not the other ("torn"), for how long;
+- fan-out: a rename of customer 1 until all its 1,000 order documents show it, beside the flat key;
+- rebuild: the documents' state removed and built anew from the compacted topics (documents/s,
+  records/s), beside `cdckit rebuild cache` of the flat tables (records/s).
+
+    .venv/bin/python benchmarks/nested_documents.py [--orders 5000] [--rate 1000] [--duration 30]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import ROOT, bench_stack, write_result  # noqa: E402
+from benchmarks.freshness_report import percentiles  # noqa: E402
+
+WATCHED = 100
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--orders", type=int, default=5000)
+    ap.add_argument("--rate", type=int, default=1000, help="commits/s")
+    ap.add_argument("--duration", type=float, default=30)
+    ap.add_argument("--partitions", type=int, default=3)
+    args = ap.parse_args()
+    import psycopg
+    import redis
+    import yaml
+
+    tmp = Path(tempfile.mkdtemp(prefix="cdckit-nested-"))
+    with bench_stack() as s:
+        p = f"n{uuid.uuid4().hex[:6]}"
+        dsn = dict(host="127.0.0.1", port=s.ports["postgres"], dbname="cdckit", user="postgres")
+        lines_n = args.orders * 5
+        with psycopg.connect(**dsn, autocommit=True) as conn:
+            for slot, in conn.execute("SELECT slot_name FROM pg_replication_slots WHERE NOT active").fetchall():
+                conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+            conn.execute(f"CREATE TABLE {p}_customers (id int PRIMARY KEY, name text, email text)")
+            conn.execute(f"CREATE TABLE {p}_orders (id int PRIMARY KEY, customer_id int, status text, "
+                         "total numeric(12,2))")
+            conn.execute(f"CREATE TABLE {p}_lines (id int PRIMARY KEY, order_id int, line_no int, sku text, "
+                         "qty int, seq bigint)")
+            conn.execute(f"INSERT INTO {p}_customers SELECT g, 'customer ' || g, 'c' || g || '@x.org' "
+                         "FROM generate_series(1, 200) g")
+            # customer 1: 1,000 orders; the others share the rest
+            conn.execute(f"INSERT INTO {p}_orders SELECT g, CASE WHEN g <= 1000 THEN 1 ELSE 2 + g % 199 END, "
+                         f"'open', g * 1.5 FROM generate_series(1, {args.orders}) g")
+            conn.execute(f"INSERT INTO {p}_lines SELECT g, 1 + (g - 1) / 5, 1 + (g - 1) % 5, 'sku-' || g, 1, 0 "
+                         f"FROM generate_series(1, {lines_n}) g")
+        tables = [f"public.{p}_{t}" for t in ("customers", "orders", "lines")]
+        ckpt = tmp / "ckpt"
+        config = {
+            "topic_prefix": p, "metrics_port": 0,
+            "postgres": {"host": "127.0.0.1", "port": s.ports["postgres"], "database": "cdckit", "user": "postgres",
+                         "sslmode": "disable", "slot": p, "publication": p},
+            "kafka": {"bootstrap_servers": s.bootstrap_servers, "partitions": args.partitions},
+            "connect": {"url": s.connect_url, "heartbeat_interval_ms": 1000, "timeout_s": 30},
+            "tables": [{"name": t, "index": t.split(".")[1], "redis_key": f"{t.split('.')[1]}:{{id}}"} for t in tables],
+            "documents": [{"name": f"{p}-orders", "root": tables[1], "redis_key": f"{p}-order:{{id}}", "relations": [
+                {"label": "lines", "table": tables[2], "type": "one_to_many", "join": {"order_id": "id"},
+                 "order_by": "line_no", "columns": ["id", "line_no", "sku", "qty", "seq"]},
+                {"label": "customer", "table": tables[0], "type": "many_to_one", "join": {"customer_id": "id"},
+                 "columns": ["name", "email"]}]}],
+            "search": {"kind": "opensearch", "url": s.search_url, "index_settings": {"number_of_replicas": 0}},
+            "redis": {"url": s.redis_url, "rebuild_db": 1},
+            "spark": {"checkpoint_dir": str(ckpt)},
+        }
+        path = tmp / "cdckit.yaml"
+        path.write_text(yaml.safe_dump(config))
+        env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+        cdckit = [sys.executable, "-m", "pipelines.cli"]
+        r = redis.Redis.from_url(s.redis_url)
+        doc_count = f"cdckit:count:{p}-order:{{id}}"
+        line_count = f"cdckit:count:{p}_lines:{{id}}"
+        log = tmp / "job.log"
+        job = None
+
+        def start():
+            return subprocess.Popen([*cdckit, "run", "-c", str(path)], cwd=ROOT, env=env, start_new_session=True,
+                                    stdout=open(log, "ab"), stderr=subprocess.STDOUT)
+
+        def wait_count(key: str, n: int, since: float, timeout: float = 600) -> float:
+            """Seconds from `since` until the count key reaches n."""
+            while int(r.get(key) or 0) < n:
+                if job.poll() is not None or time.perf_counter() - since > timeout:
+                    raise SystemExit(f"{key} did not reach {n}:\n{log.read_text()[-3000:]}")
+                time.sleep(0.2)
+            return time.perf_counter() - since
+
+        result: dict = {"orders": args.orders, "lines": lines_n, "partitions": args.partitions, "rate": args.rate}
+        try:
+            subprocess.run([*cdckit, "connector", "apply", "-c", str(path)], cwd=ROOT, env=env, check=True)
+            t0 = time.perf_counter()
+            job = start()
+            flat_s = wait_count(line_count, lines_n, t0)
+            docs_s = wait_count(doc_count, args.orders, t0)
+            result["initial"] = {"flat_lines_s": round(flat_s, 1), "documents_s": round(docs_s, 1),
+                                 "documents_per_s": round(args.orders / docs_s)}
+            print(f"initial build: flat lines {flat_s:.1f} s, documents {docs_s:.1f} s", flush=True)
+            time.sleep(5)
+            result["freshness"] = _freshness(args, dsn, p, r, s)
+            print(json.dumps(result["freshness"]), flush=True)
+            result["fan_out"] = _fan_out(dsn, p, r)
+            print(json.dumps(result["fan_out"]), flush=True)
+            flat = subprocess.run([*cdckit, "rebuild", "cache", "-c", str(path), "--json"], cwd=ROOT, env=env,
+                                  capture_output=True, text=True, timeout=1200)
+            summary = json.loads(flat.stdout).get("summary", {}) if flat.returncode == 0 else {}
+            bulk = summary.get("bulk", {})
+            result["rebuild_flat_cache"] = {"records": bulk.get("records"), "seconds": bulk.get("seconds"),
+                                            "records_per_s": round(bulk["records"] / bulk["seconds"])
+                                            if bulk.get("seconds") else None, "exit": flat.returncode}
+            # The documents built anew from the compacted topics: state, keys and index removed.
+            job.send_signal(signal.SIGTERM)
+            job.wait(120)
+            shutil.rmtree(ckpt / "documents")
+            for key in r.scan_iter(match=f"{p}-order:*", count=1000):
+                r.delete(key)
+            for key in r.scan_iter(match=f"cdckit:v:{p}-order:*", count=1000):
+                r.delete(key)
+            r.delete(doc_count)
+            import requests
+
+            requests.delete(f"{s.search_url}/{p}-orders*", timeout=30)
+            records = sum(_topic_records(s.bootstrap_servers, f"{p}.{t}") for t in tables)
+            t0 = time.perf_counter()
+            job = start()
+            rebuilt_s = wait_count(doc_count, args.orders, t0, 1200)
+            result["rebuild_documents"] = {"records": records, "seconds": round(rebuilt_s, 1),
+                                           "documents_per_s": round(args.orders / rebuilt_s),
+                                           "records_per_s": round(records / rebuilt_s)}
+            print(json.dumps(result["rebuild_documents"]), flush=True)
+            verify = subprocess.run([*cdckit, "verify", "--json", "-c", str(path), "--timeout", "300"], cwd=ROOT,
+                                    env=env, capture_output=True, text=True, timeout=900)
+            result["verify_exact"] = json.loads(verify.stdout)["exact"] if verify.stdout else None
+        finally:
+            if job is not None and job.poll() is None:
+                job.send_signal(signal.SIGTERM)
+                try:
+                    job.wait(60)
+                except subprocess.TimeoutExpired:
+                    os.killpg(job.pid, signal.SIGKILL)
+            import requests
+
+            requests.delete(f"{s.connect_url}/connectors/{p}-postgres", timeout=30)
+    write_result("nested_documents", result)
+    print(json.dumps(result, indent=2))
+
+
+def _freshness(args, dsn: dict, p: str, r, s) -> dict:
+    """Commits of two lines of one order (same seq) at a fixed rate; pollers on watched orders."""
+    import psycopg
+    import requests
+
+    orders = random.Random(3).sample(range(1, args.orders + 1), WATCHED)
+    committed: dict[tuple[int, int], float] = {}
+    stop, writing = threading.Event(), threading.Event()
+    seq = [0]
+    lock = threading.Lock()
+
+    def writer(n: int) -> None:
+        rnd = random.Random(n)
+        interval = 4 / args.rate
+        with psycopg.connect(**dsn, autocommit=True) as conn:
+            nxt = time.perf_counter()
+            while not writing.is_set():
+                o = rnd.choice(orders) if rnd.random() < 0.5 else rnd.randint(1, args.orders)
+                with lock:
+                    seq[0] += 1
+                    v = seq[0]
+                a, b = (o - 1) * 5 + 1, (o - 1) * 5 + 1 + rnd.randint(1, 4)
+                with conn.transaction():
+                    conn.execute(f"UPDATE {p}_lines SET seq = %s WHERE id IN (%s, %s)", (v, a, b))
+                committed[(o, v)] = time.time()
+                nxt += interval
+                time.sleep(max(0.0, nxt - time.perf_counter()))
+
+    seen: dict[str, dict[tuple[int, int], float]] = {"document_cache": {}, "document_search": {}, "flat_cache": {}}
+    torn: dict[tuple[int, int], list[float]] = {}
+
+    def poll_docs() -> None:
+        keys = [f"{p}-order:{o}" for o in orders]
+        while not stop.is_set():
+            now = time.time()
+            for o, raw in zip(orders, r.mget(keys)):
+                if raw is None:
+                    continue
+                seqs = sorted(line["seq"] for line in json.loads(raw)["lines"])
+                top = seqs[-1]
+                seen["document_cache"].setdefault((o, top), now)
+                if seqs.count(top) == 1 and top > 0:  # its partner line not there yet
+                    torn.setdefault((o, top), [now, now])[1] = now
+            time.sleep(0.02)
+
+    def poll_search() -> None:
+        while not stop.is_set():
+            now = time.time()
+            resp = requests.post(f"{s.search_url}/{p}-orders/_mget", json={"ids": [str(o) for o in orders]},
+                                 timeout=10).json()
+            for d in resp.get("docs", []):
+                if d.get("found"):
+                    top = max(line["seq"] for line in d["_source"]["lines"])
+                    seen["document_search"].setdefault((int(d["_id"]), top), now)
+            time.sleep(0.05)
+
+    def poll_flat() -> None:
+        keys = [f"{p}_lines:{(o - 1) * 5 + 1}" for o in orders]
+        while not stop.is_set():
+            now = time.time()
+            for o, raw in zip(orders, r.mget(keys)):
+                if raw is not None:
+                    seen["flat_cache"].setdefault((o, json.loads(raw)["seq"]), now)
+            time.sleep(0.02)
+
+    threads = [threading.Thread(target=f, daemon=True) for f in (poll_docs, poll_search, poll_flat)]
+    writers = [threading.Thread(target=writer, args=(n,), daemon=True) for n in range(4)]
+    for t in threads + writers:
+        t.start()
+    started = time.perf_counter()
+    time.sleep(args.duration)
+    writing.set()
+    for w in writers:
+        w.join()
+    stop_writers, stop_time = time.perf_counter(), time.time()
+    time.sleep(8)  # the tail arrives
+    stop.set()
+    for t in threads:
+        t.join()
+    achieved = len(committed) / (stop_writers - started)
+    out = {"commits_per_s": round(achieved)}
+    for name, got in seen.items():
+        lat = [got[k] - committed[k] for k in got if k in committed and committed[k] < stop_time]
+        out[name] = percentiles(lat)
+    spans = [b - a for a, b in torn.values()]
+    out["torn"] = {"documents_seen_torn": len(torn), "of_commits_watched": sum(1 for k in committed if k[0] in orders),
+                   "longest_s": round(max(spans), 3) if spans else 0.0}
+    return out
+
+
+def _fan_out(dsn: dict, p: str, r) -> dict:
+    import psycopg
+
+    keys = [f"{p}-order:{o}" for o in range(1, 1001)]
+    with psycopg.connect(**dsn, autocommit=True) as conn:
+        conn.execute(f"UPDATE {p}_customers SET name = 'renamed' WHERE id = 1")
+    t0 = time.perf_counter()
+    flat_s = None
+    while time.perf_counter() - t0 < 300:
+        if flat_s is None and json.loads(r.get(f"{p}_customers:1") or b"{}").get("name") == "renamed":
+            flat_s = time.perf_counter() - t0
+        if all(v and json.loads(v)["customer"]["name"] == "renamed" for v in r.mget(keys)):
+            return {"documents": 1000, "all_documents_s": round(time.perf_counter() - t0, 2),
+                    "flat_customer_s": round(flat_s, 2) if flat_s is not None else None}
+        time.sleep(0.05)
+    return {"documents": 1000, "all_documents_s": None, "flat_customer_s": flat_s}
+
+
+def _topic_records(bootstrap: str, topic: str) -> int:
+    from connectors.kafka.offsets import begin_offsets, end_offsets
+
+    conf = {"bootstrap.servers": bootstrap}
+    begin, end = begin_offsets(conf, [topic]).get(topic, {}), end_offsets(conf, [topic]).get(topic, {})
+    return sum(int(o) - int(begin.get(part, 0)) for part, o in end.items())
+
+
+if __name__ == "__main__":
+    main()
