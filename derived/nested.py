@@ -6,8 +6,8 @@ tables a document spec names (a deleted row keeps its version and its last join 
 `apply(change)` returns the roots whose documents the change touches (both roots of a child that
 moved, every root of a shared parent that changed, every root of a truncated table's rows). The
 document of a root is then a pure function of those latest rows (`document`); its version is the
-highest version among the changes that reached it, so a re-delivered or older change yields the same
-or a lower version and the stores' versioned writes refuse it.
+highest among the changes that reached it, its parts' and the versions it was handed out at before,
+so it never goes down, and a re-delivered change yields the same document at the same version.
 
 Relations (`Relation.kind`):
 - one_to_many: rows of `table` whose `join` columns equal the parent's (`{order_id: id}`: line.order_id
@@ -131,10 +131,9 @@ class NestedState:
                 else:
                     values.pop(col, None)
         roots = before | (self._roots_of(change.table, values) if change.op != "delete" else set())
-        prior = {r: self.document(r)[1] for r in roots}  # a part that leaves keeps its version counted
         self._put(change.table, key, _Row(values, change.version, live=change.op != "delete"))
         for r in roots:
-            self.touched[r] = max(self.touched.get(r, ZERO), prior[r], change.version)
+            self.touched[r] = max(self.touched.get(r, ZERO), change.version)
         return roots
 
     def held_version(self, table: str, key: dict[str, Any]) -> Version | None:
@@ -149,11 +148,10 @@ class NestedState:
         for _, row in gone:
             if row.live:
                 roots |= self._roots_of(table, row.values)
-        prior = {r: self.document(r)[1] for r in roots}
         for key, row in gone:
             self._put(table, key, _Row(row.values, version, live=False))
         for r in roots:
-            self.touched[r] = max(self.touched.get(r, ZERO), prior[r], version)
+            self.touched[r] = max(self.touched.get(r, ZERO), version)
         return roots
 
     def _put(self, table: str, key: Key, row: _Row) -> None:
@@ -189,19 +187,23 @@ class NestedState:
     def document(self, root: Key) -> tuple[dict[str, Any] | None, Version]:
         """(the document, its version); None while the root row does not exist (a child that came
         first is held until it does; a deleted root's document is deleted at this version)."""
-        row = self.rows[self.spec.root].get(tuple(root))
-        parts: list[Version] = [self.touched.get(tuple(root), ZERO)]
+        root = tuple(root)
+        row = self.rows[self.spec.root].get(root)
+        parts: list[Version] = [self.touched.get(root, ZERO)]
         if row is None:
             return None, parts[0]
         parts.append(row.version)
         # The rows that point at the root are its parts even while it is deleted (a child that came
-        # first, or outlived it): the version never goes below one the stores were already sent.
+        # first, or outlived it).
         nested = self._nest(row.values, self.spec.relations, parts)
+        # A version handed out is remembered: a part that leaves later (a line's product, with the
+        # line) takes its version with it, and the next document must not go below this one.
+        version = self.touched[root] = max(parts)
         if not row.live:
-            return None, max(parts)
+            return None, version
         doc = _project(row.values, self.spec.columns)
         doc.update(nested)
-        return doc, max(parts)
+        return doc, version
 
     def _nest(self, parent: dict[str, Any], relations: Iterable[Relation], parts: list[Version]) -> dict[str, Any]:
         out: dict[str, Any] = {}

@@ -39,6 +39,7 @@ class FoldStats:
     documents: int = 0
     widest_fan_out: int = 0          # the most documents one change touched
     fan_out_documents: int = 0       # documents touched by changes to rows shared between documents
+    timings: dict[str, float] = field(default_factory=dict)   # filled by the caller (state load/save)
 
 
 def fold_batch(state: FoldState, rows: list[dict[str, Any]], key_columns: dict[str, list[str] | None],

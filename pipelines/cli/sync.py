@@ -72,12 +72,18 @@ def bootstrap_command(config_path: Path, once: bool) -> None:
         watch = bootstrap.Watch(cfg, totals, on_progress=advance, done=state, sweep=bootstrap.resnapshot_pending(cfg),
                                 metrics=metrics)
 
+        documents_end: list = []
+
         def finished() -> bool:
             watch.check_connector()
             done = watch.check_idle()
             if done and not state:
                 for name in list(progress.tasks):
                     progress.finish(name)
+            if done and once and cfg.documents:  # and the nested documents built from the snapshot
+                if not documents_end:
+                    documents_end.append(bootstrap.documents_topic_ends(cfg))
+                return bootstrap.documents_applied(cfg, documents_end[0])
             return done and once
 
         code = job.run(cfg, config_path=config_path, on_batch=watch.on_batch, once=finished, stop=stop,

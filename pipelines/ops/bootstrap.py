@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from connectors import postgres
-from connectors.kafka.admin import matching_topics, topic_ids, topic_names
+from connectors.kafka.admin import existing_topics, matching_topics, topic_ids, topic_names
 from connectors.kafka.errors import NoFetchResponse
 from connectors.kafka.offsets import end_offsets
 from pipelines.config import Config
@@ -145,6 +145,18 @@ class Watch:
             how = "empty tables" if sum(self.totals.values()) == 0 else "connector offsets past the snapshot"
             self.complete(committed, self.snapshot_lsn, how)
         return self.done is not None
+
+
+def documents_topic_ends(config: Config) -> dict[str, dict[str, int]]:
+    """The end offsets of the topics the nested documents read (see documents_applied)."""
+    topics = existing_topics(config.kafka.client_config(), list(config.document_topics))
+    return end_offsets(config.kafka.client_config(), topics) if topics else {}
+
+
+def documents_applied(config: Config, ends: dict[str, dict[str, int]]) -> bool:
+    """The documents' query has committed every record up to `ends`."""
+    committed = committed_offsets(config.spark.checkpoint_dir / "documents") or {}
+    return all(int(committed.get(t, {}).get(p, 0)) >= int(o) for t, parts in ends.items() for p, o in parts.items())
 
 
 def _snapshot_committed(config: Config) -> bool:

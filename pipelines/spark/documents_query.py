@@ -9,9 +9,11 @@ Why one state object per document, not one per root key (the measurement is benc
   moves leaves one order for another, a link row ties two tables. Keyed by root, each change would
   first need the roots it reaches, which is state keyed by the parent's key: two chained stateful
   operators, and a fan-out shuffle between them for every change;
-- per-key state calls are what is slow: `transformWithStateInPandas` keyed by root folded 1,787
-  facts/s, the model in one Python process 45,431 facts/s (25x). Here the operator reads and
-  writes one state value per document and batch; the fold runs at the model's speed.
+- per-key state calls are what is slow: `transformWithStateInPandas` keyed by root folded 1,318
+  facts/s, one state per document here 3,210 facts/s at 3,000 facts per micro-batch, its cost per
+  micro-batch (~0.7 s), not per fact: the model itself folds ~50k facts/s in one Python process.
+- an intermediate compacted topic keyed by root would hold documents, not the rows they are built
+  from: building one still needs every table's rows (state), so it adds a hop and removes nothing.
 The cost: the state value is serialized once per batch, in proportion to the tables' rows (see
 the benchmark), and one document's fold runs on one core (several documents run in parallel).
 
@@ -103,10 +105,16 @@ def fold_fn(config_json: bytes, resolved: ResolvedDocuments):
         import pandas as pd
 
         name = key[0]
+        t0 = time.perf_counter()
         held = _load(state, resolved, name)
+        t1 = time.perf_counter()
         rows = [r for f in frames for r in f[["key", "value", "topic", "partition", "offset"]].to_dict("records")]
         outs, stats, _ = fold_batch(held, rows, *_decoding(config_json, resolved))
-        state.update((pickle.dumps(held, protocol=pickle.HIGHEST_PROTOCOL),))
+        t2 = time.perf_counter()
+        blob = pickle.dumps(held, protocol=pickle.HIGHEST_PROTOCOL)
+        state.update((blob,))
+        stats.timings = {"load_s": t1 - t0, "fold_s": t2 - t1, "save_s": time.perf_counter() - t2,
+                         "state_bytes": len(blob)}
         frame = {"document": [name] * len(outs), "doc_id": [o.doc_id for o in outs],
                  "key": [orjson.dumps(o.key, default=str) for o in outs],
                  "body": [orjson.dumps(o.doc, default=str) if o.doc is not None else None for o in outs],
@@ -220,16 +228,20 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
                 # A cache rebuild carries the documents over into its database at its switch, holding
                 # this lock (pipelines/ops/rebuild.py): no document is written meanwhile.
                 held.enter_context(rebuild_state.writer_lock(config.spark.checkpoint_dir))
-            rows = df.mapInArrow(write_fn(config_json), _ddl(WRITE_STATS)).toArrow().to_pylist()
+                # Written by as many tasks as cores (the fold's output is one partition per document).
+            out = df.repartition(spark.sparkContext.defaultParallelism)
+            rows = out.mapInArrow(write_fn(config_json), _ddl(WRITE_STATS)).toArrow().to_pylist()
         folds = [f for r in rows for f in orjson.loads(r["fold"])]
         total = {k: sum(r[k] for r in rows) for k in WRITE_STATS.names[:-1]}
         fan_out = sum(f["fan_out_documents"] for f in folds)
+        fold_s = sum(sum(f["timings"][k] for k in ("load_s", "fold_s", "save_s")) for f in folds)
+        state_mb = sum(f["timings"]["state_bytes"] for f in folds) / 1e6
         log.info("documents batch %d: %s records, %s documents (%s by shared rows), search %s applied/%s stale, "
-                 "cache %s applied/%s stale%s, %.2f s", batch_id, f"{sum(f['records'] for f in folds):,}",
-                 f"{total['documents']:,}", f"{fan_out:,}", f"{total['search_applied']:,}",
-                 f"{total['search_stale']:,}", f"{total['cache_applied']:,}", f"{total['cache_stale']:,}",
-                 f", {total['dead_letters']} DEAD LETTERS" if total["dead_letters"] else "",
-                 time.monotonic() - started)
+                 "cache %s applied/%s stale%s, %.2f s (fold %.2f s, state %.1f MB)", batch_id,
+                 f"{sum(f['records'] for f in folds):,}", f"{total['documents']:,}", f"{fan_out:,}",
+                 f"{total['search_applied']:,}", f"{total['search_stale']:,}", f"{total['cache_applied']:,}",
+                 f"{total['cache_stale']:,}", f", {total['dead_letters']} DEAD LETTERS" if total["dead_letters"] else "",
+                 time.monotonic() - started, fold_s, state_mb)
 
     grouped = stream(spark, config).groupBy("document").applyInPandasWithState(
         fold_fn(config_json, resolved), OUT_DDL, STATE_DDL, "append", GroupStateTimeout.NoTimeout)

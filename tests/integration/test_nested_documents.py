@@ -183,3 +183,32 @@ def test_orders_documents_stay_exact_through_workload_and_driver_kill(stack, tmp
             except Exception:  # noqa: BLE001
                 os.killpg(proc.pid, signal.SIGKILL)
         drop_pipeline(stack, data, *reversed(tables))
+
+
+def test_bootstrap_once_builds_the_documents_from_the_snapshot(stack, tmp_path):
+    """`cdckit bootstrap --once` returns only when the documents hold the snapshot too."""
+    p = f"nb{uuid.uuid4().hex[:6]}"
+    name = f"orders-{p}"
+    tables = [f"public.{p}_{t}" for t in ("customers", "orders", "lines", "tags", "order_tags")]
+    with pg(stack) as conn:
+        for sql in schema(p):
+            conn.execute(sql)
+        conn.execute(f"INSERT INTO {p}_customers SELECT g, 'customer ' || g, NULL FROM generate_series(1, 5) g")
+        conn.execute(f"INSERT INTO {p}_tags SELECT g, 'tag ' || g FROM generate_series(1, 3) g")
+        conn.execute(f"INSERT INTO {p}_orders SELECT g, 1 + g % 5, 'new', g, now() FROM generate_series(1, 400) g")
+        conn.execute(f"INSERT INTO {p}_lines SELECT g, 1 + g % 400, g, 'sku', 1, 1, NULL "
+                     "FROM generate_series(1, 2000) g")
+        conn.execute(f"INSERT INTO {p}_order_tags SELECT o, 1 + o % 3 FROM generate_series(1, 400) o")
+    data = stack.config(tables=[{"name": t, "redis_key": f"{t}:{{_id}}"} for t in tables],
+                        documents=documents(p, name), spark={"checkpoint_dir": str(tmp_path / "ckpt")})
+    path = write_config(tmp_path, data)
+    try:
+        boot = cli("bootstrap", "--once", "-c", str(path), timeout=600)
+        assert boot.returncode == 0, boot.stdout[-2000:] + boot.stderr[-3000:]
+        r = redis.Redis.from_url(stack.redis_url)
+        assert int(r.get(f"cdckit:count:{name}:{{id}}") or 0) == 400   # before verify: bootstrap waited
+        result = cli("verify", "--json", "-c", str(path), "--table", name, timeout=300)
+        report = json.loads(result.stdout)
+        assert report["exact"] and report["tables"][0]["rows"] == 400, report
+    finally:
+        drop_pipeline(stack, data, *reversed(tables))
