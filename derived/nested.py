@@ -212,7 +212,7 @@ class NestedState:
             there = tuple(p for _, p in rel.join)
             if rel.kind == "many_to_one":
                 found = self._lookup(rel.table, there, _vals(parent, here))
-                target = min(found, key=lambda v: _sortable(_vals(v, self.keys[rel.table]))) if found else None
+                target = min(found, key=lambda v: sortable(_vals(v, self.keys[rel.table]))) if found else None
                 out[rel.label] = self._shaped(rel, rel.table, target, parts) if target is not None else None
                 continue
             children = self._lookup(rel.table, here, _vals(parent, there))
@@ -226,8 +226,8 @@ class NestedState:
                 children = [t for link in children for t in self._lookup(rel.through.table, far_cols,
                                                                           _vals(link, link_cols))]
                 table = rel.through.table
-            children.sort(key=lambda v: (_sortable((v.get(rel.order_by),)) if rel.order_by else (),
-                                         _sortable(_vals(v, self.keys[table]))))
+            children.sort(key=lambda v: (sortable((v.get(rel.order_by),)) if rel.order_by else (),
+                                         sortable(_vals(v, self.keys[table]))))
             out[rel.label] = [self._shaped(rel, table, c, parts) for c in children]
         return out
 
@@ -262,6 +262,6 @@ def _project(values: dict[str, Any], columns: tuple[str, ...] | None) -> dict[st
     return dict(values) if columns is None else {c: values.get(c) for c in columns}
 
 
-def _sortable(values: tuple) -> tuple:
+def sortable(values: tuple) -> tuple:
     """Values of mixed types (NULLs among them) in one total order."""
     return tuple((v is not None, type(v).__name__, v) if v is not None else (False, "", 0) for v in values)

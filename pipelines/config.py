@@ -12,7 +12,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from derived.sinks.cache.keys import adjacent_placeholders
-from pipelines.document_config import DocumentConfig
+from pipelines.document_config import DocumentConfig, IndexName, QualifiedTable
 from pipelines.errors import ConfigError
 from pipelines.secrets import SecretRef
 
@@ -191,9 +191,9 @@ class TableSearchConfig(_Strict):
 
 
 class TableConfig(_Strict):
-    name: str = Field(description="schema.table")
+    name: QualifiedTable = Field(description="schema.table")
     key: list[str] | None = Field(None, min_length=1, description="key columns; default: the primary key")
-    index: str | None = Field(None, description="search index (alias) name; default: schema_table")
+    index: IndexName = Field(None, description="search index (alias) name; default: schema_table")
     redis_key: str | None = Field(None, description="key template, e.g. 'customer:{id}'; default: schema.table:{_id}")
     redis_format: Literal["json", "hash"] = "json"
     redis_ttl_s: int | None = Field(None, gt=0)
@@ -210,25 +210,11 @@ class TableConfig(_Strict):
     search: TableSearchConfig = Field(default_factory=TableSearchConfig,
                                       description="the table's index definition: settings, mappings, options")
 
-    @field_validator("name")
-    @classmethod
-    def _qualified(cls, v: str) -> str:
-        if not _TABLE.match(v):
-            raise ValueError(f"'{v}' is not schema.table")
-        return v
-
     @field_validator("search")
     @classmethod
     def _one_mappings(cls, v: TableSearchConfig, info) -> TableSearchConfig:
         if v.mappings and info.data.get("mappings"):
             raise ValueError("mappings given here and in the table's 'mappings' (its older spelling): keep one")
-        return v
-
-    @field_validator("index")
-    @classmethod
-    def _index_name(cls, v: str | None) -> str | None:
-        if v is not None and not re.match(r"^[a-z0-9][a-z0-9_\-]*$", v):
-            raise ValueError("index names are lower case letters, digits, '_' and '-'")
         return v
 
     @model_validator(mode="after")

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import re
 import string
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from derived.sinks.cache.keys import adjacent_placeholders
 
@@ -27,20 +27,26 @@ def _qualified(v: str) -> str:
     return v
 
 
+def _index_name(v: str | None) -> str | None:
+    if v is not None and not re.match(r"^[a-z0-9][a-z0-9_\-]*$", v):
+        raise ValueError("index names are lower case letters, digits, '_' and '-'")
+    return v
+
+
+# Shared with pipelines/config.py's tables.
+QualifiedTable = Annotated[str, AfterValidator(_qualified)]
+IndexName = Annotated[str | None, AfterValidator(_index_name)]
+
+
 class ThroughConfig(_Strict):
-    table: str = Field(description="the far table of a many_to_many, e.g. public.tags")
+    table: QualifiedTable = Field(description="the far table of a many_to_many, e.g. public.tags")
     join: dict[str, str] | None = Field(None, min_length=1, description="link column -> far table column, e.g. "
                                         "{tag_id: id}; default: the link table's foreign key to it")
-
-    @field_validator("table")
-    @classmethod
-    def _table_qualified(cls, v: str) -> str:
-        return _qualified(v)
 
 
 class RelationConfig(_Strict):
     label: str = Field(description="the field of the parent document holding it")
-    table: str = Field(description="schema.table; for many_to_many the link table")
+    table: QualifiedTable = Field(description="schema.table; for many_to_many the link table")
     type: Literal["one_to_many", "many_to_one", "many_to_many"]
     join: dict[str, str] | None = Field(None, min_length=1, description=(
         "one_to_many / many_to_many: child (link) column -> parent column, e.g. {order_id: id}; many_to_one: "
@@ -49,11 +55,6 @@ class RelationConfig(_Strict):
     columns: list[str] | None = Field(None, min_length=1, description="the columns kept; default: all")
     order_by: str | None = Field(None, description="list order (then the key); one_to_many and many_to_many")
     relations: list["RelationConfig"] = Field(default_factory=list, description="nested under each of its rows")
-
-    @field_validator("table")
-    @classmethod
-    def _table_qualified(cls, v: str) -> str:
-        return _qualified(v)
 
     @field_validator("label")
     @classmethod
@@ -87,24 +88,12 @@ class RelationConfig(_Strict):
 
 class DocumentConfig(_Strict):
     name: str = Field(pattern=r"^[a-z0-9][a-z0-9_\-]*$", description="the document's name")
-    root: str = Field(description="schema.table with one document per row")
+    root: QualifiedTable = Field(description="schema.table with one document per row")
     columns: list[str] | None = Field(None, min_length=1, description="root columns kept; default: all")
-    index: str | None = Field(None, description="search index (alias); default: the name")
+    index: IndexName = Field(None, description="search index (alias); default: the name")
     redis_key: str | None = Field(None, description="key template over the root's key, e.g. 'order:{id}'; "
                                   "default: 'document:<name>:{_id}'")
     relations: list[RelationConfig] = Field(min_length=1)
-
-    @field_validator("root")
-    @classmethod
-    def _root_qualified(cls, v: str) -> str:
-        return _qualified(v)
-
-    @field_validator("index")
-    @classmethod
-    def _index_name(cls, v: str | None) -> str | None:
-        if v is not None and not re.match(r"^[a-z0-9][a-z0-9_\-]*$", v):
-            raise ValueError("index names are lower case letters, digits, '_' and '-'")
-        return v
 
     @field_validator("redis_key")
     @classmethod

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from derived.nested import DocumentSpec, Relation, Through
 from pipelines.config import Config
-from pipelines.document_config import DocumentConfig, RelationConfig
+from pipelines.document_config import RelationConfig
 from pipelines.errors import ConfigError
 
 

@@ -10,7 +10,7 @@ an idle database.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Iterator
 
 import orjson
@@ -24,34 +24,7 @@ from derived.shape import shape
 from pipelines.state.offsets import committed_offsets
 from pipelines.config import Config, TableConfig
 from pipelines.errors import NotCaughtUp
-
-BATCH = 1000
-SHOWN = 20
-
-
-@dataclass
-class StoreDiff:
-    missing: list[str] = field(default_factory=list)
-    extra: list[str] = field(default_factory=list)
-    different: list[dict[str, Any]] = field(default_factory=list)
-    counts: dict[str, int] = field(default_factory=lambda: {"missing": 0, "extra": 0, "different": 0})
-
-    def add(self, kind: str, item: Any) -> None:
-        self.counts[kind] += 1
-        bucket = getattr(self, kind)
-        if len(bucket) < SHOWN:
-            bucket.append(item)
-
-    @property
-    def clean(self) -> bool:
-        return not any(self.counts.values())
-
-
-@dataclass
-class TableReport:
-    table: str
-    rows: int = 0
-    stores: dict[str, StoreDiff] = field(default_factory=dict)
+from pipelines.ops.verify_report import BATCH, StoreDiff, TableReport, chunks
 
 
 @dataclass
@@ -115,17 +88,6 @@ def _rows(conn, table: str, sample: int | None) -> Iterator[dict[str, Any]]:
         yield from cur
 
 
-def _chunks(it: Iterator[Any], size: int) -> Iterator[list[Any]]:
-    chunk: list[Any] = []
-    for item in it:
-        chunk.append(item)
-        if len(chunk) == size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
 def _compare(doc: dict[str, Any], expected: dict[str, Any], types: dict[str, str], table: TableConfig,
              as_strings: bool) -> str | None:
     """The first field that differs, or None."""
@@ -155,7 +117,7 @@ def verify_table(config: Config, table: TableConfig, stores, sample: int | None)
         key_cols = table.key or _primary_key(conn, table.name)
         # The pipeline's own typing of Debezium's rendering (ids and keys stay in the rendering).
         typed = row_converter(types, frozenset(table.numeric_as_number))
-        for chunk in _chunks(_rows(conn, table.name, sample), BATCH):
+        for chunk in chunks(_rows(conn, table.name, sample), BATCH):
             report.rows += len(chunk)
             rendered = [{c: render(v, types.get(c, "")) for c, v in row.items()} for row in chunk]
             ids = [document_id({c: r[c] for c in key_cols}, key_cols) for r in rendered]

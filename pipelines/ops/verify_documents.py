@@ -17,11 +17,12 @@ from connectors import postgres
 from connectors.debezium_values import render, same
 from connectors.envelope import document_id
 from connectors.typed_values import element_type, row_converter
-from derived.nested import DocumentSpec, Relation, _sortable
+from derived.nested import DocumentSpec, Relation, sortable
 from derived.sinks.cache.keys import render_key
 from pipelines.apply.document_specs import Catalog, ResolvedDocuments, resolve_documents
 from pipelines.config import Config
 from pipelines.document_config import DocumentConfig
+from pipelines.ops.verify_report import BATCH, StoreDiff, TableReport, chunks
 
 PAIRS = 40  # json_build_object takes at most 100 arguments: longer objects are joined from parts
 KEY, ORDER = "__cdckit_key", "__cdckit_order"
@@ -121,13 +122,13 @@ def _nested(raw, rel: Relation, reader: _Reader, keys):
         if not raw:
             return None
         built = [build(r, table, rel.columns, rel.relations, reader, keys) for r in raw]
-        return min(built, key=lambda b: _sortable(b[1][1]))[0]
+        return min(built, key=lambda b: sortable(b[1][1]))[0]
     built = []
     for r in raw or []:
         doc, (order, key) = build(r, table, rel.columns, rel.relations, reader, keys)
         order_typed = reader.row(table, {rel.order_by: order}).get(rel.order_by) if rel.order_by else None
         built.append((doc, order_typed, key))
-    built.sort(key=lambda b: ((_sortable((b[1],)) if rel.order_by else ()), _sortable(b[2])))
+    built.sort(key=lambda b: ((sortable((b[1],)) if rel.order_by else ()), sortable(b[2])))
     return [b[0] for b in built]
 
 
@@ -196,8 +197,6 @@ def leaf_types(spec: DocumentSpec, resolved: ResolvedDocuments) -> dict[str, Any
 
 def verify_documents(config: Config, stores, only: str | None = None) -> list:
     """A TableReport (pipelines/ops/verify.py) per document, named 'document:<name>'."""
-    from pipelines.ops.verify import BATCH, StoreDiff, TableReport, _chunks
-
     reports = []
     with postgres.connect(config.postgres.reader_dsn_kwargs(), autocommit=False) as conn:
         resolved = resolve_documents(config, Catalog(conn))
@@ -210,7 +209,7 @@ def verify_documents(config: Config, stores, only: str | None = None) -> list:
             seen = {s: 0 for s in config.sinks}
             if "search" in config.sinks:
                 stores.search.engine.refresh(search_t.alias)
-            for chunk in _chunks(expected_documents(config, doc, resolved, conn), BATCH):
+            for chunk in chunks(expected_documents(config, doc, resolved, conn), BATCH):
                 report.rows += len(chunk)
                 got: dict[str, dict[str, dict]] = {}
                 if "search" in config.sinks:

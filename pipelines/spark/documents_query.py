@@ -79,20 +79,12 @@ def stream(spark, config: Config):
     """The change records of every topic a document reads, one row per (record, document)."""
     from pyspark.sql import functions as F
 
+    from pipelines.spark.change_topics import topic_reader
+
     routes = config.document_topics
     pattern = "^(" + "|".join(re.escape(t) for t in routes) + ")$"
-    fmt = "cdckit_kafka" if config.spark.kafka_source == "python" else "kafka"
-    reader = (spark.readStream.format(fmt).option("subscribePattern", pattern)
-              .option("startingOffsets", "earliest"))
-    client = config.kafka.client_config() if fmt == "cdckit_kafka" else config.kafka.java_client_config()
-    for key, value in client.items():
-        reader = reader.option(f"kafka.{key}", value)
-    if config.spark.max_offsets_per_trigger:
-        reader = reader.option("maxOffsetsPerTrigger", str(config.spark.max_offsets_per_trigger))
-    if fmt == "kafka":
-        reader = reader.option("failOnDataLoss", "true")
     route = F.create_map(*[x for t, names in routes.items() for x in (F.lit(t), F.array(*map(F.lit, names)))])
-    records = reader.load()
+    records = topic_reader(spark, config, pattern, ranges=False).load()
     return records.select("key", "value", "topic", F.col("partition").cast("int").alias("partition"),
                           F.col("offset").cast("long").alias("offset"),
                           F.explode(F.element_at(route, F.col("topic"))).alias("document"))

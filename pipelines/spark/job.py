@@ -24,6 +24,7 @@ from pipelines.config import Config, load_config
 from pipelines.errors import CdckitError, from_spark_failure
 from pipelines.apply import index_definitions
 from pipelines.stopping import StopRequest
+from pipelines.spark.change_topics import topic_reader
 from pipelines.spark.partition_apply import STATS_DDL, executor_fn, range_executor_fn, stats_of
 from pipelines.spark.session import spark_session
 from pipelines.state.fences import FenceStore, fence_key
@@ -41,20 +42,7 @@ COMMIT_WAIT_S = 10.0
 def change_stream(spark, config: Config):
     """Every table topic of the prefix as a streaming DataFrame with the kafka source's columns.
     A pattern, not a list, so a table added later (`cdckit snapshot add`) needs no restart."""
-    fmt = "cdckit_kafka" if config.spark.kafka_source == "python" else "kafka"
-    reader = (spark.readStream.format(fmt).option("subscribePattern", config.topic_pattern)
-              .option("startingOffsets", "earliest"))
-    client = config.kafka.client_config() if fmt == "cdckit_kafka" else config.kafka.java_client_config()
-    for key, value in client.items():
-        reader = reader.option(f"kafka.{key}", value)
-    if config.spark.max_offsets_per_trigger:
-        reader = reader.option("maxOffsetsPerTrigger", str(config.spark.max_offsets_per_trigger))
-    if fmt == "kafka":
-        reader = reader.option("failOnDataLoss", "true")
-    else:
-        # The apply tasks read the records themselves, at most one task per core and batch.
-        reader = reader.option("ranges", "true").option("tasks", str(spark.sparkContext.defaultParallelism))
-    return reader.load()
+    return topic_reader(spark, config, config.topic_pattern, ranges=True).load()
 
 
 class LiveConfig:

@@ -219,6 +219,24 @@ def start_job(path: Path, log: Path, command: str = "run", cwd: Path = ROOT) -> 
                             stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
 
 
+def batch_in_flight(query_dir: Path) -> bool:
+    """Spark wrote a batch's offsets in this query checkpoint but has not committed it yet (after two commits)."""
+    offsets = {p.name for p in (query_dir / "offsets").glob("[0-9]*")}
+    commits = {p.name for p in (query_dir / "commits").glob("[0-9]*")}
+    return bool(offsets - commits) and len(commits) >= 2
+
+
+def kill_mid_batch(proc: subprocess.Popen, query_dir: Path, log: Path, timeout_s: float = 180) -> None:
+    """kill -9 of a `start_job` driver (Python and its JVM) while a batch of that query is in flight."""
+    import os
+    import signal
+
+    wait_for(lambda: batch_in_flight(query_dir) or proc.poll() is not None, timeout_s, 0.05, "a batch in flight")
+    assert proc.poll() is None, log.read_text()[-3000:]
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
 def key_history(bootstrap: str, topic: str, keys: set) -> dict:
     """Each key's records in the topic, in log order: (partition, offset, op, source.sequence, source.lsn),
     for showing why a store differs. `keys` are record keys as tuples of their values."""
