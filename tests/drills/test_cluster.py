@@ -18,10 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.drills.test_driver_crash import batch_in_flight
 from tests.support.drills import Workload, converged, record
-from tests.support.integration import (cli, create_simple_table, diff_stores, drop_connector, start_job, wait_for,
-                                       wait_streaming, write_config)
+from tests.support.integration import (batch_in_flight, cli, create_simple_table, diff_stores, drop_connector,
+                                       start_job, wait_for, wait_streaming, write_config)
 
 pytestmark = [pytest.mark.integration, pytest.mark.drill, pytest.mark.cluster]
 
@@ -116,7 +115,7 @@ def test_sync_on_the_cluster_through_a_worker_kill_a_new_worker_and_a_driver_kil
                  "Python workers under both Spark workers")
         assert executor_apps(first) and executor_apps(second)
 
-        wait_for(lambda: batch_in_flight(ckpt) or job.poll() is not None, 180, 0.05, "a batch in flight")
+        wait_for(lambda: batch_in_flight(ckpt / "query") or job.poll() is not None, 180, 0.05, "a batch in flight")
         assert job.poll() is None, log.read_text()[-3000:]
         victim = first.pid()
         os.killpg(victim, signal.SIGKILL)  # the worker, its executor JVM and their Python workers
@@ -130,7 +129,7 @@ def test_sync_on_the_cluster_through_a_worker_kill_a_new_worker_and_a_driver_kil
         wait_for(lambda: python_workers_under(added.pid()), 120, 0.5, "tasks on the added worker")
         time.sleep(5)
 
-        wait_for(lambda: batch_in_flight(ckpt) or job.poll() is not None, 180, 0.05, "a batch in flight")
+        wait_for(lambda: batch_in_flight(ckpt / "query") or job.poll() is not None, 180, 0.05, "a batch in flight")
         os.killpg(job.pid, signal.SIGKILL)  # the driver: Python and its JVM
         job.wait()
         time.sleep(5)  # the JVM lingers; the master notices the app gone and frees its executors
