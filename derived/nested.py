@@ -172,15 +172,23 @@ class NestedState:
         return [self.rows[table][k].values for k in keys]
 
     def _roots_of(self, table: str, values: dict[str, Any]) -> set[Key]:
-        """The roots whose documents hold this row (through every path the spec gives its table)."""
+        """The roots whose documents hold this row (through every path the spec gives its table).
+        Rows are visited once: a spec can name a table twice (an employee's manager, an order's
+        lines' order) and rows can point at each other."""
         out: set[Key] = set()
-        if table == self.spec.root:
-            out.add(_vals(values, self.keys[table]))
-        for e in self._edges:
-            if e.table != table:
+        seen: set[tuple[str, tuple]] = set()
+        pending = [(table, values)]
+        while pending:
+            t, v = pending.pop()
+            ident = (t, _vals(v, self.keys[t]))
+            if ident in seen:
                 continue
-            for parent in self._lookup(e.parent, e.parent_cols, _vals(values, e.cols)):
-                out |= self._roots_of(e.parent, parent)
+            seen.add(ident)
+            if t == self.spec.root:
+                out.add(ident[1])
+            for e in self._edges:
+                if e.table == t:
+                    pending.extend((e.parent, p) for p in self._lookup(e.parent, e.parent_cols, _vals(v, e.cols)))
         return out
 
     # -- documents -------------------------------------------------------------------------------

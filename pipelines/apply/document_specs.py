@@ -3,6 +3,7 @@
 must exist. Runs on the driver before a job starts; errors name the config field."""
 from __future__ import annotations
 
+import string
 from dataclasses import dataclass
 
 from derived.nested import DocumentSpec, Relation, Through
@@ -74,6 +75,12 @@ def resolve_documents(config: Config, catalog: Catalog) -> ResolvedDocuments:
                                   "'key' columns in its 'tables' entry")
             keys[table] = key
         _known_columns(f"documents.{j}.columns", doc.root, doc.columns, types)
+        placeholders = {f for _, f, _, _ in string.Formatter().parse(doc.redis_key_template) if f is not None}
+        allowed = {*keys[doc.root], "_id"}
+        if not placeholders <= allowed:
+            raise ConfigError(f"documents.{j}.redis_key", f"placeholders {sorted(placeholders - allowed)} are not "
+                              f"key columns of {doc.root} ({', '.join(keys[doc.root])}) or _id")
+        _labels_free(f"documents.{j}", doc.relations, doc.columns or list(types[doc.root]))
         relations = tuple(_relation(rel, doc.root, f"documents.{j}.relations.{i}", types, catalog)
                           for i, rel in enumerate(doc.relations))
         specs.append(DocumentSpec(doc.name, doc.root, tuple(doc.columns) if doc.columns else None, relations))
@@ -84,6 +91,11 @@ def _relation(rel: RelationConfig, parent: str, path: str, types, catalog: Catal
     _known_columns(f"{path}.columns", rel.row_table, rel.columns, types)
     if rel.order_by is not None:
         _known_columns(f"{path}.order_by", rel.row_table, [rel.order_by], types)
+        kind = types[rel.row_table][rel.order_by]
+        if kind.endswith("[]") or kind in UNORDERED:
+            raise ConfigError(f"{path}.order_by", f"{rel.row_table}.{rel.order_by} is {kind}: lists are ordered "
+                              "by a scalar column")
+    _labels_free(path, rel.relations, rel.columns or list(types[rel.row_table]))
     if rel.type == "many_to_one":   # parent.col = table.col
         join = rel.join or _foreign_key(catalog, parent, rel.table, f"{path}.join")
         _known_columns(f"{path}.join", parent, list(join), types)
@@ -102,6 +114,17 @@ def _relation(rel: RelationConfig, parent: str, path: str, types, catalog: Catal
                    for i, r in enumerate(rel.relations))
     return Relation(rel.label, rel.table, rel.type, tuple(join.items()), tuple(rel.columns) if rel.columns else None,
                     rel.order_by, through, nested)
+
+
+UNORDERED = {"json", "jsonb", "hstore", "bytea", "xml", "point", "box", "polygon", "circle", "line", "lseg", "path"}
+
+
+def _labels_free(path: str, relations, columns: list[str]) -> None:
+    """A relation's label must not hide a column of the rows it hangs off."""
+    for i, rel in enumerate(relations):
+        if rel.label in columns:
+            raise ConfigError(f"{path}.relations.{i}.label", f"{rel.label!r} is also a column of the rows it "
+                              "nests under: choose another label, or leave the column out with 'columns'")
 
 
 def _foreign_key(catalog: Catalog, table: str, references: str, field: str) -> dict[str, str]:

@@ -43,10 +43,12 @@ class FoldStats:
 
 
 def fold_batch(state: FoldState, rows: list[dict[str, Any]], key_columns: dict[str, list[str] | None],
-               truncate_table: str | None, typed: dict[str, Callable[[dict], dict]]
-               ) -> tuple[list[DocumentOut], FoldStats, list]:
+               truncate_table: str | None, typed: dict[str, Callable[[dict], dict]],
+               reread: Callable[[list[Change]], int] | None = None) -> tuple[list[DocumentOut], FoldStats, list]:
     """Fold raw Kafka records (key, value, topic, partition, offset) into `state`; the documents
-    of every root they touched, and decode failures (dead letters)."""
+    of every root they touched, and decode failures (dead letters). `reread` fills unchanged TOAST
+    columns from Postgres (pipelines/apply/toast_reread.py) for rows the state does not hold: a
+    key's first record after a primary-key change, or after compaction kept only an update."""
     model = state.model
     stats = FoldStats(records=len(rows))
     tombstones: list[Change] = []
@@ -55,6 +57,11 @@ def fold_batch(state: FoldState, rows: list[dict[str, Any]], key_columns: dict[s
     stats.changes, stats.dead = len(changes), len(dead)
     ordered = sorted([*changes, *tombstones], key=lambda c: (c.position.topic, c.position.partition,
                                                              c.position.offset))
+    if reread is not None:
+        unheld = [c for c in changes if c.op == "upsert" and c.unavailable
+                  and model.held_version(c.table, _typed_key(c, typed)) is None]
+        if unheld:
+            reread(unheld)
     touched: set[tuple] = set()
     for change in ordered:
         _type(change, typed)
@@ -87,6 +94,11 @@ def _type(change: Change, typed: dict[str, Callable[[dict], dict]]) -> None:
         change.row = convert(change.row)
     if change.key:
         change.key = convert(change.key)
+
+
+def _typed_key(change: Change, typed: dict[str, Callable[[dict], dict]]) -> dict[str, Any]:
+    convert = typed.get(change.table)
+    return convert(change.key) if convert is not None else change.key
 
 
 def _tombstone_delete(model: NestedState, t: Change) -> Change | None:

@@ -289,7 +289,8 @@ def _switch(config: Config, plan: Plan) -> None:
             from derived.sinks.cache.sink import CacheTable, RedisCache
 
             tables = [CacheTable(d.redis_key_template) for d in config.documents]
-            cachegen.carry_over(redis_client(config), plan.cache["spare_db"], [t.pattern() for t in tables],
+            cachegen.carry_over(redis_client(config), redis_client(config, plan.cache["spare_db"]),
+                                plan.cache["spare_db"], [t.pattern() for t in tables],
                                 [RedisCache.COUNT_PREFIX + t.key_template for t in tables])
         cachegen.switch(redis_client(config), redis_client(config, plan.cache["spare_db"]), plan.cache["live_db"],
                         plan.cache["spare_db"], plan.rebuild_id)

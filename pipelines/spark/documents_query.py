@@ -55,9 +55,27 @@ def checkpoint(config: Config) -> Path:
     return config.spark.checkpoint_dir / "documents"
 
 
-def fingerprint(resolved: ResolvedDocuments) -> str:
-    """What the state was built for: another spec (or key) needs another state."""
-    text = repr((resolved.specs, sorted(resolved.keys.items())))
+def fingerprint(resolved: ResolvedDocuments, config: Config) -> str:
+    """What the state was built for: another spec, key, type of a key or join column, or numeric
+    rendering needs another state (held rows keep the rendering they were folded in, and joins
+    compare rendered values)."""
+    joined: set[tuple[str, str]] = {(t, c) for t, cols in resolved.keys.items() for c in cols}
+
+    def walk(parent: str, relations) -> None:
+        for rel in relations:
+            table = rel.table
+            joined.update({(parent if rel.kind == "many_to_one" else table, here) for here, _ in rel.join})
+            joined.update({(table if rel.kind == "many_to_one" else parent, there) for _, there in rel.join})
+            if rel.through is not None:
+                joined.update({(table, c) for c, _ in rel.through.join})
+                joined.update({(rel.through.table, c) for _, c in rel.through.join})
+            walk(rel.through.table if rel.through else table, rel.relations)
+
+    for spec in resolved.specs:
+        walk(spec.root, spec.relations)
+    types = sorted((t, c, resolved.types[t].get(c)) for t, c in joined)
+    numbers = sorted((t.name, tuple(sorted(t.numeric_as_number))) for t in config.tables if t.numeric_as_number)
+    text = repr((resolved.specs, sorted(resolved.keys.items()), types, numbers))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -65,13 +83,14 @@ def check_state_matches(config: Config, resolved: ResolvedDocuments) -> None:
     """The checkpoint's state was built for these specs; a changed `documents:` section is refused
     (its documents need building anew from the topics: see the README)."""
     mark = checkpoint(config) / "cdckit-documents.txt"
-    wanted = fingerprint(resolved)
+    wanted = fingerprint(resolved, config)
     if not mark.exists():
         mark.parent.mkdir(parents=True, exist_ok=True)
         mark.write_text(wanted + "\n")
         return
     if mark.read_text().strip() != wanted:
-        raise ConfigError("documents", "the documents' definitions changed since their state was built: "
+        raise ConfigError("documents", "the documents' definitions (or the types of their key and join "
+                          "columns, or numeric_as_number) changed since their state was built: "
                           f"remove {checkpoint(config)} and `cdckit rebuild` the document indexes")
 
 
@@ -101,7 +120,7 @@ def fold_fn(config_json: bytes, resolved: ResolvedDocuments):
         held = _load(state, resolved, name)
         t1 = time.perf_counter()
         rows = [r for f in frames for r in f[["key", "value", "topic", "partition", "offset"]].to_dict("records")]
-        outs, stats, _ = fold_batch(held, rows, *_decoding(config_json, resolved))
+        outs, stats, _ = fold_batch(held, rows, *_decoding(config_json, resolved), reread=_rereader(config_json))
         t2 = time.perf_counter()
         blob = pickle.dumps(held, protocol=pickle.HIGHEST_PROTOCOL)
         state.update((blob,))
@@ -131,6 +150,14 @@ def _load(state, resolved: ResolvedDocuments, name: str) -> FoldState:
         return pickle.loads(state.get[0])
     spec = resolved.spec(name)
     return FoldState(NestedState(spec, {t: resolved.keys[t] for t in spec.tables()}))
+
+
+def _rereader(config_json: bytes):
+    """Unchanged TOAST columns of rows the state does not hold, read from Postgres (as the tables do)."""
+    from pipelines.spark.partition_apply import worker_resources
+
+    toast = worker_resources(config_json)[0].toast
+    return None if toast is None else (lambda changes: toast.fill(changes, every_upsert=True))
 
 
 _decoders: dict[bytes, tuple] = {}
@@ -226,13 +253,16 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
         folds = [f for r in rows for f in orjson.loads(r["fold"])]
         total = {k: sum(r[k] for r in rows) for k in WRITE_STATS.names[:-1]}
         fan_out = sum(f["fan_out_documents"] for f in folds)
+        undecodable = sum(f["dead"] for f in folds)
         fold_s = sum(sum(f["timings"][k] for k in ("load_s", "fold_s", "save_s")) for f in folds)
         state_mb = sum(f["timings"]["state_bytes"] for f in folds) / 1e6
         log.info("documents batch %d: %s records, %s documents (%s by shared rows), search %s applied/%s stale, "
                  "cache %s applied/%s stale%s, %.2f s (fold %.2f s, state %.1f MB)", batch_id,
                  f"{sum(f['records'] for f in folds):,}", f"{total['documents']:,}", f"{fan_out:,}",
                  f"{total['search_applied']:,}", f"{total['search_stale']:,}", f"{total['cache_applied']:,}",
-                 f"{total['cache_stale']:,}", f", {total['dead_letters']} DEAD LETTERS" if total["dead_letters"] else "",
+                 f"{total['cache_stale']:,}",
+                 (f", {total['dead_letters']} DEAD LETTERS" if total["dead_letters"] else "")
+                 + (f", {undecodable} undecodable (dead-lettered by the tables' query)" if undecodable else ""),
                  time.monotonic() - started, fold_s, state_mb)
 
     grouped = stream(spark, config).groupBy("document").applyInPandasWithState(

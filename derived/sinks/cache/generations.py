@@ -44,12 +44,18 @@ def switch(live: redis.Redis, spare: redis.Redis, live_db: int, spare_db: int, l
     live.execute_command("SWAPDB", live_db, spare_db)
 
 
-def carry_over(live: redis.Redis, spare_db: int, patterns: list[str], keys: list[str] = ()) -> int:
+def carry_over(live: redis.Redis, spare: redis.Redis, spare_db: int, patterns: list[str], keys: list[str] = ()
+               ) -> int:
     """Copy the keys matching `patterns` (with their version keys, TTLs kept), and `keys`, into the spare
     database: what a rebuild does not fill itself (nested documents, written by their own query)
     must be there when it becomes the live one. Run with every writer of those keys paused."""
     from derived.sinks.cache.sink import RedisCache
 
+    for pattern in patterns:  # a rerun after a partial copy starts clean: no key of an earlier copy stays
+        for glob in (pattern, RedisCache.VERSION_PREFIX + pattern):
+            stale = list(spare.scan_iter(match=glob, count=1000))
+            for i in range(0, len(stale), 1000):
+                spare.delete(*stale[i:i + 1000])
     copied = 0
     for pattern in patterns:
         for glob in (pattern, RedisCache.VERSION_PREFIX + pattern):

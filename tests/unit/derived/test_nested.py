@@ -185,3 +185,22 @@ def test_a_customer_rename_reaches_every_order_of_that_customer():
                     Position("t", 0, 9))
     assert state.apply(rename) == {(1,), (2,)}
     assert state.document((1,))[0]["customer"] == {"name": "Ada"} and state.document((3,))[0]["customer"] is None
+
+
+def test_a_table_named_twice_and_rows_pointing_at_each_other_end():
+    """An employee document with the manager (the same table): a row managing itself, two rows
+    managing each other."""
+    spec = DocumentSpec("emp", "public.emp", None, (
+        Relation("manager", "public.emp", "many_to_one", (("manager_id", "id"),), ("name",)),))
+    state = NestedState(spec, {"public.emp": ("id",)})
+
+    def put(i, manager, name, lsn):
+        return state.apply(Change("public.emp", "upsert", {"id": i}, str(i), {"id": i, "manager_id": manager,
+                                  "name": name}, Version(lsn, 1, lsn), Position("t", 0, lsn)))
+
+    assert put(1, 1, "self", 10) == {(1,)}
+    assert put(2, 3, "a", 11) == {(2,)}
+    assert put(3, 2, "b", 12) == {(2,), (3,)}
+    assert put(3, 2, "b2", 13) == {(2,), (3,)}        # 3 is 2's manager: both documents change
+    assert state.document((2,))[0]["manager"] == {"name": "b2"}
+    assert state.document((1,))[0]["manager"] == {"name": "self"}

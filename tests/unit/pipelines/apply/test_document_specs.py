@@ -112,3 +112,22 @@ def test_catalog_mistakes_name_the_field(edit, field, words):
     with pytest.raises(ConfigError) as err:
         resolve_documents(parse_config(config(doc)), FakeCatalog())
     assert err.value.field == field and words in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("edit, field", [
+    ({"redis_key": "order:{status}"}, "documents.0.redis_key"),
+    ({"relations.0.label": "status"}, "documents.0.relations.0.label"),
+    ({"relations.0.order_by": "tags", "relations.0.columns": None}, "documents.0.relations.0.order_by"),
+])
+def test_what_only_the_catalog_can_tell_names_the_field(edit, field):
+    doc = copy.deepcopy(DOC)
+    for path, value in edit.items():
+        node, parts = doc, path.split(".")
+        for part in parts[:-1]:
+            node = node[int(part)] if part.isdigit() else node[part]
+        node[parts[-1]] = value
+    catalog = FakeCatalog()
+    catalog.COLUMNS = {**catalog.COLUMNS, "public.lines": {**catalog.COLUMNS["public.lines"], "tags": "text[]"}}
+    with pytest.raises(ConfigError) as err:
+        resolve_documents(parse_config(config(doc)), catalog)
+    assert err.value.field == field, str(err.value)

@@ -222,3 +222,33 @@ def test_values_and_keys_are_typed_before_they_join():
     outs, _, _ = fold_batch(state, [r for rs in log.parts.values() for r in rs], {}, MARKERS, typed)
     (doc,) = [o.doc for o in outs]
     assert doc["customer_id"] == "2024-01-01" and doc["customer"] == {"name": "typed"}
+
+
+def test_unchanged_toast_of_a_row_not_held_is_read_again():
+    """A line's first record is an update with its note unchanged (its create compacted away):
+    the note comes from Postgres; a held row's placeholder keeps the held value instead."""
+    spec = DocumentSpec("orders", "public.orders", None, (
+        Relation("lines", "public.lines", "one_to_many", (("order_id", "id"),), ("note",)),))
+    keys = {"public.orders": ("id",), "public.lines": ("id",)}
+    log = Log()
+    log.txn([("public.orders", "c", {"id": 1, "customer_id": None, "status": "a"}),
+             ("public.lines", "u", {"id": 7, "order_id": 1, "note": "__debezium_unavailable_value"})])
+    asked = []
+
+    def reread(changes):
+        asked.extend(c.key["id"] for c in changes)
+        for c in changes:
+            c.row = {**c.row, "note": "from postgres"}
+            c.unavailable = ()
+        return len(changes)
+
+    state = FoldState(NestedState(spec, keys))
+    records = [r for rs in log.parts.values() for r in rs]
+    (out,) = fold_batch(state, records, {}, MARKERS, {}, reread)[0]
+    assert out.doc["lines"] == [{"note": "from postgres"}] and asked == [7]
+    log2 = Log()
+    log2.commit = log.commit
+    log2.txn([("public.lines", "u", {"id": 7, "order_id": 1, "note": "__debezium_unavailable_value"})])
+    records = [dict(r, offset=r["offset"] + 10) for rs in log2.parts.values() for r in rs]
+    (out,) = fold_batch(state, records, {}, MARKERS, {}, reread)[0]
+    assert out.doc["lines"] == [{"note": "from postgres"}] and asked == [7]   # held: not asked again
