@@ -17,7 +17,7 @@ import requests
 
 from pipelines.config import parse_config
 from tests.support.configs import BASE
-from tests.support.integration import cli, write_config
+from tests.support.integration import cli, wait_for, write_config
 
 pytestmark = pytest.mark.integration
 PW_ENV = "CDCKIT_TEST_KAFKA_PW"
@@ -53,6 +53,19 @@ def config_data(broker, tmp_path, **kafka_overrides):
     return data
 
 
+def _topic_config(admin, resource):
+    """The topic's config, or None while the broker does not know the topic yet (a describe right
+    after the create can come before the broker's metadata has it)."""
+    from confluent_kafka import KafkaException
+
+    try:
+        return list(admin.describe_configs([resource]).values())[0].result(30)
+    except KafkaException as exc:
+        if "UNKNOWN_TOPIC_OR_PART" in str(exc):
+            return None
+        raise
+
+
 @pytest.fixture(scope="module")
 def compacted_topic(broker, tmp_path_factory):
     """A compacted topic written and read by cdckit's own clients (librdkafka) over SASL_SSL."""
@@ -65,7 +78,8 @@ def compacted_topic(broker, tmp_path_factory):
     topic = f"sasl-{uuid.uuid4().hex[:8]}"
     admin = AdminClient(conf)
     admin.create_topics([NewTopic(topic, 1, 1, config={"cleanup.policy": "compact"})])[topic].result(30)
-    policy = list(admin.describe_configs([ConfigResource("topic", topic)]).values())[0].result(30)["cleanup.policy"]
+    policy = wait_for(lambda: _topic_config(admin, ConfigResource("topic", topic)), 30, 0.2,
+                      "the new topic's config")["cleanup.policy"]
     assert policy.value == "compact"
 
     records = [(b"k1", b"v1"), (b"k2", b"v2"), (b"k1", b"v1-again")]
