@@ -101,7 +101,7 @@ class NestedState:
             raise ValueError(f"no key columns for {sorted(missing)}")
         for table in self.spec.tables():
             self.rows.setdefault(table, {})
-        self._edges = list(_edges(self.spec.root, self.spec.relations))
+        self._edges = join_edges(self.spec)
         for e in self._edges:  # rows are looked up by the columns of both ends of every edge
             self._index.setdefault((e.table, e.cols), {})
             self._index.setdefault((e.parent, e.parent_cols), {})
@@ -244,6 +244,11 @@ class NestedState:
         doc = _project(values, rel.columns)
         doc.update(self._nest(values, rel.relations, parts))
         return doc
+
+
+def join_edges(spec: DocumentSpec) -> list[_Edge]:
+    """Every join the spec makes, as an edge between one table's columns and another's."""
+    return list(_edges(spec.root, spec.relations))
 
 
 def _edges(parent: str, relations: Iterable[Relation]) -> Iterable[_Edge]:

@@ -35,6 +35,7 @@ import orjson
 import pyarrow as pa
 
 from derived.change import Change, DeadLetter, Position, Version
+from derived.nested import join_edges
 from pipelines.apply.document_specs import ResolvedDocuments
 from pipelines.apply.nested_fold import FoldState, FoldStats, fold_batch
 from pipelines.config import Config
@@ -60,19 +61,10 @@ def fingerprint(resolved: ResolvedDocuments, config: Config) -> str:
     rendering needs another state (held rows keep the rendering they were folded in, and joins
     compare rendered values)."""
     joined: set[tuple[str, str]] = {(t, c) for t, cols in resolved.keys.items() for c in cols}
-
-    def walk(parent: str, relations) -> None:
-        for rel in relations:
-            table = rel.table
-            joined.update({(parent if rel.kind == "many_to_one" else table, here) for here, _ in rel.join})
-            joined.update({(table if rel.kind == "many_to_one" else parent, there) for _, there in rel.join})
-            if rel.through is not None:
-                joined.update({(table, c) for c, _ in rel.through.join})
-                joined.update({(rel.through.table, c) for _, c in rel.through.join})
-            walk(rel.through.table if rel.through else table, rel.relations)
-
     for spec in resolved.specs:
-        walk(spec.root, spec.relations)
+        for e in join_edges(spec):
+            joined.update((e.table, c) for c in e.cols)
+            joined.update((e.parent, c) for c in e.parent_cols)
     types = sorted((t, c, resolved.types[t].get(c)) for t, c in joined)
     numbers = sorted((t.name, tuple(sorted(t.numeric_as_number))) for t in config.tables if t.numeric_as_number)
     text = repr((resolved.specs, sorted(resolved.keys.items()), types, numbers))
@@ -132,7 +124,8 @@ def fold_fn(config_json: bytes, resolved: ResolvedDocuments):
                  "deleted": [o.doc is None for o in outs], "epoch": [o.version.epoch for o in outs],
                  "kind": [o.version.kind for o in outs], "lsn": [o.version.lsn for o in outs],
                  "stats": [None] * len(outs)}
-        frame = {k: v + [_stats_row(name, stats)[k]] for k, v in frame.items()}  # the fold's figures last
+        figures = _stats_row(name, stats)
+        frame = {k: v + [figures[k]] for k, v in frame.items()}  # the fold's figures last
         yield pd.DataFrame(frame)
 
     return run
@@ -247,7 +240,7 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
                 # A cache rebuild carries the documents over into its database at its switch, holding
                 # this lock (pipelines/ops/rebuild.py): no document is written meanwhile.
                 held.enter_context(rebuild_state.writer_lock(config.spark.checkpoint_dir))
-                # Written by as many tasks as cores (the fold's output is one partition per document).
+            # Written by as many tasks as cores (the fold's output is one partition per document).
             out = df.repartition(spark.sparkContext.defaultParallelism)
             rows = out.mapInArrow(write_fn(config_json), _ddl(WRITE_STATS)).toArrow().to_pylist()
         folds = [f for r in rows for f in orjson.loads(r["fold"])]

@@ -313,10 +313,6 @@ class Queries:
     def exception(self):
         return self.tables.exception() or self.documents.exception()
 
-    def processAllAvailable(self) -> None:  # noqa: N802
-        self.tables.processAllAvailable()
-        self.documents.processAllAvailable()
-
     def stop(self) -> None:
         try:
             self.documents.stop()
