@@ -12,7 +12,7 @@ from pipelines.cli.render import err, out, print_json, say
 @app.command("rebuild")
 @click.argument("store", type=click.Choice(["search", "cache", "all"]))
 @config_option
-@click.option("--table", "table", default=None, help="only this schema.table (search; the cache is one database)")
+@click.option("--table", "table", default=None, help="only this schema.table (search; the cache is one database; documents: with `all`)")
 @click.option("--dry-run", is_flag=True, help="print the plan (topics, offsets, target generations) and stop")
 @click.option("--keep-old", is_flag=True, help="keep the old generation after the switch")
 @click.option("--force", is_flag=True, help="replay even if it could outlive delete.retention.ms")
@@ -60,6 +60,10 @@ def rebuild_command(store: str, config_path: Path, table: str | None, dry_run: b
             f"{catchup.get('records', 0):,} records by the {catchup.get('by', 'rebuild')} "
             f"({catchup.get('search_stale', 0) + catchup.get('cache_stale', 0):,} already newer); "
             f"old generation {summary.get('old_generation')}")
+        if "documents" in summary:
+            docs = summary["documents"]
+            say(f"documents: {docs.get('records', 0):,} records folded into {docs.get('documents', 0):,} document "
+                f"writes in {docs.get('seconds', 0)} s ({docs.get('dead_letters', 0)} dead letters)")
         if bulk.get("unresolved_toast"):
             say(f"warning: {bulk['unresolved_toast']} keys had unchanged TOAST columns whose value neither the log "
                 "nor Postgres holds now (rows deleted or re-keyed since: their deletes follow in the log)")

@@ -21,6 +21,9 @@ def show_plan(out: Console, plan, notes: list[str]) -> None:
         print_masked(out, f"search {name}: alias {s['alias']} {s['current'] or '(none)'} -> {s['target']}")
     if plan.cache:
         print_masked(out, f"cache: fill database {plan.cache['spare_db']}, then SWAPDB with {plan.cache['live_db']}")
+    if plan.documents:
+        print_masked(out, f"documents: built anew from the earliest offsets into state {plan.documents['folder']}, "
+                          "which the running job takes over at the switch")
     for note in notes:
         print_masked(out, f"note: {note}")
 

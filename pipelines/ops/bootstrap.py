@@ -22,6 +22,7 @@ from connectors.kafka.offsets import end_offsets
 from pipelines.config import Config
 from pipelines.errors import ConnectorFailed
 from pipelines.state import bootstrap as bootstrap_state
+from pipelines.state import documents as documents_state
 from pipelines.state.bootstrap import BootstrapState
 from pipelines.state.offsets import batch_offsets, committed_offsets
 from pipelines.state.topic_ids import TopicIds
@@ -155,7 +156,7 @@ def documents_topic_ends(config: Config) -> dict[str, dict[str, int]]:
 
 def documents_applied(config: Config, ends: dict[str, dict[str, int]]) -> bool:
     """The documents' query has committed every record up to `ends`."""
-    committed = committed_offsets(config.spark.checkpoint_dir / "documents") or {}
+    committed = committed_offsets(documents_state.current(config.spark.checkpoint_dir)) or {}
     return all(int(committed.get(t, {}).get(p, 0)) >= int(o) for t, parts in ends.items() for p, o in parts.items())
 
 

@@ -9,8 +9,14 @@ Phases (each recorded in the rebuild state file, so a rerun resumes where it sto
 3. catch-up (Spark streaming, availableNow): from the planned end to the log's end. Before it starts
    the state file asks the live pipeline to write the fresh generations too, so everything after the
    catch-up's end reaches them as well; versions make the overlap harmless.
-4. switch: one alias update per index; SWAPDB for Redis. Then, once the live pipeline has finished
-   the batch that may have been in flight, the old generation is dropped (unless kept).
+   Nested documents (`documents:`, with `rebuild all`) are built anew by a documents' query of the
+   rebuild's own, from the earliest offsets into a state of its own (pipelines/state/documents.py
+   says why not the live one), writing the fresh generations alone: once to the log's end, then
+   again holding the documents' hand-over lock, under which the live documents' query writes
+   nothing. `rebuild cache` alone carries the live documents over into its database instead.
+4. switch: one alias update per index; SWAPDB for Redis; the rebuild's documents' state becomes the
+   live one (the running job's documents' query moves to it). Then, once the live pipeline has
+   finished the batch that may have been in flight, the old generation is dropped (unless kept).
 """
 from __future__ import annotations
 
@@ -32,9 +38,10 @@ from derived.sinks.search.generations import (SearchGeneration, create_generatio
                                         plan_generation, switch_generation)
 from pipelines.apply.stores import redis_client, search_engine
 from pipelines.config import Config
-from pipelines.errors import RebuildRefused
+from pipelines.errors import CdckitError, RebuildRefused
 from pipelines.apply import index_definitions
 from pipelines.ops.faults import crash_point
+from pipelines.state import documents as documents_state
 from pipelines.state import rebuild as rebuild_state
 from pipelines.state.rebuild import RebuildState, Targets
 from pipelines.stopping import Interrupted, StopRequest
@@ -54,6 +61,7 @@ class Plan:
     end: dict[str, dict[str, int]]
     search: dict[str, dict[str, Any]] = field(default_factory=dict)   # table -> alias/current/target
     cache: dict[str, int] | None = None                                 # live_db / spare_db
+    documents: dict[str, str] | None = None     # {"folder": the rebuild's documents' state} when rebuilt
     estimate_s: float = 0.0
     retention_ms: int | None = None
     resumed_phase: str | None = None
@@ -71,7 +79,7 @@ class Plan:
     def as_json(self) -> dict[str, Any]:
         return {"rebuild_id": self.rebuild_id, "stores": self.stores, "tables": self.tables, "topics": self.topics,
                 "begin": self.begin, "end": self.end, "records": self.records, "search": self.search,
-                "cache": self.cache, "estimate_s": round(self.estimate_s, 1), "retention_ms": self.retention_ms,
+                "cache": self.cache, "documents": self.documents, "estimate_s": round(self.estimate_s, 1), "retention_ms": self.retention_ms,
                 "resumed_phase": self.resumed_phase}
 
 
@@ -80,7 +88,8 @@ def make_plan(config: Config, which: str, table: str | None) -> Plan:
     state = rebuild_state.load(config.spark.checkpoint_dir)
     if state and state.phase != "done":
         plan = Plan(**{k: state.plan[k] for k in ("rebuild_id", "stores", "tables", "topics", "begin", "end",
-                                                  "search", "cache", "estimate_s", "retention_ms")})
+                                                  "search", "cache", "estimate_s", "retention_ms")},
+                    documents=state.plan.get("documents"))
         plan.resumed_phase = state.phase
         return plan
     stores = ["search", "cache"] if which == "all" else [which]
@@ -88,14 +97,19 @@ def make_plan(config: Config, which: str, table: str | None) -> Plan:
     if missing:
         raise RebuildRefused(f"sinks: this config does not write {', '.join(missing)}")
     names = [t.name for t in config.tables]
+    if table is not None and table in [d.name for d in config.documents]:
+        raise RebuildRefused(f"--table: {table} is a document: documents are rebuilt by `cdckit rebuild all`, "
+                             "every document and both stores at once (they share one state)")
     if table is not None and table not in names:
         raise RebuildRefused(f"--table: {table} is not in the config's tables")
     search_tables = [t for t in config.tables if table in (None, t.name)] if "search" in stores else []
-    # A Redis generation is a whole database: the cache is always rebuilt for every table.
+    # Documents only with every store: see _DocumentsReplay.
+    search_docs = config.documents if which == "all" and table is None and "search" in stores else []
+    # A Redis generation is a whole database: the cache is always rebuilt for every table and document.
     replayed = config.tables if "cache" in stores else search_tables
     # The truncate markers too: the catch-up applies those it meets (the bulk reads them first).
     conf = config.kafka.client_config()
-    topics = existing_topics(conf, [config.topic_for(t) for t in replayed] + [config.truncate_topic])
+    topics = existing_topics(conf, [config.topic_for(t) for t in replayed] + [config.truncate_topic]) if replayed else []
     plan = Plan(uuid.uuid4().hex[:8], stores, [t.name for t in replayed], topics,
                 begin_offsets(conf, topics) if topics else {}, end_offsets(conf, topics) if topics else {})
     if search_tables:
@@ -103,11 +117,25 @@ def make_plan(config: Config, which: str, table: str | None) -> Plan:
         for t in search_tables:
             gen = plan_generation(engine, t.index_name)
             plan.search[t.name] = {"alias": gen.alias, "current": gen.current, "target": gen.target}
+        for d in search_docs:
+            gen = plan_generation(engine, d.index_name)
+            plan.search[d.store_table] = {"alias": gen.alias, "current": gen.current, "target": gen.target}
     if "cache" in stores:
         plan.cache = {"live_db": config.redis.db, "spare_db": config.redis.spare_db}
+    if config.documents and which == "all" and table is None:
+        plan.documents = {"folder": documents_state.fresh(config.spark.checkpoint_dir, plan.rebuild_id).name}
+    elif config.documents and not _documents_state_fits(config):
+        raise RebuildRefused("documents: their definitions changed since their state was built: "
+                             "`cdckit rebuild all` builds them anew")
     plan.estimate_s = plan.records / (rebuild_state.measured_rate(config.spark.checkpoint_dir) or ASSUMED_RATE)
     plan.retention_ms = min_delete_retention(conf, topics)
     return plan
+
+
+def _documents_state_fits(config: Config) -> bool:
+    from pipelines.spark import documents_query
+
+    return documents_query.state_matches(config, documents_query.resolve(config), documents_query.checkpoint(config))
 
 
 def check_safety(plan: Plan, force: bool) -> list[str]:
@@ -158,25 +186,39 @@ def run(spark, config: Config, plan: Plan, keep_old: bool = False, cb: Callbacks
         _advance(ckpt, state, "bulk")
     if state.phase == "bulk":
         checkpoint("before the bulk replay")
-        cb.phase("bulk replay")
-        started = time.monotonic()
-        state.summary["bulk"] = bulk(spark, config, plan, work, cb.bulk_progress, stop)
-        state.summary["bulk"]["seconds"] = round(time.monotonic() - started, 1)
+        if plan.tables:
+            cb.phase("bulk replay")
+            started = time.monotonic()
+            state.summary["bulk"] = bulk(spark, config, plan, work, cb.bulk_progress, stop)
+            state.summary["bulk"]["seconds"] = round(time.monotonic() - started, 1)
         _advance(ckpt, state, "catchup")
     if state.phase == "catchup":
         checkpoint("before the catch-up")
         with ExitStack() as held:  # the fresh generations' writer lock, when this process replays
-            started = time.monotonic()
-            state.summary["catchup"] = _catch_up(spark, config, plan, work, state, cb, held, stop)
-            state.summary["catchup"]["seconds"] = round(time.monotonic() - started, 1)
+            if plan.tables:
+                started = time.monotonic()
+                state.summary["catchup"] = _catch_up(spark, config, plan, work, state, cb, held, stop)
+                state.summary["catchup"]["seconds"] = round(time.monotonic() - started, 1)
+            documents = _DocumentsReplay(spark, config, plan, stop) if plan.documents else None
+            if documents is not None and not documents.adopted:
+                cb.phase("documents: replay into the fresh generations")
+                documents.replay()
             checkpoint("after the catch-up, before the switch")
+            if documents is not None and not documents.adopted:
+                # The live documents' batches wait on its lock from here: the rest of the log reaches
+                # the fresh generations, which switch, and the state that built them becomes the live one.
+                cb.phase("documents: the last stretch")
+                documents.finish(held)
+                state.summary["documents"] = documents.summary()
+            elif plan.cache and config.documents and documents is None:
+                # The documents are carried over into the spare database at the switch (_switch):
+                # none may be written meanwhile.
+                held.enter_context(documents_state.handover_lock(ckpt))
             cb.phase("switching")
             state.live_batch_at_switch = _live_batch(config)
-            if plan.cache and config.documents and state.catchup_by != rebuild_state.CATCHUP_BY_REBUILD:
-                # The documents' batches take this lock during a rebuild: none writes while the
-                # documents are carried over into the spare database and it becomes the live one.
-                held.enter_context(rebuild_state.writer_lock(ckpt))
             _switch(config, plan)
+            if documents is not None:
+                documents.adopt()
             crash_point("rebuild.after_switch")   # the drill's worst moment: switched, not yet recorded
             state.dual_write = False
             state.switched_at = time.time()
@@ -195,6 +237,70 @@ def run(spark, config: Config, plan: Plan, keep_old: bool = False, cb: Callbacks
         # The bulk's progress group in Kafka has served (its result is in the state's summary).
         rebuild_state.progress_board(config.kafka.client_config(), plan.rebuild_id).forget()
     return state
+
+
+class _DocumentsReplay:
+    """The rebuild's documents' query: a state of its own from the earliest offsets (see
+    pipelines/state/documents.py), writing the fresh generations alone, each run to the log's end.
+
+    Only with every store (`rebuild all`): the old state and this one must never write one store
+    together. A document's version is its state's history (the versions it handed out): a state
+    that read one partition further than another may have handed out a document at a version
+    the other never reached, so a delete from the other would be refused (the row comes back).
+    So each store's documents come from one state: the old one's until the switch, this one's
+    after; between the last run and the hand-over, the live documents' batches wait (the lock,
+    then `pending` should this process die in between, until a rerun completes it)."""
+
+    def __init__(self, spark, config: Config, plan: Plan, stop: StopRequest):
+        from pipelines.spark import documents_query
+
+        self.spark, self.config, self.plan, self.stop = spark, config, plan, stop
+        self.ckpt = config.spark.checkpoint_dir
+        self.folder = self.ckpt / str(plan.documents["folder"])
+        self.adopted = documents_state.current(self.ckpt) == self.folder   # a rerun after the hand-over
+        self.targets = Targets(tuple(sorted((t, s["target"]) for t, s in plan.search.items()
+                                            if t.startswith("document:"))),
+                               plan.cache["spare_db"] if plan.cache else None)
+        self.totals: dict[str, int] = {}
+        self.seconds = 0.0
+        self.resolved = None if self.adopted else documents_query.resolve(config)
+
+    def replay(self) -> None:
+        self._run()
+
+    def finish(self, held: ExitStack) -> None:
+        """The last stretch, holding the hand-over lock until the rebuild's end (`held`)."""
+        held.enter_context(documents_state.handover_lock(self.ckpt))
+        documents_state.begin_handover(self.ckpt, self.folder)
+        try:
+            self._run()
+        except BaseException:
+            documents_state.cancel_handover(self.ckpt)  # not switched: the old state goes on
+            raise
+
+    def _run(self) -> None:
+        from pipelines.spark import documents_query
+        from pipelines.spark.rebuild_jobs import config_json
+
+        started = time.monotonic()
+        query = documents_query.start(self.spark, self.config, config_json(self.config), self.resolved, self.folder,
+                                      targets=self.targets, available_now=True, totals=self.totals)
+        try:
+            while query.isActive:
+                if self.stop.is_set():
+                    raise Interrupted("in the documents' replay (a rerun goes on from where it stopped)")
+                query.awaitTermination(1)
+        finally:
+            query.stop()
+        self.seconds += time.monotonic() - started
+        if query.exception() is not None:
+            raise CdckitError(f"rebuild: the documents' replay failed: {query.exception()}")
+
+    def summary(self) -> dict[str, Any]:
+        return {**self.totals, "seconds": round(self.seconds, 1)}
+
+    def adopt(self) -> None:
+        documents_state.adopt(self.ckpt, self.folder)
 
 
 LIVE_GONE_S = 15.0    # a live pipeline not seen for this long is taken as stopped
@@ -283,9 +389,9 @@ def _switch(config: Config, plan: Plan) -> None:
     if plan.cache:
         store_markers.mark_cache(redis_client(config, plan.cache["spare_db"]), config.topic_prefix,
                                  f"rebuild {plan.rebuild_id}")
-        if config.documents and not cachegen.switched(redis_client(config), plan.rebuild_id):
-            # Nested documents are not replayed by the rebuild: their query keeps them (see
-            # pipelines/spark/documents_query.py), so they move to the new database as they are.
+        if config.documents and not plan.documents and not cachegen.switched(redis_client(config), plan.rebuild_id):
+            # Documents not rebuilt (`rebuild cache`): their query keeps them, so they move to the
+            # new database as they are, with their versions (the live state's history).
             from derived.sinks.cache.sink import CacheTable, RedisCache
 
             tables = [CacheTable(d.redis_key_template) for d in config.documents]

@@ -151,6 +151,13 @@ def _pipeline(config: Config, report: Report) -> None:
     if not running:
         report.problem(f"the pipeline process that applied the last batch (pid {st.get('pid')} on "
                        f"{st.get('host')}) is not running: start it with `cdckit run`")
+    if config.documents:
+        from pipelines.state import documents as documents_state
+
+        handover = documents_state.pending(config.spark.checkpoint_dir)
+        if handover is not None:
+            report.warnings.append(f"the documents' batches wait for a rebuild to hand its state ({handover}) over: "
+                                   "seconds while a rebuild switches; if none runs, `cdckit rebuild all` completes it")
     report.pipeline = {"running": running, "last_batch_id": st["batch_id"], "last_batch_age_s": round(age, 1),
                        "newest_change_age_s": round(time.time() - st["newest_source_ts_ms"] / 1000, 1)
                        if st.get("newest_source_ts_ms") else None,

@@ -21,6 +21,7 @@ from connectors.typed_values import element_type, row_converter
 from connectors.envelope import document_id
 from derived.sinks.cache.keys import render_key
 from derived.shape import shape
+from pipelines.state import documents as documents_state
 from pipelines.state.offsets import committed_offsets
 from pipelines.config import Config, TableConfig
 from pipelines.errors import NotCaughtUp
@@ -56,7 +57,7 @@ def wait_applied(config: Config, timeout_s: float) -> tuple[int, float]:
     _wait_committed(config.spark.checkpoint_dir, end, started, timeout_s)
     if config.documents:  # and the documents' query, over the topics it reads
         end = end_offsets(config.kafka.client_config(), list(config.document_topics))
-        _wait_committed(config.spark.checkpoint_dir / "documents", end, started, timeout_s)
+        _wait_committed(documents_state.current(config.spark.checkpoint_dir), end, started, timeout_s)
     return target, time.monotonic() - started
 
 

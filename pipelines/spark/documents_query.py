@@ -40,7 +40,9 @@ from pipelines.apply.document_specs import ResolvedDocuments
 from pipelines.apply.nested_fold import FoldState, FoldStats, fold_batch
 from pipelines.config import Config
 from pipelines.errors import ConfigError
+from pipelines.state import documents as documents_state
 from pipelines.state import rebuild as rebuild_state
+from pipelines.state.rebuild import Targets
 
 log = logging.getLogger("cdckit.documents")
 
@@ -53,7 +55,8 @@ WRITE_STATS = pa.schema([("documents", pa.int64()), ("search_applied", pa.int64(
 
 
 def checkpoint(config: Config) -> Path:
-    return config.spark.checkpoint_dir / "documents"
+    """The live state's folder (a rebuild moves it: pipelines/state/documents.py)."""
+    return documents_state.current(config.spark.checkpoint_dir)
 
 
 def fingerprint(resolved: ResolvedDocuments, config: Config) -> str:
@@ -71,19 +74,23 @@ def fingerprint(resolved: ResolvedDocuments, config: Config) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def check_state_matches(config: Config, resolved: ResolvedDocuments) -> None:
-    """The checkpoint's state was built for these specs; a changed `documents:` section is refused
-    (its documents need building anew from the topics: see the README)."""
-    mark = checkpoint(config) / "cdckit-documents.txt"
-    wanted = fingerprint(resolved, config)
-    if not mark.exists():
-        mark.parent.mkdir(parents=True, exist_ok=True)
-        mark.write_text(wanted + "\n")
-        return
-    if mark.read_text().strip() != wanted:
+def state_matches(config: Config, resolved: ResolvedDocuments, folder: Path) -> bool:
+    """Whether the state in `folder` was built for these specs (or there is none yet)."""
+    mark = folder / "cdckit-documents.txt"
+    return not mark.exists() or mark.read_text().strip() == fingerprint(resolved, config)
+
+
+def check_state_matches(config: Config, resolved: ResolvedDocuments, folder: Path) -> None:
+    """The state in `folder` was built for these specs; a changed `documents:` section is refused
+    (its documents need building anew from the topics, which `cdckit rebuild all` does)."""
+    if not state_matches(config, resolved, folder):
         raise ConfigError("documents", "the documents' definitions (or the types of their key and join "
                           "columns, or numeric_as_number) changed since their state was built: "
-                          f"remove {checkpoint(config)} and `cdckit rebuild` the document indexes")
+                          "`cdckit rebuild all` builds them anew from the topics and hands them to the job")
+    mark = folder / "cdckit-documents.txt"
+    if not mark.exists():
+        mark.parent.mkdir(parents=True, exist_ok=True)
+        mark.write_text(fingerprint(resolved, config) + "\n")
 
 
 def stream(spark, config: Config):
@@ -169,8 +176,9 @@ def _decoding(config_json: bytes, resolved: ResolvedDocuments) -> tuple:
     return _decoders[config_json]
 
 
-def write_fn(config_json: bytes):
-    """mapInArrow over the fold's output: the documents into both stores, one stats row per task."""
+def write_fn(config_json: bytes, targets: Targets | None = None):
+    """mapInArrow over the fold's output: the documents into both stores (given `targets`: a
+    rebuild's fresh generations alone), one stats row per task."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pipelines.apply.batch import apply_changes
@@ -178,6 +186,8 @@ def write_fn(config_json: bytes):
         from pipelines.spark.partition_apply import worker_resources
 
         stores, dlq = worker_resources(config_json)
+        if targets is not None:
+            stores = worker_resources(config_json, targets)
         totals = BatchStats()
         folds: list[dict] = []
         count = 0
@@ -225,33 +235,54 @@ def ensure_indexes(config: Config, stores) -> None:
             stores.search.prepare(table)
 
 
-def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments):
-    """The documents query, started; None when the config has no documents."""
+def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments, folder: Path,
+          targets: Targets | None = None, available_now: bool = False, totals: dict[str, int] | None = None):
+    """The documents' query from the state in `folder`: the live one, or (given `targets`) a
+    rebuild's, writing its fresh generations alone, to the log's end (`available_now`).
+    `totals` sums records and documents over its batches."""
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    if not config.documents:
-        return None
-    check_state_matches(config, resolved)
+    check_state_matches(config, resolved, folder)
+    live = targets is None
+    ckpt = config.spark.checkpoint_dir
+    totals = totals if totals is not None else {}
 
     def write(df, batch_id: int) -> None:
         started = time.monotonic()
-        with ExitStack() as held:
-            if cache_rebuild_running(config.spark.checkpoint_dir):
-                # A cache rebuild carries the documents over into its database at its switch, holding
-                # this lock (pipelines/ops/rebuild.py): no document is written meanwhile.
-                held.enter_context(rebuild_state.writer_lock(config.spark.checkpoint_dir))
-            # Written by as many tasks as cores (the fold's output is one partition per document).
-            out = df.repartition(spark.sparkContext.defaultParallelism)
-            rows = out.mapInArrow(write_fn(config_json), _ddl(WRITE_STATS)).toArrow().to_pylist()
+        waited = started
+        while True:
+            with ExitStack() as held:
+                if live and rebuild_holds_documents(ckpt):
+                    # A rebuild switches (and hands its documents' state over, or carries the
+                    # documents into its database) holding this lock (pipelines/state/documents.py).
+                    held.enter_context(documents_state.handover_lock(ckpt))
+                if live and documents_state.current(ckpt) != folder:
+                    log.info("documents batch %d not written: a rebuild's state (%s) took over; this query "
+                             "moves there", batch_id, documents_state.current(ckpt).name)
+                    return
+                if not live or documents_state.pending(ckpt) is None:
+                    # Written by as many tasks as cores (the fold's output is one partition per document).
+                    out = df.repartition(spark.sparkContext.defaultParallelism)
+                    rows = out.mapInArrow(write_fn(config_json, targets), _ddl(WRITE_STATS)).toArrow().to_pylist()
+                    break
+            if time.monotonic() - waited > 30:
+                waited = time.monotonic()
+                log.warning("documents batch %d waits for a rebuild's hand-over to %s (its process stopped "
+                            "mid-way? rerun `cdckit rebuild all`)", batch_id, documents_state.pending(ckpt))
+            time.sleep(0.5)
         folds = [f for r in rows for f in orjson.loads(r["fold"])]
         total = {k: sum(r[k] for r in rows) for k in WRITE_STATS.names[:-1]}
+        records = sum(f["records"] for f in folds)
+        totals["records"] = totals.get("records", 0) + records
+        totals["documents"] = totals.get("documents", 0) + total["documents"]
+        totals["dead_letters"] = totals.get("dead_letters", 0) + total["dead_letters"]
         fan_out = sum(f["fan_out_documents"] for f in folds)
         undecodable = sum(f["dead"] for f in folds)
         fold_s = sum(sum(f["timings"][k] for k in ("load_s", "fold_s", "save_s")) for f in folds)
         state_mb = sum(f["timings"]["state_bytes"] for f in folds) / 1e6
-        log.info("documents batch %d: %s records, %s documents (%s by shared rows), search %s applied/%s stale, "
-                 "cache %s applied/%s stale%s, %.2f s (fold %.2f s, state %.1f MB)", batch_id,
-                 f"{sum(f['records'] for f in folds):,}", f"{total['documents']:,}", f"{fan_out:,}",
+        log.info("%sdocuments batch %d: %s records, %s documents (%s by shared rows), search %s applied/%s stale, "
+                 "cache %s applied/%s stale%s, %.2f s (fold %.2f s, state %.1f MB)", "" if live else "rebuild: ",
+                 batch_id, f"{records:,}", f"{total['documents']:,}", f"{fan_out:,}",
                  f"{total['search_applied']:,}", f"{total['search_stale']:,}", f"{total['cache_applied']:,}",
                  f"{total['cache_stale']:,}",
                  (f", {total['dead_letters']} DEAD LETTERS" if total["dead_letters"] else "")
@@ -260,8 +291,8 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
 
     grouped = stream(spark, config).groupBy("document").applyInPandasWithState(
         fold_fn(config_json, resolved), OUT_DDL, STATE_DDL, "append", GroupStateTimeout.NoTimeout)
-    writer = grouped.writeStream.foreachBatch(write).option("checkpointLocation", str(checkpoint(config) / "query"))
-    if config.spark.trigger == "available_now":
+    writer = grouped.writeStream.foreachBatch(write).option("checkpointLocation", str(folder / "query"))
+    if available_now or config.spark.trigger == "available_now":
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=config.spark.trigger)
@@ -270,14 +301,73 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
     previous = spark.conf.get("spark.sql.shuffle.partitions")
     spark.conf.set("spark.sql.shuffle.partitions", str(len(config.documents)))
     try:
-        return writer.queryName("cdckit-documents").start()
+        return writer.queryName("cdckit-documents" if live else "cdckit-rebuild-documents").start()
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", previous)
 
 
-def cache_rebuild_running(checkpoint_dir: Path) -> bool:
+def rebuild_holds_documents(checkpoint_dir: Path) -> bool:
+    """A rebuild that builds the documents anew, or swaps the cache's database, and has not
+    switched yet."""
     state = rebuild_state.load(checkpoint_dir)
-    return state is not None and state.phase not in ("done", "switched") and bool(state.plan.get("cache"))
+    return (state is not None and state.phase not in ("done", "switched")
+            and bool(state.plan.get("documents") or state.plan.get("cache")))
+
+
+def resolve(config: Config) -> ResolvedDocuments:
+    """The documents' specs resolved against the catalog (errors name the field)."""
+    from connectors import postgres
+    from pipelines.apply.document_specs import Catalog, resolve_documents
+
+    with postgres.connect(config.postgres.dsn_kwargs()) as conn:
+        return resolve_documents(config, Catalog(conn))
+
+
+class LiveDocuments:
+    """The running job's documents' query; moved to a rebuild's state once the rebuild has
+    switched to the generations that state built (`tend`, called between the job's polls)."""
+
+    def __init__(self, spark, config: Config, config_json: bytes, resolved: ResolvedDocuments):
+        self.spark, self.config, self.config_json, self.resolved = spark, config, config_json, resolved
+        self.folder = checkpoint(config)
+        self._remove_stale()
+        self.query = start(spark, config, config_json, resolved, self.folder)
+
+    def tend(self) -> None:
+        now = checkpoint(self.config)
+        if now == self.folder:
+            return
+        log.info("documents: the rebuild's state in %s takes over from %s", now.name, self.folder.name)
+        self.query.stop()
+        self.folder = now
+        self.query = start(self.spark, self.config, self.config_json, self.resolved, now)
+        self._remove_stale()
+
+    def _remove_stale(self) -> None:
+        ckpt = self.config.spark.checkpoint_dir
+        state = rebuild_state.load(ckpt)
+        keep = {self.folder}
+        if state is not None and state.plan.get("documents"):
+            keep.add(ckpt / str(state.plan["documents"]["folder"]))
+        for gone in documents_state.remove_stale(ckpt, keep):
+            log.info("documents: the replaced state %s removed", gone.name)
+
+    @property
+    def isActive(self) -> bool:  # noqa: N802 - StreamingQuery's spelling
+        return self.query.isActive
+
+    @property
+    def lastProgress(self):  # noqa: N802
+        return self.query.lastProgress
+
+    def awaitTermination(self, timeout: float | None = None):  # noqa: N802
+        return self.query.awaitTermination(timeout)
+
+    def exception(self):
+        return self.query.exception()
+
+    def stop(self) -> None:
+        self.query.stop()
 
 
 def _ddl(schema: pa.Schema) -> str:

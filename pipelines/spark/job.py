@@ -280,14 +280,11 @@ def start(spark, config: Config, on_batch=None, config_path: Path | None = None,
 def start_documents(spark, config: Config):
     """The documents' specs resolved against the catalog (errors name the field), their indexes
     created, their query started."""
-    from connectors import postgres
-    from pipelines.apply.document_specs import Catalog, resolve_documents
     from pipelines.spark import documents_query
 
-    with postgres.connect(config.postgres.dsn_kwargs()) as conn:
-        resolved = resolve_documents(config, Catalog(conn))
+    resolved = documents_query.resolve(config)
     documents_query.ensure_indexes(config, stores_from_config(config))
-    return documents_query.start(spark, config, orjson.dumps(config.model_dump(mode="json")), resolved)
+    return documents_query.LiveDocuments(spark, config, orjson.dumps(config.model_dump(mode="json")), resolved)
 
 
 class Queries:
@@ -312,6 +309,10 @@ class Queries:
 
     def exception(self):
         return self.tables.exception() or self.documents.exception()
+
+    def tend(self) -> None:
+        """Between polls: the documents' query moves to a rebuild's state once it has switched."""
+        self.documents.tend()
 
     def stop(self) -> None:
         try:
@@ -446,6 +447,8 @@ def _follow(query, metrics, stop: StopRequest, once: Callable[[], bool] | None, 
             query.awaitTermination(1)
         except Exception:  # noqa: BLE001 - the query failed; the caller reads query.exception()
             break
+        if hasattr(query, "tend"):
+            query.tend()
 
 
 _RESTARTABLE = ("StoreUnavailable", "KafkaUnavailable", "NoFetchResponse")

@@ -39,6 +39,8 @@ class CheckpointDir(_Folder):
     rebuild = _File("cdckit-rebuild.json", "The running or last rebuild (pipelines/state/rebuild.py).")
     rebuild_live = _File("cdckit-rebuild-live.json", "The live pipeline's catch-up of a rebuild (state/rebuild.py).")
     rebuild_lock = _File("cdckit-rebuild.lock", "Held by the writer of a rebuild's fresh generation (state/rebuild.py).")
+    documents = _File("cdckit-documents.json", "Which folder holds the documents' query and state (state/documents.py).")
+    documents_lock = _File("cdckit-documents.lock", "Held by a rebuild handing the documents over (state/documents.py).")
     rebuild_rate = _File("cdckit-rebuild-rate.json", "Events/s a finished rebuild measured (state/rebuild.py).")
 
     def rebuild_work(self, rebuild_id: str) -> "RebuildWork":

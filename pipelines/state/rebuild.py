@@ -7,7 +7,6 @@ its bulk results and the catch-up's checkpoint (the bulk tasks' progress is in K
 """
 from __future__ import annotations
 
-import fcntl
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from typing import Any, Callable, Iterator
 
 from pipelines.state.checkpoint import CheckpointDir, RebuildWork
 from pipelines.state.json_files import read_json, write_json
+from pipelines.state.locks import file_lock
 
 PHASES = ("planned", "bulk", "catchup", "switched", "done")
 
@@ -127,14 +127,8 @@ def live_duty(checkpoint_dir: Path) -> LiveDuty | None:
 def writer_lock(checkpoint_dir: Path) -> Iterator[None]:
     """Held by whoever writes a rebuild's fresh generation (see LiveDuty). An flock: released when
     its holder dies, so a crashed rebuild never blocks the live pipeline for good."""
-    path = CheckpointDir(checkpoint_dir).rebuild_lock
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+    with file_lock(CheckpointDir(checkpoint_dir).rebuild_lock):
+        yield
 
 
 def live_caught_up(checkpoint_dir: Path, epoch: str | None) -> dict[str, Any] | None:

@@ -20,6 +20,7 @@ from tests.support.integration import (cli, drop_pipeline, fresh_redis_dbs, kill
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 LIVE_DB, SPARE_DB = 13, 14
+BOOT_LIVE_DB, BOOT_SPARE_DB = 15, 3
 
 BIG = "(SELECT string_agg(md5(random()::text), '') FROM generate_series(1, 400))"  # 12,800 chars, TOASTed
 
@@ -61,8 +62,8 @@ def test_orders_documents_stay_exact_through_workload_and_driver_kill(stack, tmp
         conn.execute(f"INSERT INTO {p}_customers SELECT g, 'customer ' || g, 'c' || g || '@x.org' "
                      "FROM generate_series(1, 20) g")
         conn.execute(f"INSERT INTO {p}_tags SELECT g, 'tag ' || g FROM generate_series(1, 8) g")
-        # Orders 151-300 and their customers (11-20) are left alone by the workload: after a cache
-        # rebuild only the carry-over can bring their documents into the new database.
+        # Orders 151-300 and their customers (11-20) are left alone by the workload: after the
+        # rebuild only its own replay of the documents can have brought them into the new generations.
         conn.execute(f"INSERT INTO {p}_orders SELECT g, 1 + g % 10 + CASE WHEN g > 150 THEN 10 ELSE 0 END, 'new', "
                      "9007199254740993.25 + g, now() FROM generate_series(1, 300) g")
         conn.execute(f"INSERT INTO {p}_lines SELECT g, 1 + g % 300, g / 300, 'sku-' || g, g % 7, g * 0.5, NULL "
@@ -124,10 +125,20 @@ def test_orders_documents_stay_exact_through_workload_and_driver_kill(stack, tmp
         time.sleep(3)
         proc = start_job(path, log)
         time.sleep(8)
-        # A cache rebuild swaps in a database the rebuild filled with the tables: the documents,
-        # kept by their own query, are carried over at the switch.
-        rebuilt = cli("rebuild", "cache", "-c", str(path), "--json", timeout=600)
+        # Both stores rebuilt under load: the documents too, by a state of the rebuild's own, which the
+        # running job's documents' query takes over at the switch.
+        rebuilt = cli("rebuild", "all", "-c", str(path), "--json", timeout=600)
         assert rebuilt.returncode == 0, rebuilt.stdout[-2000:] + rebuilt.stderr[-2000:]
+        summary = json.loads(rebuilt.stdout)
+        folder = summary["plan"]["documents"]["folder"]
+        assert summary["summary"]["documents"]["documents"] >= 300, summary["summary"]
+        assert summary["plan"]["search"][f"document:{name}"]["target"] == f"{name}_v2"
+        assert requests.get(f"{stack.search_url}/_alias/{name}", timeout=10).json().keys() == {f"{name}_v2"}
+        assert json.loads((ckpt / "cdckit-documents.json").read_text())["folder"] == folder
+        deadline = time.monotonic() + 60
+        while "takes over from documents" not in log.read_text() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert "takes over from documents" in log.read_text(), log.read_text()[-3000:]
         paused.set()
         result = cli("verify", "--json", "-c", str(path), "--timeout", "240", timeout=400)
         after_rebuild = json.loads(result.stdout)
@@ -192,16 +203,43 @@ def test_bootstrap_once_builds_the_documents_from_the_snapshot(stack, tmp_path):
         conn.execute(f"INSERT INTO {p}_lines SELECT g, 1 + g % 400, g, 'sku', 1, 1, NULL "
                      "FROM generate_series(1, 2000) g")
         conn.execute(f"INSERT INTO {p}_order_tags SELECT o, 1 + o % 3 FROM generate_series(1, 400) o")
+    own = fresh_redis_dbs(stack, BOOT_LIVE_DB, BOOT_SPARE_DB)
     data = stack.config(tables=[{"name": t, "redis_key": f"{t}:{{_id}}"} for t in tables],
-                        documents=documents(p, name), spark={"checkpoint_dir": str(tmp_path / "ckpt")})
+                        documents=documents(p, name), redis={"url": own.redis_url, "rebuild_db": BOOT_SPARE_DB},
+                        spark={"checkpoint_dir": str(tmp_path / "ckpt")})
     path = write_config(tmp_path, data)
     try:
         boot = cli("bootstrap", "--once", "-c", str(path), timeout=600)
         assert boot.returncode == 0, boot.stdout[-2000:] + boot.stderr[-3000:]
-        r = redis.Redis.from_url(stack.redis_url)
+        r = redis.Redis.from_url(own.redis_url)
         assert int(r.get(f"cdckit:count:{name}:{{id}}") or 0) == 400   # before verify: bootstrap waited
         result = cli("verify", "--json", "-c", str(path), "--table", name, timeout=300)
         report = json.loads(result.stdout)
         assert report["exact"] and report["tables"][0]["rows"] == 400, report
+
+        # The documents' definition changes (the customer loses its email): the job refuses the old
+        # state, so does a rebuild of one store (both hold the documents); `rebuild all` builds them anew.
+        data["documents"][0]["relations"][1]["columns"] = ["name"]
+        path = write_config(tmp_path, data)
+        refused = cli("run", "-c", str(path), timeout=300)
+        assert refused.returncode != 0 and "rebuild all" in refused.stderr + refused.stdout, refused.stderr[-2000:]
+        one = cli("rebuild", "cache", "-c", str(path), timeout=300)
+        assert one.returncode != 0 and "rebuild all" in one.stderr + one.stdout, one.stderr[-2000:]
+        rebuilt = cli("rebuild", "all", "-c", str(path), "--json", timeout=600)
+        assert rebuilt.returncode == 0, rebuilt.stdout[-2000:] + rebuilt.stderr[-3000:]
+        assert json.loads(r.get(f"{name}:7"))["customer"] == {"name": "customer 3"}
+        result = cli("verify", "--json", "-c", str(path), "--table", name, timeout=300)
+        report = json.loads(result.stdout)
+        assert report["exact"] and report["tables"][0]["rows"] == 400, report
+
+        # A cache rebuild alone swaps in a database it filled with the tables: the documents, kept
+        # by their own state, are carried over into it at the switch.
+        cache = cli("rebuild", "cache", "-c", str(path), "--json", timeout=600)
+        assert cache.returncode == 0, cache.stdout[-2000:] + cache.stderr[-3000:]
+        assert json.loads(cache.stdout)["plan"]["documents"] is None
+        result = cli("verify", "--json", "-c", str(path), timeout=300)
+        report = json.loads(result.stdout)
+        assert report["exact"], json.dumps(report)[:3000]
+        assert int(r.get(f"cdckit:count:{name}:{{id}}") or 0) == 400
     finally:
         drop_pipeline(stack, data, *reversed(tables))

@@ -86,10 +86,12 @@ class Log:
         self.commit = lsn + 5
 
 
-def history(rnd: random.Random, steps: int) -> tuple[Log, dict[str, dict[tuple, dict]]]:
-    db: dict[str, dict[tuple, dict]] = {t: {} for t in KEYS}
-    log = Log()
-    next_line = [1]
+def history(rnd: random.Random, steps: int, log: Log | None = None, db: dict[str, dict[tuple, dict]] | None = None
+            ) -> tuple[Log, dict[str, dict[tuple, dict]]]:
+    """`steps` more transactions, appended to `log` (changing `db`) when given."""
+    db = db if db is not None else {t: {} for t in KEYS}
+    log = log if log is not None else Log()
+    next_line = [1 + max((k[0] for k in db["public.lines"]), default=0) + len(log.parts) * 1000]
 
     def put(table: str, row: dict) -> tuple[str, str, dict]:
         key = tuple(row[c] for c in KEYS[table])
@@ -144,7 +146,7 @@ def history(rnd: random.Random, steps: int) -> tuple[Log, dict[str, dict[tuple, 
     return log, db
 
 
-def deliveries(log: Log, rnd: random.Random) -> list[list[dict[str, Any]]]:
+def deliveries(log: "Log | Stretch", rnd: random.Random) -> list[list[dict[str, Any]]]:
     """Every record once, in offset order per partition, partitions interleaved at random, cut into batches."""
     cursors = {tp: 0 for tp in log.parts}
     batches: list[list[dict[str, Any]]] = []
@@ -252,3 +254,105 @@ def test_unchanged_toast_of_a_row_not_held_is_read_again():
     records = [dict(r, offset=r["offset"] + 10) for rs in log2.parts.values() for r in rs]
     (out,) = fold_batch(state, records, {}, MARKERS, {}, reread)[0]
     assert out.doc["lines"] == [{"note": "from postgres"}] and asked == [7]   # held: not asked again
+
+
+class Stretch:
+    """Records of a log between two positions (per partition), or all of them compacted (the
+    cleaner's result: a key's last record, a tombstone included)."""
+
+    def __init__(self, parts: dict[tuple[str, int], list[dict[str, Any]]]):
+        self.parts = parts
+
+    @classmethod
+    def between(cls, log: Log, start: dict, end: dict) -> "Stretch":
+        return cls({tp: rs[start.get(tp, 0):end.get(tp, len(rs))] for tp, rs in log.parts.items()})
+
+    @classmethod
+    def compacted(cls, log: Log, end: dict) -> "Stretch":
+        parts = {}
+        for tp, rs in log.parts.items():
+            last = {r["key"]: r for r in rs[:end.get(tp, len(rs))]}
+            parts[tp] = sorted(last.values(), key=lambda r: r["offset"])
+        return cls(parts)
+
+
+def ends(log: Log) -> dict[tuple[str, int], int]:
+    return {tp: len(rs) for tp, rs in log.parts.items()}
+
+
+def write(store: dict[str, tuple[Any, Any]], outs) -> None:
+    """The stores' rule for documents: an equal or higher version replaces."""
+    for o in outs:
+        held = store.get(o.doc_id)
+        if held is None or o.version >= held[0]:
+            store[o.doc_id] = (o.version, o.doc)
+
+
+def fold(state: FoldState, stretch: Stretch, rnd: random.Random, store: dict, crashes: bool = False) -> FoldState:
+    """The stretch folded in batches into `store`; with `crashes`, some batches die half-written and
+    run again from the state before them (the state store's contract). Returns the state."""
+    for batch in deliveries(stretch, rnd):
+        saved = pickle.dumps(state)
+        if crashes and rnd.random() < 0.2:
+            outs = fold_batch(state, batch, {}, MARKERS, {})[0]
+            write(store, outs[:len(outs) // 2])
+            state = pickle.loads(saved)
+        outs, _, dead = fold_batch(state, batch, {}, MARKERS, {})
+        assert not dead
+        write(store, outs)
+    return state
+
+
+def visible(store: dict[str, tuple[Any, Any]]) -> dict[str, Any]:
+    return {k: doc for k, (_, doc) in store.items() if doc is not None}
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 10_000))
+def test_a_rebuilds_state_takes_over_without_gap_or_resurrection(seed: int):
+    """The rebuild's hand-over (pipelines/state/documents.py, ops/rebuild._DocumentsReplay): the old
+    state writes the live store; the rebuild's own state replays the compacted log into a fresh
+    store, while the log and the live query go on; under the lock the old state stops wherever it
+    is and the rebuild's state writes the rest of the log into the fresh store, which is switched
+    in equal to the final joins; then that state goes on as the live one. Batches crash throughout."""
+    rnd = random.Random(seed)
+    log, db = history(rnd, rnd.randint(5, 40))
+    live: dict[str, tuple[Any, Any]] = {}
+    old = fold(FoldState(NestedState(SPEC, dict(KEYS))), Stretch.between(log, {}, ends(log)), rnd, live, True)
+    a = ends(log)
+    history(rnd, rnd.randint(0, 20), log, db)
+    replayed = ends(log)
+    fresh: dict[str, tuple[Any, Any]] = {}
+    new = fold(FoldState(NestedState(SPEC, dict(KEYS))), Stretch.compacted(log, replayed), rnd, fresh, True)
+    history(rnd, rnd.randint(0, 20), log, db)
+    reach = {tp: rnd.randint(a.get(tp, 0), n) for tp, n in ends(log).items()}
+    fold(old, Stretch.between(log, a, reach), rnd, live, True)       # the live query, stopped anywhere
+    end = ends(log)
+    new = fold(new, Stretch.between(log, replayed, end), rnd, fresh, True)   # under the lock
+    assert visible(fresh) == joined(db)                              # what readers get at the switch
+    history(rnd, rnd.randint(0, 20), log, db)
+    fold(new, Stretch.between(log, end, ends(log)), rnd, fresh, True)
+    assert visible(fresh) == joined(db)
+
+
+def test_two_states_writing_one_store_can_bring_a_deleted_document_back():
+    """Why the hand-over never lets two states write one store: the old state read the lines'
+    partition further than the orders' and handed order 2 out with a line written after the order
+    was deleted; a state that read the delete in one batch and the line in the next deletes it at
+    the delete's own version, which the store refuses (it holds the line's, higher)."""
+    log = Log()
+    log.txn([("public.orders", "c", {"id": 2, "customer_id": None, "status": "a"})])
+    log.txn([("public.orders", "d", {"id": 2})])
+    log.txn([("public.lines", "c", {"id": 9, "order_id": 2, "line_no": 1, "sku": "late"})])
+    orders = [r for (t, _), rs in log.parts.items() if t.endswith("orders") for r in rs]
+    lines = [r for (t, _), rs in log.parts.items() if t.endswith("lines") for r in rs]
+    store: dict[str, tuple[Any, Any]] = {}
+    old = FoldState(NestedState(SPEC, dict(KEYS)))
+    write(store, fold_batch(old, orders[:1], {}, MARKERS, {})[0])
+    write(store, fold_batch(old, lines, {}, MARKERS, {})[0])      # the line before the delete is read
+    other = FoldState(NestedState(SPEC, dict(KEYS)))
+    write(store, fold_batch(other, orders, {}, MARKERS, {})[0])      # its batch with the delete first
+    write(store, fold_batch(other, lines, {}, MARKERS, {})[0])       # then the line, of no order: nothing
+    assert visible(store)["2"]["lines"] == [{"line_no": 1, "sku": "late"}]   # deleted in Postgres, back here
+    write(store, fold_batch(old, orders[1:], {}, MARKERS, {})[0])   # the old state alone: its delete wins
+    assert "2" not in visible(store)
