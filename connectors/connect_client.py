@@ -159,6 +159,15 @@ class ConnectClient:
     def offsets(self, name: str) -> dict[str, Any]:
         return self._request("GET", f"/connectors/{name}/offsets")
 
+    def snapshot_committed(self, name: str) -> bool:
+        """Debezium's committed source offsets say its snapshot is over (they carry a `snapshot`
+        key while one runs); False while Connect cannot answer."""
+        try:
+            offsets = self.offsets(name).get("offsets") or []
+        except Exception:  # noqa: BLE001 - Connect busy or restarting: ask again later
+            return False
+        return bool(offsets) and all("snapshot" not in o.get("offset", {}) for o in offsets)
+
     def validate(self, plugin_class: str, config: dict[str, str]) -> list[str]:
         """Errors the plugin reports for this config, as 'field: message' lines (empty when valid)."""
         short = plugin_class.rsplit(".", 1)[-1]

@@ -7,6 +7,8 @@ from typing import Any, Iterator
 
 import psycopg
 
+from connectors.visibility import parse_lsn
+
 
 class PostgresUnreachable(Exception):
     """The database did not let us in: unreachable, or refusing, with the config field to check."""
@@ -225,8 +227,7 @@ def current_wal_lsn(conn: psycopg.Connection) -> int:
 
 
 def lsn_to_int(lsn: str) -> int:
-    hi, lo = lsn.split("/")
-    return (int(hi, 16) << 32) | int(lo, 16)
+    return parse_lsn(lsn)
 
 
 @dataclass

@@ -11,7 +11,7 @@ import traceback
 import click
 
 from pipelines.cli import (config, connector, dead_letters, index, rebuild, snapshot, spark_package, sync,  # noqa: F401
-                           verify)  # the commands
+                           verify, wait)  # the commands
 from pipelines.cli.base import app
 from pipelines.cli.logs import SETTINGS, hoist_global_options
 from pipelines.cli.render import say_error

@@ -52,7 +52,9 @@ def worker_properties(bootstrap: str, port: int, plugins: Path, group: str = "cd
         "status.storage.replication.factor": "1",
         "offset.storage.partitions": "1",
         "status.storage.partitions": "1",
-        "offset.flush.interval.ms": "5000",
+        # How often Debezium confirms WAL positions to the slot: a read-your-writes wait (cdckit wait,
+        # pipelines/client.py) lasts at least this long; one small offsets commit per interval.
+        "offset.flush.interval.ms": "1000",
         "listeners": f"http://127.0.0.1:{port}",
         "rest.advertised.host.name": "127.0.0.1",
         "rest.advertised.port": str(port),

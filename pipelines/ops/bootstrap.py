@@ -137,7 +137,7 @@ class Watch:
             return False
         self.last_check = time.monotonic()
         if self.snapshot_end is None:
-            if not _snapshot_committed(self.config):
+            if not snapshot_committed(self.config):
                 return False
             self.snapshot_end = _topic_ends(self.config)
         committed = committed_offsets(self.config.spark.checkpoint_dir) or {}
@@ -160,14 +160,10 @@ def documents_applied(config: Config, ends: dict[str, dict[str, int]]) -> bool:
     return all(int(committed.get(t, {}).get(p, 0)) >= int(o) for t, parts in ends.items() for p, o in parts.items())
 
 
-def _snapshot_committed(config: Config) -> bool:
+def snapshot_committed(config: Config) -> bool:
     from pipelines.ops.connector import client_for
 
-    try:
-        offsets = client_for(config).offsets(config.connector_name).get("offsets") or []
-    except Exception:  # noqa: BLE001 - Connect busy or restarting: ask again at the next check
-        return False
-    return bool(offsets) and all("snapshot" not in o.get("offset", {}) for o in offsets)
+    return client_for(config).snapshot_committed(config.connector_name)
 
 
 def _topic_ends(config: Config) -> dict[str, dict[str, int]]:

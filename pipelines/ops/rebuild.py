@@ -33,6 +33,7 @@ from connectors.kafka.admin import existing_topics, min_delete_retention
 from connectors.kafka.offsets import begin_offsets, end_offsets
 from derived.sinks.cache import generations as cachegen
 from derived.sinks import markers as store_markers
+from derived.sinks import visibility
 from derived.sinks.errors import GenerationError
 from derived.sinks.search.generations import (SearchGeneration, create_generation, drop_generation,
                                         plan_generation, switch_generation)
@@ -210,9 +211,9 @@ def run(spark, config: Config, plan: Plan, keep_old: bool = False, cb: Callbacks
                 cb.phase("documents: the last stretch")
                 documents.finish(held)
                 state.summary["documents"] = documents.summary()
-            elif plan.cache and config.documents and documents is None:
-                # The documents are carried over into the spare database at the switch (_switch):
-                # none may be written meanwhile.
+            elif plan.cache:
+                # The documents (when not rebuilt) and the visibility position are carried over into
+                # the spare database at the switch (_switch): none may be written meanwhile.
                 held.enter_context(documents_state.handover_lock(ckpt))
             cb.phase("switching")
             state.live_batch_at_switch = _live_batch(config)
@@ -398,6 +399,9 @@ def _switch(config: Config, plan: Plan) -> None:
             cachegen.carry_over(redis_client(config), redis_client(config, plan.cache["spare_db"]),
                                 plan.cache["spare_db"], [t.pattern() for t in tables],
                                 [RedisCache.COUNT_PREFIX + t.key_template for t in tables])
+        if not cachegen.switched(redis_client(config), plan.rebuild_id):
+            visibility.carry_cache(redis_client(config), redis_client(config, plan.cache["spare_db"]),
+                                   config.topic_prefix)
         cachegen.switch(redis_client(config), redis_client(config, plan.cache["spare_db"]), plan.cache["live_db"],
                         plan.cache["spare_db"], plan.rebuild_id)
 

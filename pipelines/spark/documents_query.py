@@ -252,7 +252,7 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
         waited = started
         while True:
             with ExitStack() as held:
-                if live and rebuild_holds_documents(ckpt):
+                if live and documents_state.lock_in_use(ckpt):
                     # A rebuild switches (and hands its documents' state over, or carries the
                     # documents into its database) holding this lock (pipelines/state/documents.py).
                     held.enter_context(documents_state.handover_lock(ckpt))
@@ -304,14 +304,6 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
         return writer.queryName("cdckit-documents" if live else "cdckit-rebuild-documents").start()
     finally:
         spark.conf.set("spark.sql.shuffle.partitions", previous)
-
-
-def rebuild_holds_documents(checkpoint_dir: Path) -> bool:
-    """A rebuild that builds the documents anew, or swaps the cache's database, and has not
-    switched yet."""
-    state = rebuild_state.load(checkpoint_dir)
-    return (state is not None and state.phase not in ("done", "switched")
-            and bool(state.plan.get("documents") or state.plan.get("cache")))
 
 
 def resolve(config: Config) -> ResolvedDocuments:

@@ -23,6 +23,7 @@ from pipelines.apply.stores import stores_from_config
 from pipelines.config import Config, load_config
 from pipelines.errors import CdckitError, from_spark_failure
 from pipelines.apply import index_definitions
+from pipelines.spark.visibility import VisibilityPublisher
 from pipelines.stopping import StopRequest
 from pipelines.spark.change_topics import topic_reader
 from pipelines.spark.partition_apply import STATS_DDL, executor_fn, range_executor_fn, stats_of
@@ -354,6 +355,12 @@ def _run(config: Config, config_path: Path | None, on_batch, once: Callable[[], 
 
     spark = spark_session(config)
     metrics = metrics if metrics is not None else pipeline_metrics(config)  # bootstrap brings its own
+    with VisibilityPublisher(config, metrics):
+        return _run_queries(spark, config, config_path, on_batch, once, stop, metrics)
+
+
+def _run_queries(spark, config: Config, config_path: Path | None, on_batch, once: Callable[[], bool] | None,
+                 stop: StopRequest, metrics) -> int:
     pause = RESTART_PAUSE_S
     while True:
         gate = BatchGate()

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from typing import Any, Iterable
 
@@ -13,7 +14,7 @@ TASK_STATES = ("RUNNING", "FAILED", "PAUSED", "UNASSIGNED")
 class PipelineMetrics:
     def __init__(self, port: int, host: str = "127.0.0.1"):
         """`port` 0: the metrics are kept but not served (tests read `registry`)."""
-        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
         self.registry = CollectorRegistry()
         r = self.registry
@@ -52,14 +53,48 @@ class PipelineMetrics:
         self.rebuild_done = Gauge("cdckit_rebuild_records_done", "records the rebuild's bulk replay has read",
                                   registry=r)
         self.rebuild_total = Gauge("cdckit_rebuild_records_total", "records the rebuild's bulk replays", registry=r)
+        self.visible_lsn = Gauge("cdckit_visible_lsn", "WAL position up to which every committed change is in "
+                                 "both stores (pipelines/spark/visibility.py; 0: none published yet)", registry=r)
+        self.position = 0
+        self._moved = threading.Condition()
         self.port = port or None
         if not port:
             return
         try:
-            start_http_server(port, addr=host, registry=r)
+            self._serve(host, port)
         except OSError as exc:
             log.warning("metrics not served: port %d: %s", port, exc.strerror)
             self.port = None
+
+    def _serve(self, host: str, port: int) -> None:
+        """Prometheus' exposition, and `/visible?lsn=L&store=search|cache|both&timeout=S`."""
+        from wsgiref.simple_server import make_server
+
+        from prometheus_client import make_wsgi_app
+        from prometheus_client.exposition import ThreadingWSGIServer, _SilentHandler
+
+        exposition = make_wsgi_app(self.registry)
+
+        def app(environ, start_response):
+            if environ.get("PATH_INFO") == "/visible":
+                status, body = visible_answer(self, environ.get("QUERY_STRING", ""))
+                start_response(status, [("Content-Type", "application/json")])
+                return [body]
+            return exposition(environ, start_response)
+
+        server = make_server(host, port, app, ThreadingWSGIServer, handler_class=_SilentHandler)
+        threading.Thread(target=server.serve_forever, name="cdckit-metrics", daemon=True).start()
+
+    def visible_position(self, position: int) -> None:
+        """The visibility watermark just published to the stores."""
+        with self._moved:
+            self.position = max(self.position, position)
+            self._moved.notify_all()
+        self.visible_lsn.set(self.position)
+
+    def wait_position(self, lsn: int, timeout_s: float) -> bool:
+        with self._moved:
+            return self._moved.wait_for(lambda: self.position >= lsn, timeout=max(0.0, timeout_s))
 
     def batch(self, stats, seconds: float, rows: Iterable[dict[str, Any]] = (), config=None) -> None:
         """A finished batch: `stats` its totals, `rows` its per-partition stats rows (by table
@@ -117,6 +152,33 @@ class PipelineMetrics:
         self.rebuild_active.set(1 if active else 0)
         self.rebuild_done.set(done)
         self.rebuild_total.set(total)
+
+
+MAX_WAIT_S = 60.0
+
+
+def visible_answer(metrics: PipelineMetrics, query: str) -> tuple[str, bytes]:
+    """`/visible`: 200 once the stores hold the commit at `lsn`, 408 when `timeout` (seconds,
+    default 0, at most 60) passes first, 400 for a bad request; JSON either way."""
+    from urllib.parse import parse_qs
+
+    import orjson
+
+    from connectors.visibility import format_lsn, parse_lsn
+
+    args = {k: v[-1] for k, v in parse_qs(query).items()}
+    try:
+        lsn = parse_lsn(args["lsn"])
+        store = args.get("store", "both")
+        if store not in ("search", "cache", "both"):
+            raise ValueError(f"store must be search, cache or both, not {store!r}")
+        timeout = min(float(args.get("timeout", 0)), MAX_WAIT_S)
+    except (KeyError, ValueError) as exc:
+        text = "lsn is required" if isinstance(exc, KeyError) else str(exc)
+        return "400 Bad Request", orjson.dumps({"error": text})
+    visible = metrics.wait_position(lsn, timeout)
+    body = {"visible": visible, "lsn": format_lsn(lsn), "store": store, "watermark": format_lsn(metrics.position)}
+    return ("200 OK" if visible else "408 Request Timeout"), orjson.dumps(body)
 
 
 def pipeline_metrics(config) -> PipelineMetrics | None:

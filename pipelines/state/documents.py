@@ -65,6 +65,16 @@ def adopt(checkpoint_dir: Path, folder: Path) -> None:
     write_json(CheckpointDir(checkpoint_dir).documents, {"folder": folder.name})
 
 
+def lock_in_use(checkpoint_dir: Path) -> bool:
+    """A rebuild that may take `handover_lock`: one that builds the documents anew or swaps the
+    cache's database (which copies the documents and the visibility key), not switched yet."""
+    from pipelines.state import rebuild as rebuild_state
+
+    state = rebuild_state.load(checkpoint_dir)
+    return (state is not None and state.phase not in ("done", "switched")
+            and bool(state.plan.get("documents") or state.plan.get("cache")))
+
+
 @contextmanager
 def handover_lock(checkpoint_dir: Path) -> Iterator[None]:
     with file_lock(CheckpointDir(checkpoint_dir).documents_lock):

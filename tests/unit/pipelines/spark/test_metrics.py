@@ -106,3 +106,21 @@ def test_bootstrap_watch_reports_the_snapshot_progress():
     watch.on_batch(0, BatchStats(), [{"topic": "cdc.public.customers", "partition": 0, "fence": 7,
                                       "snapshot_reads": 4}])
     assert get("cdckit_snapshot_rows_read", {"table": "public.customers"}) == 4
+
+
+def test_the_visible_endpoint_answers_200_408_and_400():
+    import threading
+    import time
+
+    from pipelines.spark.metrics import PipelineMetrics, visible_answer
+
+    m = PipelineMetrics(0)
+    assert visible_answer(m, "lsn=0/10")[0].startswith("408")
+    threading.Thread(target=lambda: (time.sleep(0.1), m.visible_position(0x20)), daemon=True).start()
+    status, body = visible_answer(m, "lsn=0/10&store=search&timeout=5")   # waits for the publish
+    assert status.startswith("200") and b'"watermark":"0/20"' in body
+    m.visible_position(0x05)                                               # never back
+    assert m.position == 0x20
+    assert visible_answer(m, "store=cache")[0].startswith("400")
+    assert visible_answer(m, "lsn=1&store=disk")[0].startswith("400")
+    assert visible_answer(m, "lsn=zz")[0].startswith("400")

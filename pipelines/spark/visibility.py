@@ -1,0 +1,174 @@
+"""The running job publishes each store's visibility watermark (connectors/visibility.py says why
+it holds) into the store and its metrics, from a thread of its own, between and after batches.
+
+- Both stores get the same position: every query (the tables', the documents') writes both, and
+  a query's offsets count once its batch is committed, that is after its writes.
+- The search engine shows a write to a search only after a refresh: the written aliases are
+  refreshed before the position is published there (a GET by id sees it at once anyway).
+- Rebuilds: a fresh generation holds at least what the live one holds by its switch (the live
+  pipeline writes it too from the catch-up on, or the rebuild replays to the log's end), so the
+  position carries over: the search document is not behind an alias, and the cache's key is
+  copied into the database SWAPDB brings in (pipelines/ops/rebuild._switch), with this thread held off by
+  the same lock meanwhile, so readers never see it go back.
+- A restarted job starts from the stores' positions: publishing only moves them forward.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from connectors.kafka.admin import matching_topics
+from connectors.kafka.offsets import end_offsets
+from connectors.visibility import Watermark
+from derived.sinks import visibility as published
+from pipelines.config import Config
+from pipelines.state import documents as documents_state
+from pipelines.state.offsets import committed_offsets
+
+log = logging.getLogger("cdckit.visibility")
+
+INTERVAL_S = 0.1
+SNAPSHOT_CHECK_S = 2.0
+TOPICS_S = 5.0
+
+
+class VisibilityPublisher:
+    """`with VisibilityPublisher(config, metrics):` while the job runs."""
+
+    def __init__(self, config: Config, metrics=None, interval_s: float = INTERVAL_S):
+        self.config, self.metrics, self.interval_s = config, metrics, interval_s
+        self.watermark = Watermark()
+        self.published = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="cdckit-visibility", daemon=True)
+        self._conn = None          # postgres.connect's context manager, entered
+        self._conn_handle = None
+        self._stores = None
+        self._snapshot_done = False
+        self._snapshot_checked = 0.0
+        self._failing = False
+        self._topic_list: list[str] = []
+        self._topics_at = float("-inf")
+
+    def __enter__(self) -> "VisibilityPublisher":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self._close()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.step()
+                if self._failing:
+                    log.info("visibility watermark published again")
+                self._failing = False
+            except Exception as exc:  # noqa: BLE001 - a store or the database away: the next round retries
+                if not self._failing:
+                    log.warning("visibility watermark not published: %s: %s", type(exc).__name__, str(exc)[:200])
+                self._failing = True
+                self._close()
+                self._stop.wait(1.0)
+
+    def step(self) -> int:
+        """One sample, one advance; publishes when the position moved. Returns the watermark."""
+        if not self._snapshot_committed():
+            return self.published
+        lsn = self._confirmed_lsn()
+        ends = end_offsets(self.config.kafka.client_config(), self._topics())
+        self.watermark.sample(lsn, ends)
+        position = self.watermark.advance(self._committed())
+        if position > self.published:
+            self._publish(position)
+        return self.published
+
+    def _snapshot_committed(self) -> bool:
+        """The initial snapshot's reads are not confirmed through the slot: no position before it is in."""
+        if self._snapshot_done or time.monotonic() - self._snapshot_checked < SNAPSHOT_CHECK_S:
+            return self._snapshot_done
+        from connectors.connect_client import ConnectClient
+        from pipelines.state.bootstrap import read_state
+
+        self._snapshot_checked = time.monotonic()
+        connect = ConnectClient(self.config.connect.url, timeout_s=self.config.connect.timeout_s)
+        self._snapshot_done = (read_state(self.config.spark.checkpoint_dir) is not None
+                               or connect.snapshot_committed(self.config.connector_name))
+        return self._snapshot_done
+
+    def _confirmed_lsn(self) -> int:
+        from connectors import postgres
+
+        if self._conn is None:
+            self._conn = postgres.connect(self.config.postgres.dsn_kwargs())   # held open: a query per round
+            self._conn_handle = self._conn.__enter__()
+        info = postgres.slot_info(self._conn_handle, self.config.postgres.slot)
+        return int(info.confirmed_flush_lsn or 0) if info is not None else 0
+
+    def _close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.__exit__(None, None, None)
+            except Exception:  # noqa: BLE001 - already broken
+                pass
+            self._conn = None
+
+    def _topics(self) -> list[str]:
+        """Listed again every few seconds: a table added to the running job brings a topic."""
+        if time.monotonic() - self._topics_at > TOPICS_S:
+            found = set(matching_topics(self.config.kafka.client_config(), self.config.topic_pattern))
+            self._topic_list = sorted(found | set(self.config.document_topics))
+            self._topics_at = time.monotonic()
+        return self._topic_list
+
+    def _committed(self) -> dict[str, dict[str, int]]:
+        """Per partition, what every query reading it has committed (the lower of two)."""
+        ckpt = self.config.spark.checkpoint_dir
+        tables = committed_offsets(ckpt) or {}
+        if not self.config.documents:
+            return tables
+        documents = committed_offsets(documents_state.current(ckpt)) or {}
+        merged = {t: dict(p) for t, p in tables.items()}
+        for topic in self.config.document_topics:
+            a, b = tables.get(topic) or {}, documents.get(topic) or {}
+            merged[topic] = {p: min(int(a.get(p, -1)), int(b.get(p, -1))) for p in set(a) | set(b)}
+        return merged
+
+    def _publish(self, position: int) -> None:
+        from pipelines.apply.stores import redis_client, stores_from_config
+
+        if self._stores is None:
+            self._stores = stores_from_config(self.config), redis_client(self.config)
+        (stores, redis), now = self._stores, time.time()
+        if "search" in self.config.sinks:
+            engine = stores.search.engine
+            aliases = sorted({t.alias for t in stores.search_tables.values()})
+            for alias in aliases:
+                if engine.alias_exists(alias):
+                    engine.refresh(alias)
+            published.publish_search(engine, self.config.topic_prefix, position, now)
+        if "cache" in self.config.sinks:
+            ckpt = self.config.spark.checkpoint_dir
+            if documents_state.lock_in_use(ckpt):  # a cache switch copies the key under this lock
+                with documents_state.handover_lock(ckpt):
+                    published.publish_cache(redis, self.config.topic_prefix, position)
+            else:
+                published.publish_cache(redis, self.config.topic_prefix, position)
+        self.published = position
+        if self.metrics is not None:
+            self.metrics.visible_position(position)
+
+
+def current(config: Config, store: str) -> int:
+    """The position a store's readers can rely on now (0: none yet)."""
+    from pipelines.apply.stores import redis_client, search_engine
+
+    if store == "cache":
+        return published.read_cache(redis_client(config), config.topic_prefix)
+    docs = search_engine(config).mget(published.search_index(config.topic_prefix), [published.SEARCH_DOC])
+    doc: Any = docs.get(published.SEARCH_DOC)
+    return int(doc["lsn"]) if doc else 0
