@@ -46,6 +46,8 @@ class VisibilityPublisher:
         self._conn = None          # postgres.connect's context manager, entered
         self._conn_handle = None
         self._stores = None
+        self._aliases: list[str] = []
+        self._aliases_at = float("-inf")
         self._snapshot_done = False
         self._snapshot_checked = 0.0
         self._failing = False
@@ -146,10 +148,13 @@ class VisibilityPublisher:
         (stores, redis), now = self._stores, time.time()
         if "search" in self.config.sinks:
             engine = stores.search.engine
-            aliases = sorted({t.alias for t in stores.search_tables.values()})
-            for alias in aliases:
-                if engine.alias_exists(alias):
-                    engine.refresh(alias)
+            # One refresh over every index written (a comma list; an alias not made yet would fail it).
+            if time.monotonic() - self._aliases_at > TOPICS_S:   # listed again: an index made since
+                self._aliases = sorted(a for a in {t.alias for t in stores.search_tables.values()}
+                                       if engine.alias_exists(a))
+                self._aliases_at = time.monotonic()
+            if self._aliases:
+                engine.refresh(",".join(self._aliases))
             published.publish_search(engine, self.config.topic_prefix, position, now)
         if "cache" in self.config.sinks:
             ckpt = self.config.spark.checkpoint_dir

@@ -4,9 +4,7 @@ root deleted and re-inserted, a customer rename fanning out, a child table trunc
 child, a link table with a composite key), and a kill -9 of the driver mid-batch; `cdckit verify`
 (documents built by SQL in Postgres) says exact, and finds a tampered document."""
 import json
-import os
 import random
-import signal
 import threading
 import time
 import uuid
@@ -16,7 +14,7 @@ import redis
 import requests
 
 from tests.support.integration import (cli, drop_pipeline, fresh_redis_dbs, kill_mid_batch, pg, start_job,
-                                       wait_streaming, write_config)
+                                       stop_job, wait_streaming, write_config)
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 LIVE_DB, SPARE_DB = 13, 14
@@ -180,12 +178,7 @@ def test_orders_documents_stay_exact_through_workload_and_driver_kill(stack, tmp
         assert [d["id"] for d in found["different"]] == ["2"], found
     finally:
         stop.set()
-        if proc is not None and proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(60)
-            except Exception:  # noqa: BLE001
-                os.killpg(proc.pid, signal.SIGKILL)
+        stop_job(proc)
         drop_pipeline(stack, data, *reversed(tables))
 
 

@@ -3,9 +3,7 @@ take the token, wait for visibility, then read both stores: every read finds its
 a background load runs, the driver is killed with -9 and restarted, and `rebuild all` switches
 generations. A token far in the future times out with the documented error (client, CLI, HTTP)."""
 import json
-import os
 import random
-import signal
 import socket
 import threading
 import time
@@ -16,8 +14,8 @@ import pytest
 import requests
 
 from pipelines.client import NotVisible, Watermarks, commit_token, wait_visible
-from tests.support.integration import (cli, drop_pipeline, fresh_redis_dbs, kill_mid_batch, pg, start_job, wait_for,
-                                       wait_streaming, write_config)
+from tests.support.integration import (cli, drop_pipeline, fresh_redis_dbs, kill_mid_batch, pg, start_job,
+                                       stop_job, wait_streaming, write_config)
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 LIVE_DB, SPARE_DB = 2, 4
@@ -130,12 +128,7 @@ def test_every_client_reads_its_own_write_through_kill_and_rebuild(stack, tmp_pa
         stop.set()
         for t in threads:
             t.join(150)
-        if proc is not None and proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(60)
-            except Exception:  # noqa: BLE001
-                os.killpg(proc.pid, signal.SIGKILL)
+        stop_job(proc)
         drop_pipeline(stack, data, table)
     waits.sort()
     print(f"\n{trials[0]} trials, {len(misses)} misses; wait p50 {waits[len(waits) // 2]:.2f} s, "

@@ -219,6 +219,20 @@ def start_job(path: Path, log: Path, command: str = "run", cwd: Path = ROOT) -> 
                             stdout=open(log, "ab"), stderr=subprocess.STDOUT, start_new_session=True)
 
 
+def stop_job(proc: subprocess.Popen | None) -> None:
+    """SIGTERM to a `start_job` process group still running (it stops after its batch), then SIGKILL after 60 s."""
+    import os
+    import signal
+
+    if proc is None or proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
 def batch_in_flight(query_dir: Path) -> bool:
     """Spark wrote a batch's offsets in this query checkpoint but has not committed it yet (after two commits)."""
     offsets = {p.name for p in (query_dir / "offsets").glob("[0-9]*")}
