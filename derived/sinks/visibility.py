@@ -1,6 +1,7 @@
 """Where a store's visibility watermark lives, beside the data its readers read (issue #23): a
-Redis key in the live database, a document in the search engine's marker index (not behind an
-alias, so a generation switch leaves it). Both only move forward: a Lua max in Redis, an
+Redis key in the live database, a document in an index of its own in the search engine (not
+behind an alias, so a generation switch leaves it; not the store marker's index, which a publish
+would create again after the engine lost its data, hiding the loss). Both only move forward: a Lua max in Redis, an
 external version equal to the position in the search engine. Light on purpose: pipelines/client.py
 imports it into applications."""
 from __future__ import annotations
@@ -23,7 +24,7 @@ def cache_key(prefix: str) -> str:
 
 
 def search_index(prefix: str) -> str:
-    return f"cdckit-meta-{prefix.lower()}"   # derived/sinks/markers.search_marker: the same index
+    return f"cdckit-visible-{prefix.lower()}"
 
 
 def publish_cache(client: Any, prefix: str, lsn: int) -> int:
@@ -41,8 +42,20 @@ def read_cache(client: Any, prefix: str) -> int:
     return int(client.get(cache_key(prefix)) or 0)
 
 
+def ensure_search_index(engine: Any, prefix: str, definition: dict[str, Any] | None) -> None:
+    if not engine.index_exists(search_index(prefix)):
+        try:
+            engine.create_index(search_index(prefix), definition)
+        except Exception as exc:  # noqa: BLE001 - created concurrently
+            if "already" not in str(exc):
+                raise
+
+
 def publish_search(engine: Any, prefix: str, lsn: int, at: float) -> None:
     """Indexed with the position as external version (`external_gte`): an older one is refused.
     Positions above 2^63 cannot happen (WAL positions are far below)."""
-    engine.bulk([{"index": {"_index": search_index(prefix), "_id": SEARCH_DOC, "version": int(lsn),
-                            "version_type": "external_gte"}}, {"lsn": int(lsn), "published_at": at}])
+    answer = engine.bulk([{"index": {"_index": search_index(prefix), "_id": SEARCH_DOC, "version": int(lsn),
+                                     "version_type": "external_gte"}}, {"lsn": int(lsn), "published_at": at}])
+    item = next(iter(answer["items"][0].values()))
+    if item.get("error") and item.get("status") != 409:   # 409: a higher position is there already
+        raise RuntimeError(f"search refused the visibility position: {item['error']}")

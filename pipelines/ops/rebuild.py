@@ -93,7 +93,7 @@ def make_plan(config: Config, which: str, table: str | None) -> Plan:
                     documents=state.plan.get("documents"))
         plan.resumed_phase = state.phase
         return plan
-    stores = ["search", "cache"] if which == "all" else [which]
+    stores = [s for s in ("search", "cache") if s in config.sinks] if which == "all" else [which]
     missing = [s for s in stores if s not in config.sinks]
     if missing:
         raise RebuildRefused(f"sinks: this config does not write {', '.join(missing)}")
@@ -196,14 +196,16 @@ def run(spark, config: Config, plan: Plan, keep_old: bool = False, cb: Callbacks
     if state.phase == "catchup":
         checkpoint("before the catch-up")
         with ExitStack() as held:  # the fresh generations' writer lock, when this process replays
+            documents = _DocumentsReplay(spark, config, plan, stop) if plan.documents else None
+            if documents is not None and not documents.adopted:
+                # Before the tables' catch-up, which may hold the writer lock the live tables wait on.
+                cb.phase("documents: replay into the fresh generations")
+                documents.replay()
+                checkpoint("after the documents' replay")
             if plan.tables:
                 started = time.monotonic()
                 state.summary["catchup"] = _catch_up(spark, config, plan, work, state, cb, held, stop)
                 state.summary["catchup"]["seconds"] = round(time.monotonic() - started, 1)
-            documents = _DocumentsReplay(spark, config, plan, stop) if plan.documents else None
-            if documents is not None and not documents.adopted:
-                cb.phase("documents: replay into the fresh generations")
-                documents.replay()
             checkpoint("after the catch-up, before the switch")
             if documents is not None and not documents.adopted:
                 # The live documents' batches wait on its lock from here: the rest of the log reaches
@@ -259,9 +261,13 @@ class _DocumentsReplay:
         self.ckpt = config.spark.checkpoint_dir
         self.folder = self.ckpt / str(plan.documents["folder"])
         self.adopted = documents_state.current(self.ckpt) == self.folder   # a rerun after the hand-over
+        cache_db = None
+        if plan.cache:
+            # A rerun after SWAPDB (killed before the hand-over): the fresh generation is the live database now.
+            swapped = cachegen.switched(redis_client(config), plan.rebuild_id)
+            cache_db = plan.cache["live_db"] if swapped else plan.cache["spare_db"]
         self.targets = Targets(tuple(sorted((t, s["target"]) for t, s in plan.search.items()
-                                            if t.startswith("document:"))),
-                               plan.cache["spare_db"] if plan.cache else None)
+                                            if t.startswith("document:"))), cache_db)
         self.totals: dict[str, int] = {}
         self.seconds = 0.0
         self.resolved = None if self.adopted else documents_query.resolve(config)

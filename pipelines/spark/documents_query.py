@@ -26,6 +26,7 @@ import hashlib
 import logging
 import pickle
 import re
+import threading
 import time
 from contextlib import ExitStack
 from pathlib import Path
@@ -235,11 +236,17 @@ def ensure_indexes(config: Config, stores) -> None:
             stores.search.prepare(table)
 
 
+class PausedForHandover(RuntimeError):
+    """A live documents' batch given up, unwritten and uncommitted, because its query is stopping."""
+
+
 def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments, folder: Path,
-          targets: Targets | None = None, available_now: bool = False, totals: dict[str, int] | None = None):
+          targets: Targets | None = None, available_now: bool = False, totals: dict[str, int] | None = None,
+          stopping: threading.Event | None = None):
     """The documents' query from the state in `folder`: the live one, or (given `targets`) a
     rebuild's, writing its fresh generations alone, to the log's end (`available_now`).
-    `totals` sums records and documents over its batches."""
+    `totals` sums records and documents over its batches; `stopping` set lets a batch that waits
+    for a hand-over give up (the query is being stopped)."""
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     check_state_matches(config, resolved, folder)
@@ -252,9 +259,10 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
         waited = started
         while True:
             with ExitStack() as held:
-                if live and documents_state.lock_in_use(ckpt):
-                    # A rebuild switches (and hands its documents' state over, or carries the
-                    # documents into its database) holding this lock (pipelines/state/documents.py).
+                if live:
+                    # A rebuild switches (and hands its documents' state over, or carries the documents
+                    # into its database) holding this lock (pipelines/state/documents.py); uncontended
+                    # otherwise. Taken always: a batch that began before a rebuild may outlast its replay.
                     held.enter_context(documents_state.handover_lock(ckpt))
                 if live and documents_state.current(ckpt) != folder:
                     log.info("documents batch %d not written: a rebuild's state (%s) took over; this query "
@@ -265,6 +273,10 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
                     out = df.repartition(spark.sparkContext.defaultParallelism)
                     rows = out.mapInArrow(write_fn(config_json, targets), _ddl(WRITE_STATS)).toArrow().to_pylist()
                     break
+            if stopping is not None and stopping.is_set():
+                # Not committed: the batch runs again after the hand-over, or after its cancel.
+                raise PausedForHandover(f"documents batch {batch_id} stopped while waiting for a rebuild's "
+                                        f"hand-over to {documents_state.pending(ckpt)}")
             if time.monotonic() - waited > 30:
                 waited = time.monotonic()
                 log.warning("documents batch %d waits for a rebuild's hand-over to %s (its process stopped "
@@ -323,16 +335,21 @@ class LiveDocuments:
         self.spark, self.config, self.config_json, self.resolved = spark, config, config_json, resolved
         self.folder = checkpoint(config)
         self._remove_stale()
-        self.query = start(spark, config, config_json, resolved, self.folder)
+        self.stopping = threading.Event()
+        self.query = start(spark, config, config_json, resolved, self.folder, stopping=self.stopping)
 
     def tend(self) -> None:
         now = checkpoint(self.config)
         if now == self.folder:
             return
         log.info("documents: the rebuild's state in %s takes over from %s", now.name, self.folder.name)
-        self.query.stop()
+        self.stop()
+        self.stopping.clear()
         self.folder = now
-        self.query = start(self.spark, self.config, self.config_json, self.resolved, now)
+        if not state_matches(self.config, self.resolved, now):
+            raise ConfigError("documents", f"the rebuild built the documents' state in {now.name} for another "
+                              "`documents:` section than this job's: restart `cdckit run` with that config")
+        self.query = start(self.spark, self.config, self.config_json, self.resolved, now, stopping=self.stopping)
         self._remove_stale()
 
     def _remove_stale(self) -> None:
@@ -356,9 +373,13 @@ class LiveDocuments:
         return self.query.awaitTermination(timeout)
 
     def exception(self):
-        return self.query.exception()
+        failure = self.query.exception()
+        if failure is not None and self.stopping.is_set() and "PausedForHandover" in str(failure):
+            return None   # stopped on purpose while it waited
+        return failure
 
     def stop(self) -> None:
+        self.stopping.set()
         self.query.stop()
 
 

@@ -355,7 +355,7 @@ def _run(config: Config, config_path: Path | None, on_batch, once: Callable[[], 
 
     spark = spark_session(config)
     metrics = metrics if metrics is not None else pipeline_metrics(config)  # bootstrap brings its own
-    with VisibilityPublisher(config, metrics):
+    with VisibilityPublisher(config, metrics, config_path):
         return _run_queries(spark, config, config_path, on_batch, once, stop, metrics)
 
 

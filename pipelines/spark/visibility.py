@@ -15,12 +15,13 @@ it holds) into the store and its metrics, from a thread of its own, between and 
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
-from connectors.kafka.admin import matching_topics
-from connectors.kafka.offsets import end_offsets
+from connectors.kafka.offsets import Watermarks as KafkaMarks, next_end, to_offsets
 from connectors.visibility import Watermark
 from derived.sinks import visibility as published
 from pipelines.config import Config
@@ -31,14 +32,16 @@ log = logging.getLogger("cdckit.visibility")
 
 INTERVAL_S = 0.1
 SNAPSHOT_CHECK_S = 2.0
-TOPICS_S = 5.0
+ALIASES_S = 5.0
 
 
 class VisibilityPublisher:
     """`with VisibilityPublisher(config, metrics):` while the job runs."""
 
-    def __init__(self, config: Config, metrics=None, interval_s: float = INTERVAL_S):
+    def __init__(self, config: Config, metrics=None, config_path: Path | None = None, interval_s: float = INTERVAL_S):
         self.config, self.metrics, self.interval_s = config, metrics, interval_s
+        self.config_path, self._config, self._config_at = config_path, config, time.monotonic()
+        self._kafka: KafkaMarks | None = None
         self.watermark = Watermark()
         self.published = 0
         self._stop = threading.Event()
@@ -51,8 +54,6 @@ class VisibilityPublisher:
         self._snapshot_done = False
         self._snapshot_checked = 0.0
         self._failing = False
-        self._topic_list: list[str] = []
-        self._topics_at = float("-inf")
 
     def __enter__(self) -> "VisibilityPublisher":
         self._thread.start()
@@ -82,9 +83,15 @@ class VisibilityPublisher:
         if not self._snapshot_committed():
             return self.published
         lsn = self._confirmed_lsn()
-        ends = end_offsets(self.config.kafka.client_config(), self._topics())
+        # Topics listed in the same call, after the slot's read: a topic created for a commit below
+        # `lsn` (a table's first row) is in this sample, with its records.
+        marks = self._marks()
+        ends = to_offsets(next_end({}, marks.high(marks.partitions()))[1])
         self.watermark.sample(lsn, ends)
-        position = self.watermark.advance(self._committed())
+        committed = self._committed()
+        if committed is None:
+            return self.published   # the documents' state moved while read: the next round
+        position = self.watermark.advance(committed)
         if position > self.published:
             self._publish(position)
         return self.published
@@ -112,6 +119,9 @@ class VisibilityPublisher:
         return int(info.confirmed_flush_lsn or 0) if info is not None else 0
 
     def _close(self) -> None:
+        if self._kafka is not None:
+            self._kafka.close()
+            self._kafka = None
         if self._conn is not None:
             try:
                 self._conn.__exit__(None, None, None)
@@ -119,21 +129,23 @@ class VisibilityPublisher:
                 pass
             self._conn = None
 
-    def _topics(self) -> list[str]:
-        """Listed again every few seconds: a table added to the running job brings a topic."""
-        if time.monotonic() - self._topics_at > TOPICS_S:
-            found = set(matching_topics(self.config.kafka.client_config(), self.config.topic_pattern))
-            self._topic_list = sorted(found | set(self.config.document_topics))
-            self._topics_at = time.monotonic()
-        return self._topic_list
+    def _marks(self) -> KafkaMarks:
+        if self._kafka is None:
+            self._kafka = KafkaMarks(self.config.kafka.client_config(), pattern=re.compile(self.config.topic_pattern))
+        return self._kafka
 
-    def _committed(self) -> dict[str, dict[str, int]]:
-        """Per partition, what every query reading it has committed (the lower of two)."""
+    def _committed(self) -> dict[str, dict[str, int]] | None:
+        """Per partition, what every query reading it has committed (the lower of two); None when
+        the documents' state was handed over meanwhile (the old query's last batches commit
+        offsets they did not write)."""
         ckpt = self.config.spark.checkpoint_dir
         tables = committed_offsets(ckpt) or {}
         if not self.config.documents:
             return tables
-        documents = committed_offsets(documents_state.current(ckpt)) or {}
+        folder = documents_state.current(ckpt)
+        documents = committed_offsets(folder) or {}
+        if documents_state.current(ckpt) != folder:
+            return None
         merged = {t: dict(p) for t, p in tables.items()}
         for topic in self.config.document_topics:
             a, b = tables.get(topic) or {}, documents.get(topic) or {}
@@ -141,31 +153,48 @@ class VisibilityPublisher:
         return merged
 
     def _publish(self, position: int) -> None:
-        from pipelines.apply.stores import redis_client, stores_from_config
+        from derived.sinks import markers
+        from pipelines.apply.stores import redis_client, search_engine
 
+        config = self._live_config()
         if self._stores is None:
-            self._stores = stores_from_config(self.config), redis_client(self.config)
-        (stores, redis), now = self._stores, time.time()
-        if "search" in self.config.sinks:
-            engine = stores.search.engine
+            self._stores = (search_engine(config) if "search" in config.sinks else None,
+                            redis_client(config) if "cache" in config.sinks else None)
+            if self._stores[0] is not None:
+                from pipelines.apply.index_definitions import marker_definition
+
+                published.ensure_search_index(self._stores[0], config.topic_prefix, marker_definition(config))
+        engine, redis = self._stores
+        # A store that lost its data (its marker gone) gets no position: the job stops writing it.
+        lost = markers.missing(config.topic_prefix, engine, redis)
+        if engine is not None and "search" not in lost:
             # One refresh over every index written (a comma list; an alias not made yet would fail it).
-            if time.monotonic() - self._aliases_at > TOPICS_S:   # listed again: an index made since
-                self._aliases = sorted(a for a in {t.alias for t in stores.search_tables.values()}
-                                       if engine.alias_exists(a))
+            if time.monotonic() - self._aliases_at > ALIASES_S:   # listed again: an index made since
+                names = {t.index_name for t in config.tables} | {d.index_name for d in config.documents}
+                self._aliases = sorted(a for a in names if engine.alias_exists(a))
                 self._aliases_at = time.monotonic()
             if self._aliases:
                 engine.refresh(",".join(self._aliases))
-            published.publish_search(engine, self.config.topic_prefix, position, now)
-        if "cache" in self.config.sinks:
-            ckpt = self.config.spark.checkpoint_dir
-            if documents_state.lock_in_use(ckpt):  # a cache switch copies the key under this lock
-                with documents_state.handover_lock(ckpt):
-                    published.publish_cache(redis, self.config.topic_prefix, position)
-            else:
-                published.publish_cache(redis, self.config.topic_prefix, position)
+            published.publish_search(engine, config.topic_prefix, position, time.time())
+        if redis is not None and "cache" not in lost:
+            # A cache rebuild copies the key into its database under this lock, then swaps.
+            with documents_state.handover_lock(config.spark.checkpoint_dir):
+                published.publish_cache(redis, config.topic_prefix, position)
         self.published = position
         if self.metrics is not None:
             self.metrics.visible_position(position)
+
+    def _live_config(self) -> Config:
+        """The config file again every few seconds (tables added to the running job)."""
+        if self.config_path is not None and time.monotonic() - self._config_at > ALIASES_S:
+            from pipelines.config import load_config
+
+            self._config_at = time.monotonic()
+            try:
+                self._config = load_config(self.config_path)
+            except Exception:  # noqa: BLE001 - the job logs a bad edit; the previous config stays
+                pass
+        return self._config
 
 
 def current(config: Config, store: str) -> int:

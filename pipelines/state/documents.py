@@ -12,8 +12,8 @@ Two states never write one store: one may have read a partition further than the
 handed a document out at a version the other never reached, so the other's delete of it would be
 refused and the document come back (tests/unit/pipelines/apply/test_nested_fold.py has the case).
 The rebuild holds `handover_lock` from its last replay to the hand-over, and marks the hand-over
-`pending` first: the live query's batches take the lock while a rebuild runs and write nothing
-while a hand-over is pending (they wait: a rerun of a rebuild that died in between completes it,
+`pending` first: the live query's batches take the lock (uncontended but for a rebuild's last
+seconds) and write nothing while a hand-over is pending (they wait: a rerun of a rebuild that died in between completes it,
 and a rebuild that failed before its switch cancels it). Once handed over, the old query's
 batches are not written; it is stopped and the new one started.
 """
@@ -63,16 +63,6 @@ def cancel_handover(checkpoint_dir: Path) -> None:
 def adopt(checkpoint_dir: Path, folder: Path) -> None:
     """From now on the live documents' query runs from `folder`."""
     write_json(CheckpointDir(checkpoint_dir).documents, {"folder": folder.name})
-
-
-def lock_in_use(checkpoint_dir: Path) -> bool:
-    """A rebuild that may take `handover_lock`: one that builds the documents anew or swaps the
-    cache's database (which copies the documents and the visibility key), not switched yet."""
-    from pipelines.state import rebuild as rebuild_state
-
-    state = rebuild_state.load(checkpoint_dir)
-    return (state is not None and state.phase not in ("done", "switched")
-            and bool(state.plan.get("documents") or state.plan.get("cache")))
 
 
 @contextmanager

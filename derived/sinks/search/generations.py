@@ -64,6 +64,9 @@ def switch_generation(engine: Engine, gen: SearchGeneration) -> None:
     engine.refresh(gen.target)
     old = [i for i in engine.alias_targets(gen.alias) if i != gen.target]
     engine.point_alias(gen.alias, gen.target, old)
+    # Again: writes between the first refresh and the switch may sit under a published visibility
+    # position (pipelines/spark/visibility.py) that readers now search through the alias.
+    engine.refresh(gen.target)
 
 
 def drop_generation(engine: Engine, index: str, alias: str) -> None:
