@@ -9,7 +9,7 @@ from typing import Any
 
 import redis
 
-from derived.sinks.search.engines import Engine
+from derived.sinks.search.engines import Engine, create_index_if_missing
 
 
 def search_marker(prefix: str) -> str:
@@ -22,12 +22,7 @@ def cache_marker(prefix: str) -> str:
 
 def mark_search(engine: Engine, prefix: str, definition: dict[str, Any] | None = None) -> None:
     """`definition`: the marker index's settings (the config's shared ones, gc_deletes)."""
-    if not engine.index_exists(search_marker(prefix)):
-        try:
-            engine.create_index(search_marker(prefix), definition)
-        except Exception as exc:  # noqa: BLE001 - created concurrently
-            if "already" not in str(exc):
-                raise
+    create_index_if_missing(engine, search_marker(prefix), definition)
 
 
 def mark_cache(client: redis.Redis, prefix: str, label: str) -> None:

@@ -43,12 +43,9 @@ def read_cache(client: Any, prefix: str) -> int:
 
 
 def ensure_search_index(engine: Any, prefix: str, definition: dict[str, Any] | None) -> None:
-    if not engine.index_exists(search_index(prefix)):
-        try:
-            engine.create_index(search_index(prefix), definition)
-        except Exception as exc:  # noqa: BLE001 - created concurrently
-            if "already" not in str(exc):
-                raise
+    from derived.sinks.search.engines import create_index_if_missing
+
+    create_index_if_missing(engine, search_index(prefix), definition)
 
 
 def publish_search(engine: Any, prefix: str, lsn: int, at: float) -> None:

@@ -27,6 +27,17 @@ class Engine(Protocol):
     def put_mapping(self, index: str, properties: dict[str, Any]) -> None: ...
 
 
+def create_index_if_missing(engine: Engine, index: str, definition: dict[str, Any] | None) -> None:
+    """For cdckit's own small indices (store marker, visibility position); a concurrent creation wins."""
+    if engine.index_exists(index):
+        return
+    try:
+        engine.create_index(index, definition)
+    except Exception as exc:  # noqa: BLE001 - created concurrently (either client library's error)
+        if "already" not in str(exc):
+            raise
+
+
 class _Common:
     client: Any
 
