@@ -19,7 +19,7 @@ from tests.support.integration import (cli, drop_pipeline, fresh_redis_dbs, kill
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 LIVE_DB, SPARE_DB = 2, 4
-CLIENTS = 40
+CLIENTS = 60
 
 
 def free_port() -> int:
@@ -106,7 +106,7 @@ def test_every_client_reads_its_own_write_through_kill_and_rebuild(stack, tmp_pa
         time.sleep(15)
         rebuilt = cli("rebuild", "all", "-c", str(path), "--json", timeout=600)
         assert rebuilt.returncode == 0, rebuilt.stdout[-2000:] + rebuilt.stderr[-2000:]
-        time.sleep(15)
+        time.sleep(25)
 
         # The HTTP endpoint and the CLI say the same; a token far ahead times out as documented.
         with pg(stack) as conn:
@@ -135,4 +135,4 @@ def test_every_client_reads_its_own_write_through_kill_and_rebuild(stack, tmp_pa
           f"p99 {waits[int(len(waits) * 0.99)]:.2f} s")
     assert not errors, errors[:3]
     assert not misses, misses[:5]
-    assert trials[0] >= 1000, trials[0]
+    assert trials[0] >= 1500, trials[0]
