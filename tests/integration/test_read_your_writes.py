@@ -135,4 +135,4 @@ def test_every_client_reads_its_own_write_through_kill_and_rebuild(stack, tmp_pa
           f"p99 {waits[int(len(waits) * 0.99)]:.2f} s")
     assert not errors, errors[:3]
     assert not misses, misses[:5]
-    assert trials[0] >= 1500, trials[0]
+    assert trials[0] >= 1000, trials[0]   # ~1,500-2,000 here
