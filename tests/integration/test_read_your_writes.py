@@ -4,7 +4,6 @@ a background load runs, the driver is killed with -9 and restarted, and `rebuild
 generations. A token far in the future times out with the documented error (client, CLI, HTTP)."""
 import json
 import random
-import socket
 import threading
 import time
 import uuid
@@ -16,16 +15,11 @@ import requests
 from pipelines.client import NotVisible, Watermarks, commit_token, wait_visible
 from tests.support.integration import (cli, drop_pipeline, fresh_redis_dbs, kill_mid_batch, pg, start_job,
                                        stop_job, wait_streaming, write_config)
+from tests.support.secure_servers import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 LIVE_DB, SPARE_DB = 2, 4
 CLIENTS = 60
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_every_client_reads_its_own_write_through_kill_and_rebuild(stack, tmp_path):
