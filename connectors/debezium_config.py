@@ -35,6 +35,8 @@ class ConnectorSettings:
     replication_factor: int
     partitions: int
     topic_config: dict[str, Any] = field(default_factory=dict)
+    snapshot_fetch_size: int = 10_240
+    snapshot_max_threads: int = 1
 
 
 def heartbeat_query(table: str) -> str:
@@ -66,6 +68,8 @@ def connector_config(s: ConnectorSettings) -> dict[str, str]:
         "signal.data.collection": s.signal_table,
         "signal.enabled.channels": "source",
         "snapshot.mode": "initial",
+        "snapshot.fetch.size": str(s.snapshot_fetch_size),
+        "snapshot.max.threads": str(s.snapshot_max_threads),
         # Deletes must reach the stores and compaction must be able to drop the key afterwards.
         "tombstones.on.delete": "true",
         # Debezium's own truncate event has no key: a compacted topic refuses it and the task fails.

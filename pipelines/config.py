@@ -135,6 +135,10 @@ class ConnectConfig(_Strict):
     connector_name: str | None = None
     timeout_s: float = Field(10.0, gt=0)
     heartbeat_interval_ms: int = Field(10_000, ge=0)
+    # Debezium's initial snapshot (benchmarks/bootstrap_1m.py measured them): rows per fetch of the
+    # snapshot's SELECT, and tables snapshotted at once (each thread one table and one connection).
+    snapshot_fetch_size: int = Field(10_240, ge=1)
+    snapshot_max_threads: int = Field(2, ge=1)
     # How the connector gets the database password: a reference the Connect worker resolves with
     # its config providers (the value is then never at rest in Connect), or the value itself.
     secrets: Literal["reference", "inline"] = "reference"

@@ -56,31 +56,47 @@ class PartitionFold:
     dead: list[DeadLetter] = field(default_factory=list)
     records: int = 0
     tombstones: int = 0
+    # The bootstrap's bulk (pipelines/spark/bootstrap_bulk.py): only the partition's leading run of
+    # snapshot reads is folded; the first other record (a change, a tombstone) stops the fold there
+    # and the streaming query applies the rest, deletes included.
+    reads_only: bool = False
+    stopped_at: int | None = None
 
     def add(self, rows: list[dict[str, Any]]) -> None:
         """Fold the next records of the partition (in offset order, chunk after chunk)."""
         for r in sorted(rows, key=lambda r: r["offset"]):
             self._one(r["key"], r["value"], r["topic"], r["partition"], r["offset"])
 
-    def add_messages(self, topic: str, partition: int, messages: list) -> None:
+    def add_messages(self, topic: str, partition: int, messages: list) -> bool:
         """The same from confluent-kafka messages of one partition, in offset order: no row dicts
-        on the way (the rebuild's bulk reads hundreds of thousands per partition)."""
+        on the way (the rebuild's bulk reads hundreds of thousands per partition). False once a
+        `reads_only` fold has stopped (`stopped_at`)."""
         for m in messages:
-            self._one(m.key(), m.value(), topic, partition, m.offset())
+            if not self._one(m.key(), m.value(), topic, partition, m.offset()):
+                return False
+        return True
 
-    def _one(self, key: bytes | None, value: bytes | None, topic: str, partition: int, offset: int) -> None:
+    def _one(self, key: bytes | None, value: bytes | None, topic: str, partition: int, offset: int) -> bool:
+        env = None
+        if self.reads_only:
+            env = _snapshot_read(value)
+            if env is None:
+                self.stopped_at = offset
+                return False
         self.records += 1
         if value is None:
             self.tombstones += 1
             self._tombstone(key, topic, partition, offset)
-        elif not self._fast(key, value, topic, partition, offset):
+        elif not self._fast(key, value, topic, partition, offset, env):
             self._general(dict(key=key, value=value, topic=topic, partition=partition, offset=offset))
+        return True
 
-    def _fast(self, key: bytes | None, value: bytes, topic: str, partition: int, offset: int) -> bool:
+    def _fast(self, key: bytes | None, value: bytes, topic: str, partition: int, offset: int,
+              env: dict | None = None) -> bool:
         if key is None or key in self.slow_keys or may_hold_placeholder(value) or b"null" in key:
             return False
         try:
-            env = orjson.loads(value)
+            env = env if env is not None else orjson.loads(value)
             src, delete = env["source"], _FAST_OPS[env["op"]]
             table = f"{src.get('schema', 'public')}.{src['table']}"
             if table == self.truncate_table:
@@ -162,6 +178,21 @@ class PartitionFold:
         final = dict(self.latest)
         fold_into(final, [self._change(key, held) for key, held in self.raw.items() if not self._truncated_raw(held)])
         return [c for c in final.values() if c.op == "upsert" and not self._truncated(c)]
+
+
+def _snapshot_read(value: bytes | None) -> dict | None:
+    """The envelope of a snapshot read (op=r); None for anything else, undecodable records
+    included (the streaming query dead-letters those with their reason)."""
+    if value is None:
+        return None
+    try:
+        env = orjson.loads(value)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(env, dict):
+        return None
+    inner = env["payload"] if set(env) == {"schema", "payload"} and isinstance(env["payload"], dict) else env
+    return env if inner.get("op") == "r" else None
 
 
 def fold(rows: Iterable[dict[str, Any]], key_columns: dict[str, list[str] | None], topic_tables: dict[str, str],

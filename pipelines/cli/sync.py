@@ -72,6 +72,23 @@ def bootstrap_command(config_path: Path, once: bool) -> None:
         watch = bootstrap.Watch(cfg, totals, on_progress=advance, done=state, sweep=bootstrap.resnapshot_pending(cfg),
                                 metrics=metrics)
 
+        if bootstrap.bulk_applicable(cfg, state):
+            from pipelines.spark.session import spark_session
+            from pipelines.stopping import Interrupted
+
+            spark = spark_session(cfg)
+            try:
+                bootstrap.apply_in_bulk(spark, cfg, watch, stop)
+            except Interrupted:
+                spark.stop()
+                say("stopped before the snapshot was applied; run `cdckit bootstrap` again to finish it")
+                sys.exit(0)
+            for name in list(progress.tasks):
+                progress.finish(name)
+            if once and not cfg.documents:
+                spark.stop()
+                sys.exit(0)
+
         documents_end: list = []
 
         def finished() -> bool:

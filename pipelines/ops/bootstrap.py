@@ -81,6 +81,15 @@ class Watch:
             self.complete(batch_offsets(self.config.spark.checkpoint_dir, batch_id), stats.snapshot_last_lsn,
                           "final snapshot record")
 
+    def bulk_round(self, reads: dict[str, int]) -> None:
+        """The bulk's progress (pipelines/spark/bootstrap_bulk.py): snapshot reads applied per table."""
+        for name, n in reads.items():
+            if n != self.reads.get(name):
+                self.reads[name] = n
+                self.on_progress(name, n)
+                if self.metrics is not None:
+                    self.metrics.snapshot(name, n, self.totals.get(name, 0))
+
     def complete(self, offsets: dict[str, Any], lsn: int | None, how: str) -> None:
         swept = sweep_below_snapshot(self.config, lsn) if self.sweep and lsn else None
         self.finish(offsets, lsn, how, swept)
@@ -146,6 +155,28 @@ class Watch:
             how = "empty tables" if sum(self.totals.values()) == 0 else "connector offsets past the snapshot"
             self.complete(committed, self.snapshot_lsn, how)
         return self.done is not None
+
+
+def bulk_applicable(config: Config, state: BootstrapState | None) -> bool:
+    """The snapshot is applied in bulk when nothing was streamed yet: a checkpoint with committed
+    batches is an earlier bootstrap through the streaming query, which that query finishes."""
+    return state is None and committed_offsets(config.spark.checkpoint_dir) is None
+
+
+def apply_in_bulk(spark, config: Config, watch: Watch, stop=None) -> None:
+    """The snapshot reads into the stores by the bulk, then the watermark recorded: the tables'
+    streaming query starts where the bulk stopped (state/bootstrap.handover). Raises Interrupted
+    on a stop request (a rerun resumes the bulk)."""
+    from pipelines.spark import bootstrap_bulk
+    from pipelines.spark.job import LiveConfig
+
+    LiveConfig(config).check_stores(fresh=True)   # the stores marked and the indexes created, as a first batch does
+    bulk = bootstrap_bulk.run(spark, config, lambda b: watch.bulk_round(b.reads), lambda: snapshot_committed(config),
+                              stop, watch.check_connector)
+    watch.bulk_round(bulk.reads)
+    lsn = max(bulk.fences.values(), default=0) or None
+    watch.snapshot_lsn = lsn
+    watch.complete(bulk.reached, lsn, f"bulk apply ({bulk.rounds} rounds)")
 
 
 def documents_topic_ends(config: Config) -> dict[str, dict[str, int]]:

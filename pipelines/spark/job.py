@@ -30,6 +30,7 @@ from pipelines.spark.partition_apply import STATS_DDL, executor_fn, range_execut
 from pipelines.spark.session import spark_session
 from pipelines.state.fences import FenceStore, fence_key
 from pipelines.state.offsets import batch_committed, batch_offsets, committed_offsets
+from pipelines.state import bootstrap as bootstrap_state
 from pipelines.state import rebuild as rebuild_state
 from pipelines.state.status import Heartbeat, claim_status, write_status
 from pipelines.state.topic_ids import TopicIds
@@ -43,7 +44,8 @@ COMMIT_WAIT_S = 10.0
 def change_stream(spark, config: Config):
     """Every table topic of the prefix as a streaming DataFrame with the kafka source's columns.
     A pattern, not a list, so a table added later (`cdckit snapshot add`) needs no restart."""
-    return topic_reader(spark, config, config.topic_pattern, ranges=True).load()
+    starting = bootstrap_state.handover(config.spark.checkpoint_dir)   # after a bulk bootstrap
+    return topic_reader(spark, config, config.topic_pattern, ranges=True, starting=starting).load()
 
 
 class LiveConfig:
@@ -124,7 +126,10 @@ def batch_writer(config: Config, on_batch: Callable | None = None, config_path: 
     ensure_topic(config.kafka.client_config(), config.dead_letter_topic)
     fences = FenceStore(config.spark.checkpoint_dir)
 
-    fresh = committed_offsets(config.spark.checkpoint_dir) is None
+    # A bulk bootstrap (state/bootstrap.handover) marked the stores already: from here on, a marker
+    # gone means lost data.
+    fresh = (committed_offsets(config.spark.checkpoint_dir) is None
+             and bootstrap_state.handover(config.spark.checkpoint_dir) is None)
     cuts = TruncateCuts(config.spark.checkpoint_dir)
     known_ids = TopicIds(config.spark.checkpoint_dir)
     schema = _schema_watch(live, config_path)

@@ -63,3 +63,47 @@ def mark_resnapshot(checkpoint_dir: Path, body: dict[str, Any]) -> None:
 
 def resnapshot_pending(checkpoint_dir: Path) -> bool:
     return CheckpointDir(checkpoint_dir).resnapshot.exists() and read_state(checkpoint_dir) is None
+
+
+@dataclass
+class SnapshotBulk:
+    """cdckit-snapshot-bulk.json: how far the bootstrap's bulk has applied each partition's snapshot
+    reads (`reached`: the next offset it would read), the partitions where they ended (`stopped`:
+    a change, a tombstone or an undecodable record follows; the streaming query applies it), the
+    snapshot fences and reads per table. Written after each round's writes, so a rerun resumes it;
+    `done` once a round begun after Connect committed the snapshot has run. The streaming query's
+    first batch then starts at `reached` (see handover)."""
+
+    reached: dict[str, dict[str, int]]
+    stopped: list[str]                # fence_key(topic, partition)
+    fences: dict[str, int]
+    reads: dict[str, int]
+    done: bool = False
+    rounds: int = 0
+    seconds: float = 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        return {"reached": self.reached, "stopped": sorted(self.stopped), "fences": self.fences, "reads": self.reads,
+                "done": self.done, "rounds": self.rounds, "seconds": self.seconds}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "SnapshotBulk":
+        return cls({t: {str(p): int(o) for p, o in parts.items()} for t, parts in (data.get("reached") or {}).items()},
+                   list(data.get("stopped") or []), dict(data.get("fences") or {}), dict(data.get("reads") or {}),
+                   bool(data.get("done")), int(data.get("rounds") or 0), float(data.get("seconds") or 0.0))
+
+
+def read_bulk(checkpoint_dir: Path) -> SnapshotBulk | None:
+    data = read_json(CheckpointDir(checkpoint_dir).snapshot_bulk)
+    return SnapshotBulk.from_json(data) if data else None
+
+
+def write_bulk(checkpoint_dir: Path, bulk: SnapshotBulk) -> None:
+    write_json(CheckpointDir(checkpoint_dir).snapshot_bulk, bulk.as_json(), indent=2)
+
+
+def handover(checkpoint_dir: Path) -> dict[str, dict[str, int]] | None:
+    """Where the tables' streaming query starts when it has no checkpoint yet: after the snapshot
+    reads the bootstrap's bulk applied (partitions not named: from their start)."""
+    bulk = read_bulk(checkpoint_dir)
+    return bulk.reached if bulk is not None and bulk.done else None

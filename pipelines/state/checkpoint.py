@@ -36,6 +36,9 @@ class CheckpointDir(_Folder):
     truncates = _File("cdckit-truncates.json", "The truncates applied (pipelines/state/truncate_cuts.py).")
     bootstrap = _File("cdckit-bootstrap.json", "The snapshot's watermark (pipelines/state/bootstrap.py).")
     resnapshot = _File("cdckit-resnapshot.json", "A re-snapshot after lost topics under way (state/bootstrap.py).")
+    snapshot_bulk = _File("cdckit-snapshot-bulk.json",
+                          "The bootstrap's bulk apply of the snapshot reads, and where the streaming query takes over "
+                          "(state/bootstrap.py).")
     rebuild = _File("cdckit-rebuild.json", "The running or last rebuild (pipelines/state/rebuild.py).")
     rebuild_live = _File("cdckit-rebuild-live.json", "The live pipeline's catch-up of a rebuild (state/rebuild.py).")
     rebuild_lock = _File("cdckit-rebuild.lock", "Held by the writer of a rebuild's fresh generation (state/rebuild.py).")
