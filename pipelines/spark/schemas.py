@@ -11,7 +11,7 @@ import pyarrow as pa
 _TYPES = {pa.binary(): ("binary", "BinaryType"), pa.string(): ("string", "StringType"),
           pa.int32(): ("int", "IntegerType"), pa.int64(): ("bigint", "LongType"),
           pa.float64(): ("double", "DoubleType"), pa.timestamp("us", tz="UTC"): ("timestamp", "TimestampType"),
-          pa.list_(pa.int64()): ("array<bigint>", None)}
+          pa.bool_(): ("boolean", "BooleanType"), pa.list_(pa.int64()): ("array<bigint>", None)}
 
 
 def ddl(schema: pa.Schema) -> str:
