@@ -1,9 +1,11 @@
-"""Shared by the benchmarks: a local stack of their own, synthetic Debezium topics, JSON output."""
+"""Shared by the benchmarks: a local stack of their own, synthetic Debezium topics, JSON output, the search
+engine's raw bulk rate for given documents, and peak memory per process role (RssSampler)."""
 from __future__ import annotations
 
 import json
 import os
 import platform
+import threading
 import time
 import uuid
 from contextlib import contextmanager
@@ -89,3 +91,311 @@ def write_result(name: str, result: dict) -> Path:
     path.write_text(json.dumps(result, indent=2))
     print(f"wrote {path}")
     return path
+
+
+# --- the search engine's raw bulk rate (rebuild_replay.py, bootstrap_1m.py) -----------------------
+
+def index_documents(url: str, index: str) -> list[tuple[str, bytes]]:
+    """(id, source as orjson bytes) of every document of an index or alias, by id (numeric ids in
+    numeric order), read with a scroll. Kept as bytes: a million parsed dicts would cost ~1 GB here."""
+    import orjson
+    import requests
+
+    headers = {"Content-Type": "application/json"}
+    resp = requests.post(f"{url}/{index}/_search", params={"scroll": "2m"}, headers=headers, timeout=300,
+                         data=orjson.dumps({"size": 5000, "sort": ["_doc"], "query": {"match_all": {}}}))
+    resp.raise_for_status()
+    page = orjson.loads(resp.content)
+    docs: list[tuple[str, bytes]] = []
+    scroll_ids = set()
+    while page["hits"]["hits"]:
+        docs.extend((h["_id"], orjson.dumps(h["_source"])) for h in page["hits"]["hits"])
+        scroll_ids.add(page["_scroll_id"])
+        resp = requests.post(f"{url}/_search/scroll", headers=headers, timeout=300,
+                             data=orjson.dumps({"scroll": "2m", "scroll_id": page["_scroll_id"]}))
+        resp.raise_for_status()
+        page = orjson.loads(resp.content)
+    scroll_ids.add(page.get("_scroll_id"))
+    try:
+        requests.delete(f"{url}/_search/scroll", headers=headers, timeout=30,
+                        data=orjson.dumps({"scroll_id": [i for i in scroll_ids if i]}))
+    except requests.RequestException:
+        pass  # it expires by itself
+    return sorted(docs, key=lambda d: (0, int(d[0]), "") if d[0].isdigit() else (1, 0, d[0]))
+
+
+def index_definition(url: str, alias: str) -> dict:
+    """Mappings and the settings that change indexing (shards, replicas, refresh, analysis) of the
+    index behind `alias`, as a create-index body: the raw runs index into the same shape."""
+    import requests
+
+    mappings = requests.get(f"{url}/{alias}/_mapping", timeout=30).json()
+    concrete, body = next(iter(mappings.items()))
+    settings: dict = {"number_of_replicas": 0}
+    try:
+        index = requests.get(f"{url}/{concrete}/_settings", timeout=30).json()[concrete]["settings"]["index"]
+        settings.update({k: index[k] for k in ("number_of_shards", "number_of_replicas", "refresh_interval",
+                                               "analysis") if k in index})
+    except (KeyError, ValueError, requests.RequestException):
+        pass  # an engine without _settings (osmem-server): its defaults
+    return {"settings": settings, "mappings": body.get("mappings", {})}
+
+
+def raw_bulk(url: str, docs: list[tuple[str, bytes]], chunk: int = 5000, definition: dict | None = None) -> dict:
+    """The engine alone: plain `index` bulk requests (no versions, no refresh) of the given
+    documents, `chunk` per request, one client, bodies built from orjson bytes, into a fresh index
+    (created with `definition`, else replicas 0) that is dropped afterwards."""
+    import orjson
+    import requests
+
+    index = f"raw{uuid.uuid4().hex[:8]}"
+    requests.put(f"{url}/{index}", json=definition or {"settings": {"number_of_replicas": 0}},
+                 timeout=60).raise_for_status()
+    session = requests.Session()
+    headers = {"Content-Type": "application/x-ndjson"}
+    try:
+        t0 = time.perf_counter()
+        for start in range(0, len(docs), chunk):
+            body = b"".join(b'{"index":{"_id":' + orjson.dumps(doc_id) + b"}}\n" + source + b"\n"
+                            for doc_id, source in docs[start:start + chunk])
+            resp = session.post(f"{url}/{index}/_bulk", data=body, headers=headers, timeout=300)
+            resp.raise_for_status()
+            if orjson.loads(resp.content).get("errors"):
+                raise RuntimeError(f"raw bulk: items failed: {resp.text[:500]}")
+        seconds = time.perf_counter() - t0
+    finally:
+        session.delete(f"{url}/{index}", timeout=60)
+    return {"docs": len(docs), "seconds": round(seconds, 2), "docs_per_s": round(len(docs) / seconds)}
+
+
+def raw_bulk_sweep(url: str, docs: list[tuple[str, bytes]], chunks=(1000, 2000, 5000),
+                   definition: dict | None = None) -> tuple[dict, list[dict]]:
+    """raw_bulk at each bulk size; (the best, all of them). The best is the strict baseline."""
+    sweep = []
+    for chunk in chunks:
+        sweep.append({"bulk_chunk": chunk, **raw_bulk(url, docs, chunk, definition)})
+        print(f"raw bulk: {json.dumps(sweep[-1])}", flush=True)
+    return max(sweep, key=lambda r: r["docs_per_s"]), sweep
+
+
+# --- peak memory per role of the bench stack and the jobs -----------------------------------------
+
+# Display order; a process is given the first role its command line matches (see _role), else its
+# parent's (the bash wrapper of spark-submit, the JVM's helpers...), else "other".
+ROLES = ("postgres", "kafka broker", "kafka connect", "opensearch", "osmem", "redis", "spark driver",
+         "python workers", "python worker (max)", "benchmark", "other")
+# Roles of many processes that share memory (Postgres' shared_buffers; forked Python workers share
+# pages with their daemon): beside the RSS sum, the PSS sum (shared pages counted once).
+PSS_ROLES = ("postgres", "python workers")
+
+
+def _role(argv: list[str]) -> str | None:
+    """How pipelines/devstack starts each server (servers.py, search_servers.py) and how Spark
+    starts its driver JVM and Python workers."""
+    if not argv:
+        return None
+    exe = os.path.basename(argv[0])
+    if "org.apache.spark.deploy.SparkSubmit" in argv:
+        return "spark driver"
+    if "kafka.Kafka" in argv:
+        return "kafka broker"
+    if "org.apache.kafka.connect.cli.ConnectDistributed" in argv:
+        return "kafka connect"
+    if "OpenSearchNode" in argv:
+        return "opensearch"
+    if "osmem" in exe:
+        return "osmem"
+    if exe.startswith("redis-server"):
+        return "redis"
+    if exe == "postgres" or argv[0].startswith("postgres:"):  # the postmaster; its children retitle themselves
+        return "postgres"
+    if any(a.startswith("pyspark.") or "/pyspark/daemon.py" in a or "/pyspark/worker.py" in a for a in argv[1:]):
+        return "python workers"
+    return None
+
+
+def _read(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _kb(text: bytes | None, field: bytes) -> int:
+    if not text:
+        return 0
+    at = text.find(field)
+    if at < 0:
+        return 0
+    return int(text[at + len(field):].split(None, 1)[0])
+
+
+class RssSampler:
+    """Every `interval_s`, in a thread: the RSS (VmRSS, from /proc) of every process of the bench
+    stack's servers and of the extra process trees added with add_root (a bootstrap command, a
+    `cdckit run`), summed per role; the peak of each role's sum is kept per phase (`with
+    sampler.phase("cache"):`). Only the stack's own server processes (from their pid files) and
+    their descendants count, so another stack on the machine never does.
+
+        with RssSampler(settings) as sampler:
+            sampler.add_root(proc.pid, "spark driver")
+            with sampler.phase("run 1"):
+                ...
+        sampler.peaks["run 1"]["postgres"]  # MB
+    """
+
+    def __init__(self, settings=None, interval_s: float = 0.5):
+        self.interval_s = interval_s
+        self.roots: dict[int, str | None] = {}
+        if settings is not None:
+            from pipelines.devstack.stack import servers
+
+            for server in servers(settings):
+                pid = server.pid()
+                if pid is not None:
+                    self.roots[pid] = None
+        self.peaks: dict[str, dict[str, float]] = {}      # phase -> role -> peak MB (RSS; sums per role)
+        self.pss_peaks: dict[str, dict[str, float]] = {}  # phase -> role -> peak MB (PSS sums, PSS_ROLES)
+        self.processes: dict[str, dict[str, int]] = {}  # phase -> role -> most processes seen at once
+        self.samples: dict[str, int] = {}
+        self.current: str | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="rss-sampler", daemon=True)
+
+    def add_root(self, pid: int, role: str | None = None) -> None:
+        with self._lock:
+            self.roots[pid] = role
+
+    def remove_root(self, pid: int) -> None:
+        with self._lock:
+            self.roots.pop(pid, None)
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        self.current = name
+        self.sample()  # one sample at once: a short phase gets one
+        try:
+            yield
+        finally:
+            self.sample()
+            self.current = None
+
+    def start(self) -> "RssSampler":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(10)
+
+    def __enter__(self) -> "RssSampler":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.sample()
+            except Exception:  # noqa: BLE001 - a missed sample is fine; the thread must live on
+                pass
+
+    def sample(self) -> None:
+        phase = self.current
+        if phase is None:
+            return
+        with self._lock:
+            roots = dict(self.roots)
+        children: dict[int, list[int]] = {}
+        for name in os.listdir("/proc"):
+            if not name.isdigit():
+                continue
+            stat = _read(f"/proc/{name}/stat")
+            if stat:
+                ppid = int(stat.rsplit(b")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(name))
+        rss: dict[str, float] = {}
+        pss: dict[str, float] = {}
+        count: dict[str, int] = {}
+        worker_max = 0.0
+        seen: set[int] = set()
+        todo = [(pid, role) for pid, role in roots.items()]
+        while todo:
+            pid, inherited = todo.pop()
+            if pid in seen:
+                continue
+            seen.add(pid)
+            cmdline = _read(f"/proc/{pid}/cmdline")
+            if cmdline is None:
+                continue  # gone
+            argv = [a.decode(errors="replace") for a in cmdline.split(b"\0") if a]
+            role = (roots.get(pid) if pid in roots and roots[pid] else None) or _role(argv) or inherited or "other"
+            mb = _kb(_read(f"/proc/{pid}/status"), b"VmRSS:") / 1024
+            rss[role] = rss.get(role, 0.0) + mb
+            count[role] = count.get(role, 0) + 1
+            if role in PSS_ROLES:
+                pss[role] = pss.get(role, 0.0) + _kb(_read(f"/proc/{pid}/smaps_rollup"), b"\nPss:") / 1024
+            if role == "python workers":
+                worker_max = max(worker_max, mb)
+            todo.extend((child, role) for child in children.get(pid, ()))
+        if worker_max:
+            rss["python worker (max)"] = worker_max
+        with self._lock:
+            peaks = self.peaks.setdefault(phase, {})
+            for role, mb in rss.items():
+                peaks[role] = max(peaks.get(role, 0.0), mb)
+            pss_peaks = self.pss_peaks.setdefault(phase, {})
+            for role, mb in pss.items():
+                pss_peaks[role] = max(pss_peaks.get(role, 0.0), mb)
+            procs = self.processes.setdefault(phase, {})
+            for role, n in count.items():
+                procs[role] = max(procs.get(role, 0), n)
+            self.samples[phase] = self.samples.get(phase, 0) + 1
+
+    def as_json(self) -> dict:
+        """{"rss_peak_mb": {phase: {role: MB}}, "pss_peak_mb": {...}, "samples": {phase: n}}, roles
+        in display order."""
+        def ordered(d: dict[str, float]) -> dict[str, float]:
+            return {r: round(d[r]) for r in sorted(d, key=lambda r: ROLES.index(r) if r in ROLES else len(ROLES))}
+
+        def overall(by_phase: dict[str, dict[str, float]]) -> dict[str, float]:
+            out: dict[str, float] = {}
+            for peaks in by_phase.values():
+                for role, mb in peaks.items():
+                    out[role] = max(out.get(role, 0.0), mb)
+            return ordered(out)
+
+        return {"rss_peak_mb": {p: ordered(v) for p, v in self.peaks.items()},
+                "pss_peak_mb": {p: ordered(v) for p, v in self.pss_peaks.items()},
+                "rss_peak_mb_overall": overall(self.peaks), "pss_peak_mb_overall": overall(self.pss_peaks),
+                "max_processes": {p: ordered(v) for p, v in self.processes.items()},
+                "samples": dict(self.samples), "interval_s": self.interval_s}
+
+    def table(self) -> str:
+        """Peak RSS in MB, a row per role, a column per phase; PSS sums in brackets where they differ."""
+        phases = list(self.peaks)
+        roles = [r for r in ROLES if any(r in self.peaks[p] for p in phases)]
+        roles += sorted({r for p in phases for r in self.peaks[p]} - set(roles))
+        grid = {}
+        for role in roles:
+            for p in phases:
+                mb = self.peaks[p].get(role)
+                cell = "-" if mb is None else f"{mb:,.0f}"
+                if mb is not None and role in self.pss_peaks.get(p, {}):
+                    cell += f" ({self.pss_peaks[p][role]:,.0f})"
+                if mb is not None and self.processes.get(p, {}).get(role, 1) > 1 and role != "python worker (max)":
+                    cell += f" x{self.processes[p][role]}"
+                grid[role, p] = cell
+        width = max([12, *(len(p) + 2 for p in phases), *(len(c) + 2 for c in grid.values())])
+        lines = [f"{'peak RSS, MB':<22}" + "".join(f"{p:>{width}}" for p in phases)]
+        for role in roles:
+            lines.append(f"{role:<22}" + "".join(f"{grid[role, p]:>{width}}" for p in phases))
+        if any(self.pss_peaks.get(p) for p in phases):
+            lines.append(f"(in brackets: the PSS sum, shared pages counted once; xN: at most N processes at "
+                         "once; the RSS sum counts shared pages once per process)")
+        lines.append(f"(sampled every {self.interval_s:g} s: " +
+                     ", ".join(f"{p} {self.samples.get(p, 0)}" for p in phases) + " samples)")
+        return "\n".join(lines)

@@ -13,6 +13,13 @@ same warm-up and rates; the replay is measured with each source and with the pla
 
 Targets (issue #7): at 2,000 commits/s Redis p50 <= 1.0 s, p99 <= 2.5 s; search p99 <= 3 s;
 the pipeline keeps up with >= 0.9x Debezium's production rate.
+
+Also per rate phase: where a micro-batch's time goes (median `durationMs` of Structured Streaming's
+progress: latestOffset, queryPlanning, walCommit, addBatch, commitOffsets, triggerExecution), from the
+job's Spark event log (`spark.eventLog.enabled` in the jobs' config: the progress events are in it);
+and across the run the peak memory per process role (benchmarks.common.RssSampler: the bench stack's
+servers, the `cdckit run` jobs and this process, RSS sampled every 0.5 s), a column per source's
+latency phases and one for the throughput section.
 """
 from __future__ import annotations
 
@@ -21,6 +28,7 @@ import json
 import os
 import random
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -31,13 +39,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import ROOT, bench_stack, write_result  # noqa: E402
+from benchmarks.common import ROOT, RssSampler, bench_stack, write_result  # noqa: E402
 from benchmarks.freshness_report import histogram_percentiles, percentiles, plot, print_tables  # noqa: E402
 
 ROWS = 20_000
 HOT = 2_000          # rows the load updates (and the pollers watch a sample of)
 WATCHED = 100
 METRICS_PORT = 59764
+# Structured Streaming's progress `durationMs` parts, in the order a micro-batch runs them.
+BATCH_PARTS = ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets", "triggerExecution")
 
 
 class Load:
@@ -139,7 +149,8 @@ def main() -> None:
     sources = parse_sources(args.sources)
     rates = [int(r) for r in args.rates.split(",")]
     tmp = Path(tempfile.mkdtemp(prefix="cdckit-fresh-"))
-    with bench_stack() as s:
+    with bench_stack() as s, RssSampler(s) as sampler:
+        sampler.add_root(os.getpid(), "benchmark")  # the load and pollers; the throughput section's Spark
         prefix = f"f{uuid.uuid4().hex[:6]}"
         table = f"public.{prefix}_orders"
         dsn = dict(host="127.0.0.1", port=s.ports["postgres"], dbname="cdckit", user="postgres")
@@ -166,22 +177,27 @@ def main() -> None:
         by_source = {}
         try:
             for n, source in enumerate(sources):
-                by_source[source] = _measure_source(s, source, config, args, rates, dsn, table, topic, tmp,
-                                                    apply_connector=n == 0)
+                with sampler.phase(f"{source} source"):
+                    by_source[source] = _measure_source(s, source, config, args, rates, dsn, table, topic, tmp,
+                                                        apply_connector=n == 0, sampler=sampler)
         finally:
             requests.delete(f"{s.connect_url}/connectors/{prefix}-postgres", timeout=30)
-        throughput = _throughput(s, topic, tmp, sources)
+        with sampler.phase("throughput"):
+            throughput = _throughput(s, topic, tmp, sources)
     result = {"topology": args.topology, "warmup_s": args.warmup, "trigger": args.trigger, "partitions": args.partitions,
               "rows": ROWS, "rates": rates, "duration_s": args.duration, "sources": sources, "by_source": by_source,
-              "throughput": throughput}
+              "throughput": throughput, "memory": sampler.as_json()}
     name = "freshness" + (f"_{args.label}" if args.label else "")
     write_result(name, result)
     print_tables(result)
+    _print_batch_parts(result)
+    print()
+    print(sampler.table())
     plot(result, name)
 
 
 def _measure_source(s, source: str, base: dict, args, rates: list[int], dsn: dict, table: str, topic: str,
-                    tmp: Path, apply_connector: bool) -> dict:
+                    tmp: Path, apply_connector: bool, sampler: RssSampler | None = None) -> dict:
     """A fresh job (fresh checkpoint, index and Redis keys) with one Kafka source: it replays the
     topic from its start (the snapshot; for a later source also the earlier sources' load), then
     warm-up and the phases. The job is stopped at the end."""
@@ -196,13 +212,19 @@ def _measure_source(s, source: str, base: dict, args, rates: list[int], dsn: dic
     config = {**base, "tables": [{"name": table, "index": name, "redis_key": f"{name}:{{id}}"}],
               "spark": {**base["spark"], "kafka_source": source}}
     layout = {"cache": ["cache"], "search": ["search"]} if args.topology == "split" else {"both": ["search", "cache"]}
-    paths, ckpts, metrics_urls = {}, [], []
+    paths, ckpts, metrics_urls, event_logs = {}, [], [], {}
     for n, (part, sinks) in enumerate(layout.items()):
         ckpts.append(tmp / f"ckpt-{source}-{part}")
         metrics_urls.append(f"http://127.0.0.1:{METRICS_PORT + n}/metrics")
         paths[part] = tmp / f"cdckit-{source}-{part}.yaml"
+        # The job's progress events (durationMs per micro-batch) land in its Spark event log.
+        event_logs[part] = tmp / f"events-{source}-{part}"
+        event_logs[part].mkdir(parents=True, exist_ok=True)
+        conf = {**config["spark"].get("conf", {}), "spark.eventLog.enabled": "true",
+                "spark.eventLog.dir": f"file://{event_logs[part]}", "spark.eventLog.compress": "false"}
         paths[part].write_text(yaml.safe_dump({**config, "sinks": sinks, "metrics_port": METRICS_PORT + n,
-                                               "spark": {**config["spark"], "checkpoint_dir": str(ckpts[-1])}}))
+                                               "spark": {**config["spark"], "checkpoint_dir": str(ckpts[-1]),
+                                                         "conf": conf}}))
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
     cdckit = [sys.executable, "-m", "pipelines.cli"]
     if apply_connector:
@@ -212,6 +234,9 @@ def _measure_source(s, source: str, base: dict, args, rates: list[int], dsn: dic
     jobs = [subprocess.Popen([*cdckit, "run", "-c", str(path)], cwd=ROOT, env=env, start_new_session=True,
                              stdout=open(logs[part], "wb"), stderr=subprocess.STDOUT)
             for part, path in paths.items()]
+    for job in jobs:
+        if sampler is not None:
+            sampler.add_root(job.pid, "spark driver")
     r = redis.Redis.from_url(s.redis_url)
     tag = f"[{source} source]"
     try:
@@ -258,9 +283,10 @@ def _measure_source(s, source: str, base: dict, args, rates: list[int], dsn: dic
             tracer = threading.Thread(target=_trace_lag, args=(s.bootstrap_servers, ckpts, topic, rate,
                                                                run_start, lag_trace, tracing), daemon=True)
             tracer.start()
-            started = time.perf_counter()
+            started, wall_started = time.perf_counter(), time.time()
             achieved = load.run(args.duration)
             load_s = time.perf_counter() - started
+            wall_ended = time.time()
             produced = sum(int(o) for o in end_offsets({"bootstrap.servers": s.bootstrap_servers}, [topic])
                            .get(topic, {}).values()) - end_before
             # The slowest job counts (split: the search job).
@@ -283,6 +309,7 @@ def _measure_source(s, source: str, base: dict, args, rates: list[int], dsn: dic
                 "pipeline_records_per_s": round(applied_in_load / load_s),
                 "pipeline_vs_debezium": round(applied_in_load / produced, 3) if produced else None,
                 "lag_after_tail": final_lag,
+                "window": [wall_started, wall_ended],  # for the micro-batch breakdown (replaced by it below)
             }
             phase["keeps_up"] = bool(final_lag is not None and final_lag <= max(rate, 100))
             phases.append(phase)
@@ -295,6 +322,15 @@ def _measure_source(s, source: str, base: dict, args, rates: list[int], dsn: dic
                 job.wait(60)
             except subprocess.TimeoutExpired:
                 os.killpg(job.pid, signal.SIGKILL)
+            if sampler is not None:
+                sampler.remove_root(job.pid)
+    progress = {part: _progress_events(path) for part, path in event_logs.items()}
+    for phase in phases:
+        start, end = phase.pop("window")
+        phase["batch_ms"] = {part: _batch_parts(events, start, end) for part, events in progress.items()}
+        print(f"{tag} {phase['rate']:,} commits/s, micro-batch median ms: " + "; ".join(
+            f"{part} " + ", ".join(f"{k} {v}" for k, v in parts.items()) for part, parts in phase["batch_ms"].items()),
+            flush=True)
     out = {"catch_up_s": round(catch_up_s, 1), "phases": phases, "lag_trace": lag_trace,
            "sustained_commits_per_s": max([p["rate"] for p in phases if p["keeps_up"]], default=None)}
     at_2000 = next((p for p in phases if p["rate"] == 2000), None)
@@ -306,6 +342,57 @@ def _measure_source(s, source: str, base: dict, args, rates: list[int], dsn: dic
             "search_p99_le_3s": se["p99"] is not None and se["p99"] <= 3.0,
             "pipeline_ge_0_9_debezium": (at_2000["pipeline_vs_debezium"] or 0) >= 0.9}
     return out
+
+
+def _progress_events(event_dir: Path) -> list[dict]:
+    """Structured Streaming's progress events (QueryProgressEvent) from a job's Spark event log(s):
+    a file per application, or (Spark 4's rolling v2 layout) a directory `eventlog_v2_<app>` of
+    `events_<n>_<app>` files."""
+    import re
+
+    def order(path: Path) -> tuple:
+        m = re.match(r"events_(\d+)_", path.name)
+        return (str(path.parent), int(m[1]) if m else 0, path.name)
+
+    files = [f for f in event_dir.rglob("*") if f.is_file() and not f.name.startswith((".", "appstatus"))]
+    out = []
+    for path in sorted(files, key=order):
+        with open(path, "rb") as f:
+            for line in f:
+                if b"QueryProgressEvent" not in line:
+                    continue
+                try:
+                    out.append(json.loads(line)["progress"])
+                except (ValueError, KeyError):
+                    continue  # a last line cut short by a kill
+    return out
+
+
+def _batch_parts(progress: list[dict], start: float, end: float) -> dict:
+    """Median durationMs per part over the micro-batches that began within [start, end] (wall clock)
+    and ran (an idle trigger reports no addBatch)."""
+    from datetime import datetime, timezone
+
+    def began(p: dict) -> float:
+        return datetime.strptime(p["timestamp"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp()
+
+    batches = [p["durationMs"] for p in progress
+               if "addBatch" in p.get("durationMs", {}) and start <= began(p) <= end]
+    out: dict = {k: (round(statistics.median(b.get(k, 0) for b in batches)) if batches else None)
+                 for k in BATCH_PARTS}
+    out["batches"] = len(batches)
+    return out
+
+
+def _print_batch_parts(result: dict) -> None:
+    print()
+    print("micro-batch time, median ms (Spark progress durationMs) per rate phase:")
+    print(f"{'source':<8}{'part':<8}{'commits/s':>10}{'batches':>9}" + "".join(f"{k:>17}" for k in BATCH_PARTS))
+    for source, by in result["by_source"].items():
+        for phase in by["phases"]:
+            for part, parts in phase.get("batch_ms", {}).items():
+                print(f"{source:<8}{part:<8}{phase['rate']:>10,}{parts['batches']:>9}"
+                      + "".join(f"{'-' if parts[k] is None else parts[k]:>17}" for k in BATCH_PARTS))
 
 
 def _drop_earlier_slots(conn) -> None:

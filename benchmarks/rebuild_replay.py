@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import bench_stack, synthetic_topic, write_result  # noqa: E402
+from benchmarks.common import bench_stack, index_documents, raw_bulk_sweep, synthetic_topic, write_result  # noqa: E402
 
 
 def config_for(settings, topic: str, tmp: Path, bulk_chunk: int = 2000):
@@ -49,42 +49,6 @@ def rebuild_once(spark, config, store: str) -> dict:
             "total_seconds": round(total, 1), "events_per_s": round(bulk["records"] / bulk["seconds"]),
             "keys_per_s": round(bulk["survivors"] / bulk["seconds"]),
             "task_seconds": {k: bulk[k] for k in ("read_seconds", "fold_seconds", "apply_seconds")}}
-
-
-def generation_documents(settings, config) -> list[tuple[str, dict]]:
-    """(id, source) of every document the rebuild wrote, read back from its generation: the raw
-    runs send exactly these (values change what the engine spends per document: synthetic
-    look-alikes indexed ~10% faster than the real survivors)."""
-    from opensearchpy import OpenSearch
-
-    client = OpenSearch(settings.search_url, timeout=120)
-    page = client.search(index=config.tables[0].index, scroll="2m", body={"size": 5000, "query": {"match_all": {}}})
-    docs = []
-    while page["hits"]["hits"]:
-        docs.extend((h["_id"], h["_source"]) for h in page["hits"]["hits"])
-        page = client.scroll(scroll_id=page["_scroll_id"], scroll="2m")
-    return sorted(docs, key=lambda d: int(d[0]))
-
-
-def raw_bulk(settings, docs: list[tuple[str, dict]], chunk: int = 5000) -> dict:
-    """The engine alone: plain `index` bulk requests (no versions) of the rebuild's documents,
-    bodies serialised with orjson (the fastest client: the baseline is the engine's rate)."""
-    import orjson
-    from opensearchpy import OpenSearch
-
-    client = OpenSearch(settings.search_url, timeout=120)
-    index = f"raw{uuid.uuid4().hex[:8]}"
-    client.indices.create(index=index, body={"settings": {"number_of_replicas": 0}})
-    t0 = time.perf_counter()
-    for start in range(0, len(docs), chunk):
-        ops = []
-        for doc_id, source in docs[start:start + chunk]:
-            ops.append({"index": {"_index": index, "_id": doc_id}})
-            ops.append(source)
-        client.bulk(body=b"\n".join(orjson.dumps(op) for op in ops) + b"\n")
-    seconds = time.perf_counter() - t0
-    client.indices.delete(index=index)
-    return {"docs": len(docs), "seconds": round(seconds, 1), "docs_per_s": round(len(docs) / seconds)}
 
 
 def drop_generation(settings, config) -> None:
@@ -125,15 +89,15 @@ def main() -> None:
         search = rebuild_once(spark, search_config, "search")
         search["bulk_chunk"] = args.bulk_chunk
         print(f"search rebuild: {json.dumps(search)}", flush=True)
-        docs = generation_documents(s, search_config)
+        # The documents the rebuild wrote, read back from its generation: the raw runs send exactly
+        # these (values change what the engine spends per document: synthetic look-alikes indexed
+        # ~10% faster than the real survivors).
+        docs = index_documents(s.search_url, search_config.tables[0].index)
         assert len(docs) == search["keys_written"], (len(docs), search["keys_written"])
         drop_generation(s, search_config)
-        sweep = []
-        for chunk in (int(c) for c in args.raw_chunks.split(",")):
-            sweep.append({"bulk_chunk": chunk, **raw_bulk(s, docs, chunk)})
-            print(f"raw bulk: {json.dumps(sweep[-1])}", flush=True)
+        # the engine at its best bulk size: the strict baseline
+        raw, sweep = raw_bulk_sweep(s.search_url, docs, [int(c) for c in args.raw_chunks.split(",")])
         spark.stop()
-    raw = max(sweep, key=lambda r: r["docs_per_s"])  # the engine at its best bulk size: the strict baseline
     result = {
         "cache": cache, "search": search, "search_raw_bulk": raw, "search_raw_sweep": sweep,
         "search_vs_raw": round(search["keys_per_s"] / raw["docs_per_s"], 2),
