@@ -42,7 +42,8 @@ log = logging.getLogger("cdckit.bootstrap")
 RANGE_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("start", pa.int64()),
                           ("end", pa.int64())])
 RESULT_SCHEMA = pa.schema([
-    ("topic", pa.string()), ("partition", pa.int32()), ("reached", pa.int64()), ("stopped", pa.bool_()),
+    ("topic", pa.string()), ("partition", pa.int32()), ("start", pa.int64()), ("reached", pa.int64()),
+    ("stopped", pa.bool_()),
     ("reads", pa.int64()), ("fence", pa.int64()), ("search_applied", pa.int64()), ("cache_applied", pa.int64()),
     ("dead_letters", pa.int64()),
 ])
@@ -71,7 +72,8 @@ def run(spark, config: Config, on_round: Callable[[SnapshotBulk], None], committ
         known_ids.learn(topic_ids(client, config.topic_pattern))
         ranges = pending_ranges(bulk, ends)
         if ranges:
-            frame = spark.createDataFrame(spark.sparkContext.parallelize(ranges, len(ranges)), ddl(RANGE_SCHEMA))
+            pieces = split_ranges(ranges, spark.sparkContext.defaultParallelism)
+            frame = spark.createDataFrame(spark.sparkContext.parallelize(pieces, len(pieces)), ddl(RANGE_SCHEMA))
             rows = frame.mapInArrow(fn, ddl(RESULT_SCHEMA)).toArrow().to_pylist()
             settle(bulk, config, rows)
         for t, parts in ends.items():   # partitions met empty still get a place to start from
@@ -100,18 +102,46 @@ def pending_ranges(bulk: SnapshotBulk, ends: dict[str, dict[str, int]]) -> list[
     return sorted(out, key=lambda r: r[2] - r[3])   # largest first: the longest task starts first
 
 
+MIN_PIECE = 10_000      # records: below this a task's start costs more than the split saves
+
+
+def split_ranges(ranges: list[tuple[str, int, int, int]], tasks: int) -> list[tuple[str, int, int, int]]:
+    """The ranges cut into pieces of about an equal share of `tasks`, so every core works for the
+    whole round (three partitions on two cores would otherwise take two waves). Safe for reads:
+    a piece after a partition's first change may apply reads the streaming query then applies
+    again at the same version (settle hands over at the lowest stop)."""
+    total = sum(e - s for _, _, s, e in ranges)
+    share = max(MIN_PIECE, -(-total // max(1, tasks)))
+    out = []
+    for t, p, s, e in ranges:
+        while e - s > share + share // 2:
+            out.append((t, p, s, s + share))
+            s += share
+        out.append((t, p, s, e))
+    return sorted(out, key=lambda r: r[2] - r[3])
+
+
 def settle(bulk: SnapshotBulk, config: Config, rows: list[dict[str, Any]]) -> None:
-    """A round's task results into the bulk's state."""
+    """A round's task results into the bulk's state: a partition cut into pieces reaches its
+    lowest stop if a piece stopped, else its end."""
+    parts: dict[tuple[str, int], list[dict[str, Any]]] = {}
     for row in rows:
-        key = fence_key(row["topic"], row["partition"])
-        bulk.reached.setdefault(row["topic"], {})[str(row["partition"])] = int(row["reached"])
-        if row["stopped"] and key not in bulk.stopped:
+        parts.setdefault((row["topic"], row["partition"]), []).append(row)
+    for (topic, partition), pieces in parts.items():
+        stops = [int(r["reached"]) for r in pieces if r["stopped"]]
+        reached = min(stops) if stops else max(int(r["reached"]) for r in pieces)
+        key = fence_key(topic, partition)
+        bulk.reached.setdefault(topic, {})[str(partition)] = reached
+        if stops and key not in bulk.stopped:
             bulk.stopped.append(key)
-        if row["fence"]:
-            bulk.fences[key] = max(bulk.fences.get(key, 0), int(row["fence"]))
-        table = config.table_for_topic(row["topic"])
-        if table is not None and row["reads"]:
-            bulk.reads[table.name] = bulk.reads.get(table.name, 0) + int(row["reads"])
+        # Pieces past the stop read what the streaming query reads again: their fences are its to find.
+        fence = max((int(r["fence"]) for r in pieces if not stops or int(r["start"]) < reached), default=0)
+        if fence:
+            bulk.fences[key] = max(bulk.fences.get(key, 0), fence)
+        table = config.table_for_topic(topic)
+        reads = sum(int(r["reads"]) for r in pieces)
+        if table is not None and reads:
+            bulk.reads[table.name] = bulk.reads.get(table.name, 0) + reads
 
 
 def bulk_fn(config_json: bytes) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
@@ -149,7 +179,7 @@ def apply_range(config_json: bytes, topic: str, partition: int, start: int, end:
         reader.close()
     reads.finish()
     return pa.RecordBatch.from_pylist([{
-        "topic": topic, "partition": partition, "reached": end if reads.stopped_at is None else reads.stopped_at,
+        "topic": topic, "partition": partition, "start": start, "reached": end if reads.stopped_at is None else reads.stopped_at,
         "stopped": reads.stopped_at is not None, "reads": reads.reads,
         "fence": reads.fences.get(fence_key(topic, partition), 0), "search_applied": stats.search_applied,
         "cache_applied": stats.cache_applied, "dead_letters": sum(letters)}], schema=RESULT_SCHEMA)

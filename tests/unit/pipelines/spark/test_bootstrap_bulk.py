@@ -1,0 +1,36 @@
+"""The bootstrap bulk's driver logic: ranges cut for the cores, pieces settled into the hand-over."""
+from hypothesis import given, strategies as st
+
+from pipelines.config import parse_config
+from pipelines.spark.bootstrap_bulk import pending_ranges, settle, split_ranges
+from pipelines.state.bootstrap import SnapshotBulk
+from tests.support.configs import BASE
+
+
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 100_000), st.integers(0, 100_000)), max_size=6),
+       st.integers(1, 8))
+def test_pieces_cover_each_range_contiguously(spans, tasks):
+    ranges = [("t", i, min(a, b), max(a, b) + 1) for i, (_, a, b) in enumerate(spans)]
+    pieces = split_ranges(ranges, tasks)
+    for t, p, s, e in ranges:
+        mine = sorted((ps, pe) for pt, pp, ps, pe in pieces if (pt, pp) == (t, p))
+        assert mine[0][0] == s and mine[-1][1] == e
+        assert all(a[1] == b[0] for a, b in zip(mine, mine[1:]))
+
+
+def row(start, reached, stopped, reads, fence=0, partition=0, topic="cdc.public.items"):
+    return {"topic": topic, "partition": partition, "start": start, "reached": reached, "stopped": stopped,
+            "reads": reads, "fence": fence}
+
+
+def test_a_partition_hands_over_at_its_lowest_stop_and_keeps_the_fences_before_it():
+    config = parse_config(BASE)
+    bulk = SnapshotBulk({}, [], {}, {})
+    topic = config.topic_for(config.tables[0])
+    settle(bulk, config, [row(0, 100, False, 100, 50, topic=topic), row(100, 130, True, 30, 50, topic=topic),
+                          row(200, 300, False, 100, 90, topic=topic), row(0, 40, False, 40, 7, 1, topic)])
+    assert bulk.reached[topic] == {"0": 130, "1": 40}
+    assert bulk.stopped == [f"{topic}:0"] and bulk.fences == {f"{topic}:0": 50, f"{topic}:1": 7}
+    assert bulk.reads == {config.tables[0].name: 270}
+    # A stopped partition is not read again; the others from where they reached.
+    assert pending_ranges(bulk, {topic: {"0": 500, "1": 90}}) == [(topic, 1, 40, 90)]
