@@ -85,6 +85,8 @@ def run(spark, config: Config, on_round: Callable[[SnapshotBulk], None], committ
         if bulk.done:  # fences first: the streaming query's first batch starts from them
             FenceStore(ckpt).save(-1, bulk.fences)
         write_bulk(ckpt, bulk)
+        log.debug("snapshot bulk round %d: %d range(s), %s reads so far, done=%s", bulk.rounds, len(ranges),
+                  sum(bulk.reads.values()), bulk.done)
         on_round(bulk)
         if not ranges and not bulk.done:
             time.sleep(IDLE_WAIT_S)

@@ -87,23 +87,29 @@ def histories(draw):
         for op, at, row in changes:
             if row is not None and isinstance(row.get("big"), Unchanged):
                 row["big"] = table[row["id"]]["big"] if row["id"] in table else row["big"].rendering
-        for op, at, row in changes:
-            source = {"schema": "public", "table": "items", "lsn": at, "snapshot": "false",
-                      "sequence": json.dumps([str(prev), str(at)]), "ts_ms": 1}
-            if op == "marker":
-                key = {"table_name": TABLE}
-                value = {"op": "u", "after": {"table_name": TABLE, "truncated_at": "x"}, "before": None,
-                         "source": {**source, "table": MARKERS.split(".")[1]}}
-                logs.setdefault((MARKER_TOPIC, partition(key)), []).append((key, value))
-                continue
-            key = {"id": row["id"]}
-            value = {"op": op, "after": None if op == "d" else row, "before": row if op == "d" else None,
-                     "source": source}
-            log = logs.setdefault((TOPIC, partition(key)), [])
-            log.append((key, value))
-            if op == "d":
-                log.append((key, None))
+        log_transaction(logs, prev, changes)
     return logs, {str(i): r for i, r in table.items()}
+
+
+def log_transaction(logs: dict[tuple[str, int], list], prev: int, changes: list) -> None:
+    """A committed transaction's changes ((op, lsn, row); op "marker": a truncate) appended to the
+    logs as Debezium writes them: a truncate's marker in its own topic, a delete followed by its tombstone."""
+    for op, at, row in changes:
+        source = {"schema": "public", "table": "items", "lsn": at, "snapshot": "false",
+                  "sequence": json.dumps([str(prev), str(at)]), "ts_ms": 1}
+        if op == "marker":
+            key = {"table_name": TABLE}
+            value = {"op": "u", "after": {"table_name": TABLE, "truncated_at": "x"}, "before": None,
+                     "source": {**source, "table": MARKERS.split(".")[1]}}
+            logs.setdefault((MARKER_TOPIC, partition(key)), []).append((key, value))
+            continue
+        key = {"id": row["id"]}
+        value = {"op": op, "after": None if op == "d" else row, "before": row if op == "d" else None,
+                 "source": source}
+        log = logs.setdefault((TOPIC, partition(key)), [])
+        log.append((key, value))
+        if op == "d":
+            log.append((key, None))
 
 
 def compact(log: list, upto: int) -> list[tuple[int, tuple]]:

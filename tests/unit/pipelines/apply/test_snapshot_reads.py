@@ -21,7 +21,7 @@ from pipelines.spark.partition_apply import apply_rows, stats_of
 from pipelines.state.fences import fence_key
 from tests.support.letters import NoLetters
 from tests.support.records import MARKERS
-from tests.unit.pipelines.apply.test_live_and_rebuild_model import MARKER_TOPIC, TABLE, TOPIC, compact, partition
+from tests.unit.pipelines.apply.test_live_and_rebuild_model import TABLE, TOPIC, compact, log_transaction, partition
 
 SNAPSHOT_LSN = 500
 
@@ -84,22 +84,7 @@ def histories(draw):
                 changes.append(("u", lsn, dict(table[id_])))
         lsn += 10
         commit = lsn
-        for op, at, row in changes:
-            source = {"schema": "public", "table": "items", "lsn": at, "snapshot": "false", "ts_ms": 1,
-                      "sequence": json.dumps([str(prev), str(at)])}
-            if op == "marker":
-                key = {"table_name": TABLE}
-                value = {"op": "u", "after": {"table_name": TABLE, "truncated_at": "x"}, "before": None,
-                         "source": {**source, "table": MARKERS.split(".")[1]}}
-                logs.setdefault((MARKER_TOPIC, partition(key)), []).append((key, value))
-                continue
-            key = {"id": row["id"]}
-            value = {"op": op, "after": None if op == "d" else row, "before": row if op == "d" else None,
-                     "source": source}
-            log = logs.setdefault((TOPIC, partition(key)), [])
-            log.append((key, value))
-            if op == "d":
-                log.append((key, None))
+        log_transaction(logs, prev, changes)
     return logs, {str(i): r for i, r in table.items()}
 
 
