@@ -20,6 +20,7 @@ from connectors.kafka.admin import existing_topics, matching_topics, topic_ids, 
 from connectors.kafka.errors import NoFetchResponse
 from connectors.kafka.offsets import end_offsets
 from pipelines.config import Config
+from derived.sinks.errors import StoreUnavailable
 from pipelines.errors import ConnectorFailed
 from pipelines.state import bootstrap as bootstrap_state
 from pipelines.state import documents as documents_state
@@ -160,7 +161,11 @@ class Watch:
 def bulk_applicable(config: Config, state: BootstrapState | None) -> bool:
     """The snapshot is applied in bulk when nothing was streamed yet: a checkpoint with committed
     batches is an earlier bootstrap through the streaming query, which that query finishes."""
-    return state is None and committed_offsets(config.spark.checkpoint_dir) is None
+    # A re-snapshot after lost topics goes through the stream: a surviving topic's log may begin with
+    # older changes, where the bulk would stop at once and never see the new snapshot's position,
+    # which the sweep needs.
+    return (state is None and committed_offsets(config.spark.checkpoint_dir) is None
+            and not resnapshot_pending(config))
 
 
 def apply_in_bulk(spark, config: Config, watch: Watch, stop=None) -> None:
@@ -170,7 +175,17 @@ def apply_in_bulk(spark, config: Config, watch: Watch, stop=None) -> None:
     from pipelines.spark import bootstrap_bulk
     from pipelines.spark.job import LiveConfig
 
-    LiveConfig(config).check_stores(fresh=True)   # the stores marked and the indexes created, as a first batch does
+    live = LiveConfig(config)
+    resumed = bootstrap_state.read_bulk(config.spark.checkpoint_dir) is not None
+    try:   # the stores marked and the indexes created, as a first batch does
+        live.check_stores(fresh=not resumed)
+    except StoreUnavailable:
+        if not resumed:
+            raise
+        # A store lost what the interrupted bulk wrote (its marker is gone): the bulk starts over.
+        log.warning("a store lost what the interrupted snapshot bulk had written: applying the snapshot again")
+        bootstrap_state.clear_bulk(config.spark.checkpoint_dir)
+        live.check_stores(fresh=True)
     bulk = bootstrap_bulk.run(spark, config, lambda b: watch.bulk_round(b.reads), lambda: snapshot_committed(config),
                               stop, watch.check_connector)
     watch.bulk_round(bulk.reads)
@@ -210,7 +225,7 @@ def topics_lost(config: Config) -> list[str]:
     """Topics the pipeline has read further than they now go, that are gone, or that were created
     again since it read them (pipelines/state/topic_ids.py): the broker lost its data or someone
     recreated them."""
-    committed = committed_offsets(config.spark.checkpoint_dir)
+    committed = committed_offsets(config.spark.checkpoint_dir) or _bulk_reached(config)
     if not committed:
         return []
     recreated = TopicIds(config.spark.checkpoint_dir).recreated(topic_ids(config.kafka.client_config(),
@@ -226,6 +241,12 @@ def topics_lost(config: Config) -> list[str]:
     return sorted(t for t, parts in committed.items()
                   if any(int(o) > 0 for o in parts.values()) and
                   (t not in existing or any(int(ends.get(t, {}).get(p, 0)) < int(o) for p, o in parts.items())))
+
+
+def _bulk_reached(config: Config) -> dict[str, dict[str, int]] | None:
+    """Where the bootstrap's bulk has read to, before the streaming query committed anything."""
+    bulk = bootstrap_state.read_bulk(config.spark.checkpoint_dir)
+    return bulk.reached if bulk is not None else None
 
 
 def start_over(config: Config) -> Path:

@@ -24,6 +24,7 @@ import orjson
 import pyarrow as pa
 
 from connectors.kafka.admin import matching_topics, topic_ids
+from connectors.kafka.errors import TopicLost
 from connectors.kafka.offsets import end_offsets
 from connectors.kafka.ranges import KafkaRange, read_messages
 from pipelines.apply.batch import apply_changes, as_documents
@@ -69,7 +70,12 @@ def run(spark, config: Config, on_round: Callable[[SnapshotBulk], None], committ
         last = committed()   # before the ends: then they hold every snapshot record
         topics = matching_topics(client, config.topic_pattern)
         ends = end_offsets(client, topics) if topics else {}
-        known_ids.learn(topic_ids(client, config.topic_pattern))
+        ids = topic_ids(client, config.topic_pattern)
+        recreated = known_ids.recreated(ids)
+        if recreated:  # the offsets reached belong to the old topics
+            raise TopicLost(f"change topics recreated during the snapshot's bulk: {', '.join(recreated[:5])}; "
+                            "run `cdckit bootstrap` again (it re-snapshots)")
+        known_ids.learn(ids)
         ranges = pending_ranges(bulk, ends)
         if ranges:
             pieces = split_ranges(ranges, spark.sparkContext.defaultParallelism)

@@ -42,7 +42,8 @@ def starting_option(config: Config, pattern: str, starting: dict[str, dict[str, 
     finally:
         if marks is not None:
             marks.close()
-    out: dict[str, dict[str, int]] = {t: {str(p): int(o) for p, o in parts.items()} for t, parts in starting.items()}
+    # Exactly the partitions that exist now: a handed-over topic deleted since is left out.
+    out: dict[str, dict[str, int]] = {}
     for t, p in partitions:
-        out.setdefault(t, {}).setdefault(str(p), -2)
+        out.setdefault(t, {})[str(p)] = int((starting.get(t) or {}).get(str(p), -2))
     return json.dumps(out)

@@ -102,6 +102,10 @@ def write_bulk(checkpoint_dir: Path, bulk: SnapshotBulk) -> None:
     write_json(CheckpointDir(checkpoint_dir).snapshot_bulk, bulk.as_json(), indent=2)
 
 
+def clear_bulk(checkpoint_dir: Path) -> None:
+    CheckpointDir(checkpoint_dir).snapshot_bulk.unlink(missing_ok=True)
+
+
 def handover(checkpoint_dir: Path) -> dict[str, dict[str, int]] | None:
     """Where the tables' streaming query starts when it has no checkpoint yet: after the snapshot
     reads the bootstrap's bulk applied (partitions not named: from their start)."""

@@ -34,3 +34,39 @@ def test_a_partition_hands_over_at_its_lowest_stop_and_keeps_the_fences_before_i
     assert bulk.reads == {config.tables[0].name: 270}
     # A stopped partition is not read again; the others from where they reached.
     assert pending_ranges(bulk, {topic: {"0": 500, "1": 90}}) == [(topic, 1, 40, 90)]
+
+
+def test_the_stream_starts_at_the_hand_over_naming_exactly_the_partitions_there_are(monkeypatch):
+    import json
+
+    import connectors.kafka.admin as admin
+    import connectors.kafka.offsets as offsets
+    from pipelines.spark.change_topics import starting_option
+
+    class Marks:
+        def __init__(self, conf, topics):
+            self.topics = topics
+
+        def partitions(self):
+            return [(t, p) for t in self.topics for p in (0, 1)]
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(admin, "matching_topics", lambda conf, pattern: ["a", "late"])
+    monkeypatch.setattr(offsets, "Watermarks", Marks)
+    config = parse_config(BASE)
+    got = json.loads(starting_option(config, config.topic_pattern, {"a": {"0": 7, "1": 3}, "deleted": {"0": 5}}))
+    # Spark's own source refuses JSON that leaves a subscribed partition out or names one it lacks.
+    assert got == {"a": {"0": 7, "1": 3}, "late": {"0": -2, "1": -2}}
+    assert starting_option(config, config.topic_pattern, None) == "earliest"
+
+
+def test_a_resnapshot_after_lost_topics_is_not_applied_in_bulk(tmp_path):
+    from pipelines.ops import bootstrap
+    from pipelines.state.bootstrap import mark_resnapshot
+
+    config = parse_config({**BASE, "spark": {"checkpoint_dir": str(tmp_path)}})
+    assert bootstrap.bulk_applicable(config, None)
+    mark_resnapshot(tmp_path, {"at": 0})
+    assert not bootstrap.bulk_applicable(config, None)
