@@ -128,3 +128,61 @@ def test_out_of_memory_is_an_outage_not_a_letter(stack):
     finally:
         r.config_set("maxmemory", old[0])
         r.config_set("maxmemory-policy", old[1])
+
+
+@pytest.mark.parametrize("fmt", ["json", "hash"])
+def test_plain_upserts_in_calls_of_many_keep_every_rule(stack, fmt):
+    """Plain upserts go in script calls of many keys: versions, TTLs, deletes beside them, and one
+    key of another type in the middle of a call (the call stops there; every key is written alone
+    then, and only that one is a letter)."""
+    r = redis.Redis.from_url(stack.redis_url)
+    cache = RedisCache(r, deleted_version_ttl_s=60)
+    prefix = f"n{uuid.uuid4().hex[:6]}"
+    t = {"public.t": CacheTable(f"{prefix}:{{id}}", format=fmt, ttl_s=600)}
+
+    def up(i, v, row=None):
+        return Change("public.t", "upsert", {"id": i}, str(i), row or {"id": i, "v": v, "big": 2**63 - i},
+                      Version(v, 1, v), Position("x", 0, i))
+
+    n = RedisCache.MANY * 2 + 7
+    assert cache.apply([up(i, 10) for i in range(n)], t).applied == n
+    r.delete(f"{prefix}:{n - 1}")
+    odd = RedisCache.MANY + 4   # inside the second call, a newer version: written if it could be
+    r.delete(f"cdckit:v:{prefix}:{odd}")
+    r.rpush(f"cdckit:v:{prefix}:{odd}", "someone else's list")
+    stale_and_new = [up(i, 9 if i % 2 else 11) for i in range(n)]
+    delete = Change("public.t", "delete", {"id": 0}, "0", None, Version(12, 1, 12), Position("x", 0, n))
+    stats = cache.apply(stale_and_new[1:] + [delete], t)
+    assert [d.position.offset for d in stats.dead] == [odd]
+    newer = [i for i in range(1, n) if i % 2 == 0 and i != odd]
+    assert stats.applied == len(newer) + 1
+    assert r.exists(f"{prefix}:0") == 0
+    for i in (1, 2, RedisCache.MANY + 1, RedisCache.MANY + 2, n - 2):
+        got = cache.read(f"{prefix}:{i}", t["public.t"])
+        v = 11 if i % 2 == 0 else 10
+        assert got == ({"id": i, "v": v, "big": 2**63 - i} if fmt == "json" else
+                       {"id": str(i), "v": str(v), "big": str(2**63 - i)}), i
+        assert 0 < r.ttl(f"{prefix}:{i}") <= 600 and 0 < r.ttl(f"cdckit:v:{prefix}:{i}") <= 600
+    assert int(r.get(f"cdckit:count:{prefix}:{{id}}")) == n   # key n-1 written again after its DEL
+
+
+def test_a_key_the_acl_refuses_is_its_own_letter_in_a_call_of_many(stack):
+    """Redis refuses a whole script call when one of its keys is outside the user's ACL: the keys
+    are then written one call each and only the refused one is a letter."""
+    admin = redis.Redis.from_url(stack.redis_url)
+    prefix = f"a{uuid.uuid4().hex[:6]}"
+    user, password = f"u{prefix}", uuid.uuid4().hex
+    admin.acl_setuser(user, enabled=True, passwords=[f"+{password}"], keys=["cdckit:*", f"{prefix}:ok*"],
+                      commands=["+@all"])
+    try:
+        r = redis.Redis.from_url(stack.redis_url, username=user, password=password)
+        cache = RedisCache(r, deleted_version_ttl_s=60)
+        t = {"public.t": CacheTable(f"{prefix}:{{id}}")}
+        changes = [Change("public.t", "upsert", {"id": i}, i, {"id": i}, Version(5, 1, 5), Position("x", 0, n))
+                   for n, i in enumerate(["ok1", "no", "ok2"])]
+        stats = cache.apply(changes, t)
+        assert stats.applied == 2 and [d.position.offset for d in stats.dead] == [1]
+        assert "permissions" in stats.dead[0].reason
+        assert cache.read(f"{prefix}:ok2", t["public.t"]) == {"id": "ok2"}
+    finally:
+        admin.acl_deluser(user)

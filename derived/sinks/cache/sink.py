@@ -78,6 +78,7 @@ class RedisCache:
         self._upsert = self.r.register_script(scripts.joinpath("upsert.lua").read_text())
         self._delete = self.r.register_script(scripts.joinpath("delete.lua").read_text())
         self._forget = self.r.register_script(scripts.joinpath("forget.lua").read_text())
+        self._upsert_many = self.r.register_script(scripts.joinpath("upsert_many.lua").read_text())
 
     COUNT_PREFIX = "cdckit:count:"
 
@@ -119,10 +120,18 @@ class RedisCache:
                 return stats
         raise StoreUnavailable(f"redis: {len(pending)} keys kept changing while their TOAST fields were merged")
 
+    # Plain upserts (nothing to merge) go in calls of this many keys: one script call per key costs
+    # the client and the server more than the write itself (benchmarks/README.md, bootstrap).
+    MANY = 500
+
     def _write(self, changes: list[Change], tables: dict[str, CacheTable], stats: SinkResult) -> list[Change]:
         """One pipelined round; returns the changes to write again (their key moved meanwhile)."""
         stored = self._stored_json(changes, tables)
         pipe = self.r.pipeline(transaction=False)
+        calls: list[Change | list[Change]] = []   # in the pipeline's order: a change, or a call of many
+        group: list[Change] = []
+        keys_many: list[str] = []
+        args_many: list[Any] = []
         for ch in changes:
             t = tables[ch.table]
             keys = self._keys(t.key(ch), t)
@@ -130,6 +139,20 @@ class RedisCache:
                 self._forget(keys=keys, args=[self.deleted_ttl], client=pipe)
             elif ch.op == "delete":
                 self._delete(keys=keys, args=[t.version(ch), self.deleted_ttl], client=pipe)
+            elif not ch.unavailable:
+                doc = shape(ch.row, t)
+                group.append(ch)
+                keys_many += keys
+                if t.format == "hash":
+                    pairs = [x for f, v in doc.items() for x in (f, hash_value(v))]
+                    args_many += [t.version(ch), "hash", len(pairs), t.ttl_s or 0, *pairs]
+                else:
+                    args_many += [t.version(ch), "json", orjson.dumps(doc, default=_default), t.ttl_s or 0]
+                if len(group) >= self.MANY:
+                    self._upsert_many(keys=keys_many, args=args_many, client=pipe)
+                    calls.append(group)
+                    group, keys_many, args_many = [], [], []
+                continue
             else:
                 doc = shape(ch.row, t)
                 merge = [f for f in (shaped_field(c, t) for c in ch.unavailable) if f is not None]
@@ -143,19 +166,55 @@ class RedisCache:
                 if t.format == "hash":
                     args += [x for f, v in doc.items() for x in (f, hash_value(v))]
                 self._upsert(keys=keys, args=args, client=pipe)
-        again = []
-        for ch, result in zip(changes, pipe.execute(raise_on_error=False)):
-            if isinstance(result, redis.ResponseError) and not _passing(result):
-                stats.dead.append(DeadLetter(ch.position, None, None, "apply", f"redis: {result}"[:1000]))
+            calls.append(ch)
+        if group:
+            self._upsert_many(keys=keys_many, args=args_many, client=pipe)
+            calls.append(group)
+        again: list[Change] = []
+        refused: list[Change] = []
+        for call, result in zip(calls, pipe.execute(raise_on_error=False)):
+            if isinstance(call, Change):
+                self._count(call, result, stats, again)
             elif isinstance(result, Exception):
-                raise StoreUnavailable(f"redis: {result}") from result
-            elif result == 1:
-                stats.applied += 1
-            elif result == 2:
-                again.append(ch)
-            else:
-                stats.stale += 1
+                if not isinstance(result, redis.ResponseError) or _passing(result):
+                    raise StoreUnavailable(f"redis: {result}") from result
+                refused += call   # refused before it ran (an ACL on one of its keys): each key alone
+            else:   # per key: 1, 0 or its error's text
+                for ch, one in zip(call, result):
+                    self._count(ch, redis.ResponseError(one.decode(errors="replace")) if isinstance(one, bytes) else one,
+                                stats, again)
+        if refused:
+            again += self._write_alone(refused, tables, stats)
         return again
+
+    def _write_alone(self, changes: list[Change], tables: dict[str, CacheTable], stats: SinkResult) -> list[Change]:
+        """Plain upserts whose call of many was refused as a whole: one script call each, so a
+        refusal is its own key's letter."""
+        pipe = self.r.pipeline(transaction=False)
+        for ch in changes:
+            t = tables[ch.table]
+            doc = shape(ch.row, t)
+            args = [t.version(ch), t.format, orjson.dumps(doc, default=_default), t.ttl_s or 0, b"[]", ""]
+            if t.format == "hash":
+                args += [x for f, v in doc.items() for x in (f, hash_value(v))]
+            self._upsert(keys=self._keys(t.key(ch), t), args=args, client=pipe)
+        again: list[Change] = []
+        for ch, result in zip(changes, pipe.execute(raise_on_error=False)):
+            self._count(ch, result, stats, again)
+        return again
+
+    @staticmethod
+    def _count(ch: Change, result: Any, stats: SinkResult, again: list[Change]) -> None:
+        if isinstance(result, redis.ResponseError) and not _passing(result):
+            stats.dead.append(DeadLetter(ch.position, None, None, "apply", f"redis: {result}"[:1000]))
+        elif isinstance(result, Exception):
+            raise StoreUnavailable(f"redis: {result}") from result
+        elif result == 1:
+            stats.applied += 1
+        elif result == 2:
+            again.append(ch)
+        else:
+            stats.stale += 1
 
     def _stored_json(self, changes: list[Change], tables: dict[str, CacheTable]
                      ) -> dict[str, tuple[str | None, dict[str, Any] | None]]:

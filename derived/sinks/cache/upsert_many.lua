@@ -1,0 +1,44 @@
+-- Versioned upserts of many keys in one call (plain upserts: nothing to merge, no guard), each by
+-- the rule of upsert.lua. KEYS: per item its data key, version key and the table's key counter.
+-- ARGV: per item version, format ("json"|"hash"), the payload (json) or the number of field/value
+-- arguments that follow (hash), ttl seconds (0 = none), then for "hash" the field/value pairs.
+-- Returns per item 1 applied, 0 stale, or the error's text (that key alone failed: the others
+-- are written, as one call per key would).
+local function upsert(i, a, nfields)
+  local data, vkey = KEYS[i], KEYS[i + 1]
+  local version, format, ttl = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 3])
+  local equal_ok = false
+  if string.sub(version, 1, 1) == '=' then version = string.sub(version, 2); equal_ok = true end
+  local held = redis.call('GET', vkey)
+  if held and (held > version or (held == version and not equal_ok)) then return 0 end
+  if redis.call('EXISTS', data) == 0 then redis.call('INCR', KEYS[i + 2]) end
+  if format == 'json' then
+    redis.call('SET', data, ARGV[a + 2])
+  else
+    redis.call('DEL', data)
+    if nfields > 0 then redis.call('HSET', data, unpack(ARGV, a + 4, a + 3 + nfields)) end
+  end
+  redis.call('SET', vkey, version)
+  if ttl > 0 then
+    redis.call('EXPIRE', data, ttl)
+    redis.call('EXPIRE', vkey, ttl)
+  end
+  return 1
+end
+
+local out = {}
+local a = 1
+for i = 1, #KEYS, 3 do
+  local nfields = 0
+  if ARGV[a + 1] == 'hash' then nfields = tonumber(ARGV[a + 2]) end
+  local ok, res = pcall(upsert, i, a, nfields)
+  if ok then
+    out[#out + 1] = res
+  elseif type(res) == 'table' and res.err then
+    out[#out + 1] = res.err
+  else
+    out[#out + 1] = tostring(res)
+  end
+  a = a + 4 + nfields
+end
+return out
