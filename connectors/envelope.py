@@ -69,9 +69,14 @@ def _json(raw: bytes, what: str) -> Any:
     except orjson.JSONDecodeError as exc:
         raise RecordError(f"{what} is not valid JSON: {exc}") from None
     # With schemas.enable=true the converter wraps everything as {"schema": ..., "payload": ...}.
-    if isinstance(data, dict) and set(data) == {"schema", "payload"}:
+    if isinstance(data, dict) and len(data) == 2 and "payload" in data and "schema" in data:
         data = data["payload"]
     return data
+
+
+def envelope_of(value: bytes) -> Any:
+    """The value's envelope (a schema/payload wrapper taken off), for `decode(parsed=...)`."""
+    return _json(value, "value")
 
 
 def document_id(key: dict[str, Any], columns: list[str] | None = None) -> str:
@@ -106,15 +111,16 @@ def _truncate_marker(env: dict[str, Any], snapshot: bool, common: dict[str, Any]
 
 
 def decode(key: bytes | None, value: bytes | None, position: Position, fence: int = 0,
-           key_columns: list[str] | None = None, truncate_table: str | None = None) -> Change | Tombstone | None:
+           key_columns: list[str] | None = None, truncate_table: str | None = None,
+           parsed: dict[str, Any] | None = None) -> Change | Tombstone | None:
     """The record as a `Change` (or a `Tombstone`); None for a truncate marker row that marks
-    nothing new (see `_truncate_marker`)."""
+    nothing new (see `_truncate_marker`). `parsed`: the value already parsed (`envelope_of`)."""
     key_data = None if key is None else _json(key, "key")
     if key_data is not None and not isinstance(key_data, dict):
         raise RecordError("key is not a JSON object")
     if value is None:
         return Tombstone(position, key_data)
-    env = _json(value, "value")
+    env = _json(value, "value") if parsed is None else parsed
     if not isinstance(env, dict):
         raise RecordError("value is not a JSON object")
     op = env.get("op")

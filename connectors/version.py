@@ -46,16 +46,26 @@ def is_snapshot(source: dict[str, Any]) -> bool:
     return str(source.get("snapshot", "false")).lower() in SNAPSHOT_MARKERS
 
 
+_SEQUENCES: dict[str, tuple[int | None, int | None]] = {}   # a snapshot's reads all carry one
+
+
 def _sequence(source: dict[str, Any]) -> tuple[int | None, int | None]:
     seq = source.get("sequence")
     if seq is None:
         return None, None
+    if isinstance(seq, str) and seq in _SEQUENCES:
+        return _SEQUENCES[seq]
     try:
         parts = orjson.loads(seq) if isinstance(seq, str) else seq
         a, b = parts[0], parts[1]
-        return (None if a is None else int(a)), (None if b is None else int(b))
+        out = (None if a is None else int(a)), (None if b is None else int(b))
     except (orjson.JSONDecodeError, ValueError, TypeError, IndexError):
         raise VersionError(f"source.sequence is not [commit, lsn]: {seq!r}") from None
+    if isinstance(seq, str):
+        if len(_SEQUENCES) >= 256:
+            _SEQUENCES.clear()
+        _SEQUENCES[seq] = out
+    return out
 
 
 def previous_commit(source: dict[str, Any]) -> int | None:

@@ -89,6 +89,16 @@ def _log_end(c, r: KafkaRange) -> int | None:
         return None
 
 
+def log_end(conf: dict[str, Any], topic: str, partition: int) -> int | None:
+    """The partition's high watermark now (through this process's kept reader), or None when the
+    broker does not answer."""
+    c = _reader(conf)
+    try:
+        return _log_end(c, KafkaRange(topic, partition, 0, 0))
+    finally:
+        _release(conf, c, True)
+
+
 def _partition_exists(c, r: KafkaRange) -> bool:
     """Whether the broker still has the range's partition (True when it does not answer: that is
     an outage, not a loss)."""

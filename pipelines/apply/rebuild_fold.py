@@ -24,7 +24,7 @@ from typing import Any, Iterable, NamedTuple
 
 import orjson
 
-from connectors.envelope import RecordError, Tombstone, decode, document_id, may_hold_placeholder
+from connectors.envelope import RecordError, Tombstone, decode, document_id, envelope_of, may_hold_placeholder
 from connectors.version import VersionError, is_snapshot, version_of
 from derived.change import Change, DeadLetter, Position, Version
 from derived.reduce import fold_into
@@ -77,26 +77,48 @@ class PartitionFold:
         return True
 
     def _one(self, key: bytes | None, value: bytes | None, topic: str, partition: int, offset: int) -> bool:
-        env = None
         if self.reads_only:
             env = _snapshot_read(value)
             if env is None:
                 self.stopped_at = offset
                 return False
+            self.records += 1
+            self._read(key, value, env, Position(topic, partition, offset))
+            return True
         self.records += 1
         if value is None:
             self.tombstones += 1
             self._tombstone(key, topic, partition, offset)
-        elif not self._fast(key, value, topic, partition, offset, env):
+        elif not self._fast(key, value, topic, partition, offset):
             self._general(dict(key=key, value=value, topic=topic, partition=partition, offset=offset))
         return True
 
-    def _fast(self, key: bytes | None, value: bytes, topic: str, partition: int, offset: int,
-              env: dict | None = None) -> bool:
+    def _read(self, key: bytes | None, value: bytes, env: dict[str, Any], pos: Position) -> None:
+        """A snapshot read, decoded once (no raw bytes kept: each row has one read, so there is
+        little to supersede and everything is decoded in the end anyway)."""
+        fk = fence_key(pos.topic, pos.partition)
+        table = None
+        try:
+            out = decode(key, value, pos, self.fences.get(fk, 0), truncate_table=self.truncate_table, parsed=env)
+            if out is None or isinstance(out, Tombstone):
+                return
+            table = out.table
+            if table not in self.key_columns:
+                return   # a captured table this config does not sync
+            if self.key_columns[table]:
+                out = decode(key, value, pos, self.fences.get(fk, 0), self.key_columns[table], parsed=env)
+        except RecordError as exc:
+            self.dead.append(DeadLetter(pos, key, value, "decode", str(exc), {"table": table} if table else {}))
+            return
+        if out.snapshot:
+            self.fences[fk] = max(self.fences.get(fk, 0), out.version.lsn)
+        fold_into(self.latest, (out,))
+
+    def _fast(self, key: bytes | None, value: bytes, topic: str, partition: int, offset: int) -> bool:
         if key is None or key in self.slow_keys or may_hold_placeholder(value) or b"null" in key:
             return False
         try:
-            env = env if env is not None else orjson.loads(value)
+            env = orjson.loads(value)
             src, delete = env["source"], _FAST_OPS[env["op"]]
             table = f"{src.get('schema', 'public')}.{src['table']}"
             if table == self.truncate_table:
@@ -186,13 +208,10 @@ def _snapshot_read(value: bytes | None) -> dict | None:
     if value is None:
         return None
     try:
-        env = orjson.loads(value)
-    except orjson.JSONDecodeError:
+        env = envelope_of(value)
+    except RecordError:
         return None
-    if not isinstance(env, dict):
-        return None
-    inner = env["payload"] if set(env) == {"schema", "payload"} and isinstance(env["payload"], dict) else env
-    return env if inner.get("op") == "r" else None
+    return env if isinstance(env, dict) and env.get("op") == "r" else None
 
 
 def fold(rows: Iterable[dict[str, Any]], key_columns: dict[str, list[str] | None], topic_tables: dict[str, str],

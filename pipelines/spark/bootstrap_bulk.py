@@ -11,6 +11,13 @@ make a second write harmless. The bulk is done after a round that began once Con
 the snapshot's offsets: Connect commits only what Kafka acknowledged, so that round's end offsets
 hold every snapshot record (the argument of pipelines/ops/bootstrap.Watch.check_idle).
 
+While Debezium is still writing, a round's tasks follow their partitions past the round's ends
+(`follow`): once their ranges are read they read what arrived since, until nothing more comes
+for FOLLOW_IDLE_S or FOLLOW_S have passed. So the bulk keeps up with the snapshot as it is
+written, and what is left when the snapshot ends is small (no round's worth of backlog). The last
+round, begun after Connect committed the snapshot, does not follow: it reads exactly to the ends
+read after the commit.
+
 Memory stays bounded by a task's chunk (a snapshot read is the only record of its row, so folding
 chunk by chunk loses nothing), not by the table's size.
 """
@@ -26,7 +33,7 @@ import pyarrow as pa
 from connectors.kafka.admin import matching_topics, topic_ids
 from connectors.kafka.errors import TopicLost
 from connectors.kafka.offsets import end_offsets
-from connectors.kafka.ranges import KafkaRange, read_messages
+from connectors.kafka.ranges import KafkaRange, log_end, pack_ranges, read_messages
 from pipelines.apply.batch import apply_changes, as_documents
 from pipelines.apply.snapshot_reads import SnapshotReads
 from pipelines.apply.stats import BatchStats
@@ -40,8 +47,7 @@ from pipelines.stopping import Interrupted, StopRequest
 
 log = logging.getLogger("cdckit.bootstrap")
 
-RANGE_SCHEMA = pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("start", pa.int64()),
-                          ("end", pa.int64())])
+GROUP_SCHEMA = pa.schema([("pieces", pa.string()), ("follow_s", pa.float64())])   # one row per task
 RESULT_SCHEMA = pa.schema([
     ("topic", pa.string()), ("partition", pa.int32()), ("start", pa.int64()), ("reached", pa.int64()),
     ("stopped", pa.bool_()),
@@ -49,6 +55,8 @@ RESULT_SCHEMA = pa.schema([
     ("dead_letters", pa.int64()),
 ])
 IDLE_WAIT_S = 0.3       # between rounds that found nothing new
+FOLLOW_S = 10.0         # a following task's longest stretch: the round's progress and resume point
+FOLLOW_IDLE_S = 0.5     # nothing new this long: the snapshot is (nearly) written, the round ends
 
 
 def run(spark, config: Config, on_round: Callable[[SnapshotBulk], None], committed: Callable[[], bool],
@@ -77,11 +85,16 @@ def run(spark, config: Config, on_round: Callable[[SnapshotBulk], None], committ
                             "run `cdckit bootstrap` again (it re-snapshots)")
         known_ids.learn(ids)
         ranges = pending_ranges(bulk, ends)
-        if ranges:
-            pieces = split_ranges(ranges, spark.sparkContext.defaultParallelism)
-            frame = spark.createDataFrame(spark.sparkContext.parallelize(pieces, len(pieces)), ddl(RANGE_SCHEMA))
+        # Following is for while Debezium writes: the last round reads exactly to its ends.
+        follow = {} if last else following(bulk, ends)
+        if ranges or follow:
+            cores = spark.sparkContext.defaultParallelism
+            groups = task_groups(split_ranges(ranges, cores), follow, cores)
+            rows_in = [(orjson.dumps(g).decode(), 0.0 if last else FOLLOW_S) for g in groups]
+            frame = spark.createDataFrame(spark.sparkContext.parallelize(rows_in, len(rows_in)), ddl(GROUP_SCHEMA))
             rows = frame.mapInArrow(fn, ddl(RESULT_SCHEMA)).toArrow().to_pylist()
             settle(bulk, config, rows)
+            ranges = ranges or [r for r in rows if r["reached"] > r["start"]]
         for t, parts in ends.items():   # partitions met empty still get a place to start from
             for p in parts:
                 bulk.reached.setdefault(t, {}).setdefault(str(p), 0)
@@ -108,6 +121,28 @@ def pending_ranges(bulk: SnapshotBulk, ends: dict[str, dict[str, int]]) -> list[
             if fence_key(t, int(p)) not in bulk.stopped and int(end) > start:
                 out.append((t, int(p), start, int(end)))
     return sorted(out, key=lambda r: r[2] - r[3])   # largest first: the longest task starts first
+
+
+def following(bulk: SnapshotBulk, ends: dict[str, dict[str, int]]) -> dict[tuple[str, int], int]:
+    """The partitions a round's tasks follow past its ends (every one not stopped), with their reach."""
+    return {(t, int(p)): int(bulk.reached.get(t, {}).get(str(p), 0))
+            for t, parts in ends.items() for p in parts if fence_key(t, int(p)) not in bulk.stopped}
+
+
+def task_groups(pieces: list[tuple[str, int, int, int]], follow: dict[tuple[str, int], int], tasks: int
+                ) -> list[list[list]]:
+    """The round's pieces packed into at most `tasks` tasks (a second wave would wait for tasks
+    that follow for seconds), each piece [topic, partition, start, end, follow]: the piece that
+    reaches a followed partition's end follows it; a followed partition with nothing pending gets
+    an empty piece at its reach."""
+    ends: dict[tuple[str, int], int] = {}
+    for t, p, _, e in pieces:
+        ends[(t, p)] = max(e, ends.get((t, p), e))
+    idle = [KafkaRange(t, p, at, at) for (t, p), at in follow.items() if (t, p) not in ends]
+    packed = pack_ranges([KafkaRange(*piece) for piece in pieces] + idle, tasks)
+    return [[[r.topic, r.partition, r.start, r.end,
+              (r.topic, r.partition) in follow and r.end == ends.get((r.topic, r.partition), r.end)]
+             for r in group] for group in packed]
 
 
 MIN_PIECE = 10_000      # records: below this a task's start costs more than the split saves
@@ -153,41 +188,92 @@ def settle(bulk: SnapshotBulk, config: Config, rows: list[dict[str, Any]]) -> No
 
 
 def bulk_fn(config_json: bytes) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The mapInArrow function over a DataFrame of offset ranges, one per Spark partition."""
+    """The mapInArrow function over a DataFrame of task groups, one per Spark partition."""
 
-    def run_ranges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def run_groups(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for rb in batches:
             for r in rb.to_pylist():
-                yield apply_range(config_json, r["topic"], r["partition"], r["start"], r["end"])
+                yield apply_group(config_json, orjson.loads(r["pieces"]), r["follow_s"])
 
-    return run_ranges
+    return run_groups
 
 
-def apply_range(config_json: bytes, topic: str, partition: int, start: int, end: int) -> pa.RecordBatch:
-    """The leading snapshot reads of [start, end) of one partition into the live stores, a chunk at
-    a time; where it stopped (the first other record) or the end it reached."""
-    config = parse_config(orjson.loads(config_json))
-    stores, dlq = worker_resources(config_json)
-    stats, letters = BatchStats(), []
+class PieceApply:
+    """One piece of a partition: its leading snapshot reads into the live stores, a chunk at a
+    time, from `start` on; `reached` is where it stopped (the first other record) or read to."""
 
-    def write(fold) -> None:
+    def __init__(self, config: Config, config_json: bytes, topic: str, partition: int, start: int, end: int,
+                 follow: bool):
+        self.config, self.topic, self.partition, self.start, self.end, self.follow = (
+            config, topic, partition, start, end, follow)
+        self.reached = start
+        self.stores, self.dlq = worker_resources(config_json)
+        self.stats, self.letters = BatchStats(), []
+        self.reads = SnapshotReads({t.name: t.key for t in config.tables},
+                                   {config.topic_for(t): t.name for t in config.tables}, self._write,
+                                   config.postgres.truncate_table)
+
+    def _write(self, fold) -> None:
         survivors, dead = fold.survivors(), list(fold.dead)
-        as_documents(stores, survivors)
-        apply_changes(stores, [], survivors, stats, dead, [])
-        letters.append(dlq.write(dead) if dead else 0)
+        as_documents(self.stores, survivors)
+        apply_changes(self.stores, [], survivors, self.stats, dead, [])
+        self.letters.append(self.dlq.write(dead) if dead else 0)
 
-    reads = SnapshotReads({t.name: t.key for t in config.tables}, {config.topic_for(t): t.name for t in config.tables},
-                          write, config.postgres.truncate_table)
-    reader = read_messages(config.kafka.client_config(), KafkaRange(topic, partition, start, end))
-    try:
-        for msgs in reader:
-            if not reads.add(topic, partition, msgs):
-                break
-    finally:
-        reader.close()
-    reads.finish()
-    return pa.RecordBatch.from_pylist([{
-        "topic": topic, "partition": partition, "start": start, "reached": end if reads.stopped_at is None else reads.stopped_at,
-        "stopped": reads.stopped_at is not None, "reads": reads.reads,
-        "fence": reads.fences.get(fence_key(topic, partition), 0), "search_applied": stats.search_applied,
-        "cache_applied": stats.cache_applied, "dead_letters": sum(letters)}], schema=RESULT_SCHEMA)
+    @property
+    def stopped(self) -> bool:
+        return self.reads.stopped_at is not None
+
+    def read_to(self, end: int) -> None:
+        if self.stopped or end <= self.reached:
+            return
+        reader = read_messages(self.config.kafka.client_config(), KafkaRange(self.topic, self.partition, self.reached, end))
+        try:
+            for msgs in reader:
+                if not self.reads.add(self.topic, self.partition, msgs):
+                    break
+        finally:
+            reader.close()
+        self.reached = end if self.reads.stopped_at is None else self.reads.stopped_at
+
+    def result(self) -> dict[str, Any]:
+        self.reads.finish()
+        return {"topic": self.topic, "partition": self.partition, "start": self.start, "reached": self.reached,
+                "stopped": self.stopped, "reads": self.reads.reads,
+                "fence": self.reads.fences.get(fence_key(self.topic, self.partition), 0),
+                "search_applied": self.stats.search_applied, "cache_applied": self.stats.cache_applied,
+                "dead_letters": sum(self.letters)}
+
+
+def apply_group(config_json: bytes, pieces: list[list], follow_s: float = 0.0) -> pa.RecordBatch:
+    """A task's pieces (see task_groups), then, for up to `follow_s` seconds, what arrives in its
+    followed partitions after them; a result row per piece."""
+    config = parse_config(orjson.loads(config_json))
+    applies = [PieceApply(config, config_json, t, int(p), int(s), int(e), bool(f)) for t, p, s, e, f in pieces]
+    for a in applies:
+        a.read_to(a.end)
+    if follow_s > 0:
+        follow(config.kafka.client_config(), [a for a in applies if a.follow], follow_s)
+    return pa.RecordBatch.from_pylist([a.result() for a in applies], schema=RESULT_SCHEMA)
+
+
+def follow(conf: dict[str, Any], applies: list[PieceApply], budget_s: float) -> None:
+    """Read what arrives in the pieces' partitions until nothing has for FOLLOW_IDLE_S, every one
+    stopped, or `budget_s` passed."""
+    deadline = time.monotonic() + budget_s
+    quiet_since = time.monotonic()
+    while time.monotonic() < deadline:
+        going = [a for a in applies if not a.stopped]
+        if not going:
+            return
+        moved = False
+        for a in going:
+            high = log_end(conf, a.topic, a.partition)
+            if high is not None and high > a.reached:
+                a.read_to(high)
+                moved = True
+        if moved:
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since >= FOLLOW_IDLE_S:
+            return
+        else:
+            time.sleep(0.05)

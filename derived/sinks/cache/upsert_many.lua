@@ -3,7 +3,8 @@
 -- ARGV: per item version, format ("json"|"hash"), the payload (json) or the number of field/value
 -- arguments that follow (hash), ttl seconds (0 = none), then for "hash" the field/value pairs.
 -- Returns per item 1 applied, 0 stale, or the error's text (that key alone failed: the others
--- are written, as one call per key would).
+-- are written, as one call per key would). New keys are counted once per counter at the end.
+local added = {}
 local function upsert(i, a, nfields)
   local data, vkey = KEYS[i], KEYS[i + 1]
   local version, format, ttl = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 3])
@@ -11,7 +12,7 @@ local function upsert(i, a, nfields)
   if string.sub(version, 1, 1) == '=' then version = string.sub(version, 2); equal_ok = true end
   local held = redis.call('GET', vkey)
   if held and (held > version or (held == version and not equal_ok)) then return 0 end
-  if redis.call('EXISTS', data) == 0 then redis.call('INCR', KEYS[i + 2]) end
+  local new = redis.call('EXISTS', data) == 0
   if format == 'json' then
     redis.call('SET', data, ARGV[a + 2])
   else
@@ -19,6 +20,7 @@ local function upsert(i, a, nfields)
     if nfields > 0 then redis.call('HSET', data, unpack(ARGV, a + 4, a + 3 + nfields)) end
   end
   redis.call('SET', vkey, version)
+  if new then added[KEYS[i + 2]] = (added[KEYS[i + 2]] or 0) + 1 end
   if ttl > 0 then
     redis.call('EXPIRE', data, ttl)
     redis.call('EXPIRE', vkey, ttl)
@@ -41,4 +43,5 @@ for i = 1, #KEYS, 3 do
   end
   a = a + 4 + nfields
 end
+for counter, n in pairs(added) do redis.call('INCRBY', counter, n) end
 return out

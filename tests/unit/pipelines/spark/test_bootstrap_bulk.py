@@ -70,3 +70,27 @@ def test_a_resnapshot_after_lost_topics_is_not_applied_in_bulk(tmp_path):
     assert bootstrap.bulk_applicable(config, None)
     mark_resnapshot(tmp_path, {"at": 0})
     assert not bootstrap.bulk_applicable(config, None)
+
+
+@given(st.lists(st.tuples(st.integers(0, 50_000), st.integers(0, 50_000)), min_size=1, max_size=5),
+       st.sets(st.integers(0, 4)), st.integers(1, 4))
+def test_tasks_follow_each_partition_once_from_the_piece_at_its_end(spans, stopped, tasks):
+    from pipelines.spark.bootstrap_bulk import following, task_groups
+
+    topic = "cdc.public.items"
+    bulk = SnapshotBulk({topic: {str(p): s for p, (s, _) in enumerate(spans)}},
+                        [f"{topic}:{p}" for p in stopped], {}, {})
+    ends = {topic: {str(p): max(s, e) for p, (s, e) in enumerate(spans)}}
+    follow = following(bulk, ends)
+    groups = task_groups(split_ranges(pending_ranges(bulk, ends), tasks), follow, tasks)
+    assert 1 <= len(groups) <= tasks or not follow and not pending_ranges(bulk, ends)
+    pieces = [piece for g in groups for piece in g]
+    for p, (s, e) in enumerate(spans):
+        mine = [piece for piece in pieces if piece[1] == p]
+        followed = [piece for piece in mine if piece[4]]
+        if p in stopped:
+            assert mine == []
+            continue
+        # exactly one piece follows, and it starts where nothing before it is left unread
+        assert len(followed) == 1 and followed[0][3] == max(s, e)
+        assert min(piece[2] for piece in mine) == s
