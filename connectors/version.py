@@ -53,8 +53,9 @@ def _sequence(source: dict[str, Any]) -> tuple[int | None, int | None]:
     seq = source.get("sequence")
     if seq is None:
         return None, None
-    if isinstance(seq, str) and seq in _SEQUENCES:
-        return _SEQUENCES[seq]
+    known = _SEQUENCES.get(seq) if isinstance(seq, str) else None
+    if known is not None:
+        return known
     try:
         parts = orjson.loads(seq) if isinstance(seq, str) else seq
         a, b = parts[0], parts[1]

@@ -113,18 +113,20 @@ def test_a_key_holding_another_type_is_a_dead_letter_and_the_rest_is_written(sta
     assert cache.read(f"{prefix}:2", t["public.t"]) == {"id": "2"}
 
 
-def test_out_of_memory_is_an_outage_not_a_letter(stack):
+@pytest.mark.parametrize("fmt", ["json", "hash"])
+def test_out_of_memory_is_an_outage_not_a_letter(stack, fmt):
     from derived.sinks.errors import StoreUnavailable
 
     r = redis.Redis.from_url(stack.redis_url)
     cache = RedisCache(r, deleted_version_ttl_s=60)
-    t = {"public.t": CacheTable(f"m{uuid.uuid4().hex[:6]}:{{id}}")}
+    t = {"public.t": CacheTable(f"m{uuid.uuid4().hex[:6]}:{{id}}", format=fmt)}
     old = r.config_get("maxmemory")["maxmemory"], r.config_get("maxmemory-policy")["maxmemory-policy"]
     r.config_set("maxmemory-policy", "noeviction")
     r.config_set("maxmemory", 1)
     try:
         with pytest.raises(StoreUnavailable, match="maxmemory"):
             cache.apply([ch("upsert", 10, {"id": 1, "n": 1})], t)
+        assert r.exists(t["public.t"].key(ch("upsert", 10))) == 0   # nothing written (a hash key's DEL is not refused)
     finally:
         r.config_set("maxmemory", old[0])
         r.config_set("maxmemory-policy", old[1])
@@ -133,8 +135,8 @@ def test_out_of_memory_is_an_outage_not_a_letter(stack):
 @pytest.mark.parametrize("fmt", ["json", "hash"])
 def test_plain_upserts_in_calls_of_many_keep_every_rule(stack, fmt):
     """Plain upserts go in script calls of many keys: versions, TTLs, deletes beside them, and one
-    key of another type in the middle of a call (the call stops there; every key is written alone
-    then, and only that one is a letter)."""
+    key of another type in the middle of a call (only that one is a letter; the call writes the
+    rest)."""
     r = redis.Redis.from_url(stack.redis_url)
     cache = RedisCache(r, deleted_version_ttl_s=60)
     prefix = f"n{uuid.uuid4().hex[:6]}"

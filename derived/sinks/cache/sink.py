@@ -123,6 +123,7 @@ class RedisCache:
     # Plain upserts (nothing to merge) go in calls of this many keys: one script call per key costs
     # the client and the server more than the write itself (benchmarks/README.md, bootstrap).
     MANY = 500
+    MANY_BYTES = 8 << 20   # and at most about this much payload: a call blocks the server while it runs
 
     def _write(self, changes: list[Change], tables: dict[str, CacheTable], stats: SinkResult) -> list[Change]:
         """One pipelined round; returns the changes to write again (their key moved meanwhile)."""
@@ -132,6 +133,7 @@ class RedisCache:
         group: list[Change] = []
         keys_many: list[str] = []
         args_many: list[Any] = []
+        size = 0
         for ch in changes:
             t = tables[ch.table]
             keys = self._keys(t.key(ch), t)
@@ -146,12 +148,15 @@ class RedisCache:
                 if t.format == "hash":
                     pairs = [x for f, v in doc.items() for x in (f, hash_value(v))]
                     args_many += [t.version(ch), "hash", len(pairs), t.ttl_s or 0, *pairs]
+                    size += sum(len(x) for x in pairs)
                 else:
-                    args_many += [t.version(ch), "json", orjson.dumps(doc, default=_default), t.ttl_s or 0]
-                if len(group) >= self.MANY:
+                    payload = orjson.dumps(doc, default=_default)
+                    args_many += [t.version(ch), "json", payload, t.ttl_s or 0]
+                    size += len(payload)
+                if len(group) >= self.MANY or size >= self.MANY_BYTES:
                     self._upsert_many(keys=keys_many, args=args_many, client=pipe)
                     calls.append(group)
-                    group, keys_many, args_many = [], [], []
+                    group, keys_many, args_many, size = [], [], [], 0
                 continue
             else:
                 doc = shape(ch.row, t)
@@ -178,11 +183,14 @@ class RedisCache:
             elif isinstance(result, Exception):
                 if not isinstance(result, redis.ResponseError) or _passing(result):
                     raise StoreUnavailable(f"redis: {result}") from result
-                refused += call   # refused before it ran (an ACL on one of its keys): each key alone
+                refused += call   # refused before any write (an ACL, a counter of another type): each key alone
             else:   # per key: 1, 0 or its error's text
                 for ch, one in zip(call, result):
-                    self._count(ch, redis.ResponseError(one.decode(errors="replace")) if isinstance(one, bytes) else one,
-                                stats, again)
+                    if isinstance(one, (bytes, str)):
+                        one = redis.ResponseError(one.decode(errors="replace") if isinstance(one, bytes) else one)
+                    elif one not in (0, 1):
+                        raise StoreUnavailable(f"redis: unexpected reply {one!r} from upsert_many.lua")
+                    self._count(ch, one, stats, again)
         if refused:
             again += self._write_alone(refused, tables, stats)
         return again

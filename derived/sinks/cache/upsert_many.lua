@@ -28,6 +28,17 @@ local function upsert(i, a, nfields)
   return 1
 end
 
+-- The call's first write touches each counter: under maxmemory Redis refuses a script's first
+-- write, not the ones after it (a hash key's DEL is not refused), so an out-of-memory server
+-- refuses the whole call here, before any key; a counter of another type fails it here too.
+local counters = {}
+for i = 3, #KEYS, 3 do
+  if not counters[KEYS[i]] then
+    counters[KEYS[i]] = true
+    redis.call('INCRBY', KEYS[i], 0)
+  end
+end
+
 local out = {}
 local a = 1
 for i = 1, #KEYS, 3 do
