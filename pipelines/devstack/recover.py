@@ -12,10 +12,10 @@ def lost_stores(config_path: str) -> list[str]:
     from derived.sinks import markers
     from pipelines.apply.stores import redis_client, search_engine
     from pipelines.config import load_config
-    from pipelines.state.offsets import committed_offsets
+    from pipelines.state.offsets import applied_offsets
 
     cfg = load_config(config_path)
-    if committed_offsets(cfg.spark.checkpoint_dir) is None:
+    if applied_offsets(cfg.spark.checkpoint_dir) is None:
         return []  # never ran: nothing to lose
     return markers.missing(cfg.topic_prefix, search_engine(cfg) if "search" in cfg.sinks else None,
                            redis_client(cfg) if "cache" in cfg.sinks else None)

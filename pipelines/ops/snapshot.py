@@ -12,7 +12,7 @@ from typing import Callable
 from connectors import postgres
 from pipelines.ops import connector as connector_ops
 from pipelines.ops.bootstrap import prepare
-from pipelines.state.offsets import committed_offsets
+from pipelines.state.offsets import applied_offsets
 from pipelines.config import Config
 from pipelines.errors import ConfigError
 
@@ -59,7 +59,7 @@ def add_table(config: Config, table_name: str, on_progress: Callable[[int, int],
             # The snapshot has emitted everything: the job must apply up to here.
             target = _end_offsets(config, config.topic_for(table))
         if target is not None:
-            committed = (committed_offsets(config.spark.checkpoint_dir) or {}).get(config.topic_for(table), {})
+            committed = (applied_offsets(config.spark.checkpoint_dir) or {}).get(config.topic_for(table), {})
             if all(int(committed.get(p, 0)) >= o for p, o in target.items()):
                 applied = _applied_count(stores, table)
                 on_progress(min(applied, total), total)

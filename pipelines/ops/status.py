@@ -92,7 +92,7 @@ def _slot(config: Config, report: Report) -> None:
 def _topics(config: Config, report: Report) -> None:
     from connectors.kafka.admin import topic_names, topic_setting
     from connectors.kafka.offsets import end_offsets
-    from pipelines.state.offsets import committed_offsets
+    from pipelines.state.offsets import applied_offsets
 
     conf = config.kafka.client_config()
     try:
@@ -103,7 +103,7 @@ def _topics(config: Config, report: Report) -> None:
     topics = [config.topic_for(t) for t in config.tables if config.topic_for(t) in existing]
 
     def lags() -> tuple[dict[str, int], dict[str, dict[str, int]]]:
-        committed = committed_offsets(config.spark.checkpoint_dir) or {}
+        committed = applied_offsets(config.spark.checkpoint_dir) or {}
         end = end_offsets(conf, topics) if topics else {}
         return {t: sum(max(0, int(o) - int(committed.get(t, {}).get(p, 0))) for p, o in parts.items())
                 for t, parts in end.items()}, end
@@ -111,7 +111,7 @@ def _topics(config: Config, report: Report) -> None:
     first, _ = lags()
     time.sleep(LAG_GROWTH_SAMPLE_S)
     second, end = lags()
-    committed = committed_offsets(config.spark.checkpoint_dir) or {}
+    committed = applied_offsets(config.spark.checkpoint_dir) or {}
     for t in config.tables:
         topic = config.topic_for(t)
         info: dict[str, Any] = {"exists": topic in existing}
@@ -214,9 +214,9 @@ def _stores(config: Config, report: Report, exact: bool) -> None:
 
 def _lost(config: Config, stores, report: Report) -> None:
     from derived.sinks import markers as store_markers
-    from pipelines.state.offsets import committed_offsets
+    from pipelines.state.offsets import applied_offsets
 
-    if committed_offsets(config.spark.checkpoint_dir) is None:
+    if applied_offsets(config.spark.checkpoint_dir) is None:
         return  # the pipeline never ran: nothing was there to lose
     try:
         gone = store_markers.missing(config.topic_prefix,

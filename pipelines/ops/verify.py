@@ -22,7 +22,7 @@ from connectors.envelope import document_id
 from derived.sinks.cache.keys import render_key
 from derived.shape import shape
 from pipelines.state import documents as documents_state
-from pipelines.state.offsets import committed_offsets
+from pipelines.state.offsets import applied_offsets
 from pipelines.config import Config, TableConfig
 from pipelines.errors import NotCaughtUp
 from pipelines.ops.verify_report import BATCH, StoreDiff, TableReport, chunks
@@ -63,7 +63,7 @@ def wait_applied(config: Config, timeout_s: float) -> tuple[int, float]:
 
 def _wait_committed(checkpoint_dir, end, started: float, timeout_s: float) -> None:
     while True:
-        committed = committed_offsets(checkpoint_dir) or {}
+        committed = applied_offsets(checkpoint_dir) or {}
         if all(int(committed.get(t, {}).get(p, 0)) >= int(o) for t, parts in end.items() for p, o in parts.items()):
             return
         if time.monotonic() - started > timeout_s:

@@ -130,7 +130,7 @@ class Feed:
         (shared storage); without it the lag stays unknown."""
         from connectors.kafka.admin import topic_names
         from connectors.kafka.offsets import end_offsets
-        from pipelines.state.offsets import committed_offsets
+        from pipelines.state.offsets import applied_offsets
 
         ckpt = self.config.spark.checkpoint_dir
         if not ckpt.exists():
@@ -143,7 +143,7 @@ class Feed:
         except Exception as exc:  # noqa: BLE001 - KafkaException: the broker does not answer
             problems.append(f"Kafka at {self.config.kafka.bootstrap_servers}: {type(exc).__name__}")
             return
-        committed = committed_offsets(ckpt) or {}
+        committed = applied_offsets(ckpt) or {}
         for t in tables:
             parts = end.get(self.topics[t])
             if parts is not None:

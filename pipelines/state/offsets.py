@@ -32,3 +32,15 @@ def committed_offsets(checkpoint_dir: Path) -> Offsets | None:
 
 def batch_committed(checkpoint_dir: Path, batch_id: int) -> bool:
     return (CheckpointDir(checkpoint_dir).query / "commits" / str(batch_id)).exists()
+
+
+def applied_offsets(checkpoint_dir: Path) -> Offsets | None:
+    """Offsets up to which the stores hold every change: the streaming query's last commit or,
+    before its first one, where a finished bulk bootstrap handed over to it (a `bootstrap --once`
+    that applied the snapshot in bulk never runs the query)."""
+    committed = committed_offsets(checkpoint_dir)
+    if committed is not None:
+        return committed
+    from pipelines.state.bootstrap import handover
+
+    return handover(checkpoint_dir)

@@ -94,3 +94,4 @@ def test_tasks_follow_each_partition_once_from_the_piece_at_its_end(spans, stopp
         # exactly one piece follows, and it starts where nothing before it is left unread
         assert len(followed) == 1 and followed[0][3] == max(s, e)
         assert min(piece[2] for piece in mine) == s
+
