@@ -133,6 +133,7 @@ def _topics(config: Config, report: Report) -> None:
 
 
 def _pipeline(config: Config, report: Report) -> None:
+    from pipelines.state.bootstrap import handover
     from pipelines.state.status import pipeline_running, process_alive, read_status
 
     st = read_status(config.spark.checkpoint_dir)
@@ -142,6 +143,9 @@ def _pipeline(config: Config, report: Report) -> None:
         if running:
             report.warnings.append("the pipeline runs but has not applied a batch yet (starting, or no change "
                                    "arrived since it started)")
+        elif handover(config.spark.checkpoint_dir) is not None:   # `bootstrap --once` applied it in bulk
+            report.problem("the snapshot is applied (by the bootstrap's bulk) and the pipeline is not running: "
+                           "start it with `cdckit run`")
         else:
             report.problem("the pipeline has not applied any batch yet (is `cdckit run` running?)")
         return
