@@ -55,6 +55,16 @@ def hash_value(value: Any) -> str:
     return orjson.dumps(value, default=_default).decode()
 
 
+def _upsert_args(t: CacheTable, ch: Change, doc: dict[str, Any], merge: list[str] | None = None,
+                 guard: str = "") -> list[Any]:
+    """upsert.lua's arguments for one key."""
+    args = [t.version(ch), t.format, orjson.dumps(doc, default=_default), t.ttl_s or 0, orjson.dumps(merge or []),
+            guard]
+    if t.format == "hash":
+        args += [x for f, v in doc.items() for x in (f, hash_value(v))]
+    return args
+
+
 # Server states that pass (memory freed, a failover done, a load finished): the batch is re-run
 # later. Any other error of one key's command (WRONGTYPE: the key holds something else; a script
 # error) is that record's, and dead-lettered like a search rejection.
@@ -166,11 +176,7 @@ class RedisCache:
                     held, old = stored.get(keys[0], (None, None))
                     guard = held or ""
                     doc = {**{f: old[f] for f in merge if old and f in old}, **doc}
-                args = [t.version(ch), t.format, orjson.dumps(doc, default=_default), t.ttl_s or 0,
-                        orjson.dumps(merge), guard]
-                if t.format == "hash":
-                    args += [x for f, v in doc.items() for x in (f, hash_value(v))]
-                self._upsert(keys=keys, args=args, client=pipe)
+                self._upsert(keys=keys, args=_upsert_args(t, ch, doc, merge, guard), client=pipe)
             calls.append(ch)
         if group:
             self._upsert_many(keys=keys_many, args=args_many, client=pipe)
@@ -201,11 +207,7 @@ class RedisCache:
         pipe = self.r.pipeline(transaction=False)
         for ch in changes:
             t = tables[ch.table]
-            doc = shape(ch.row, t)
-            args = [t.version(ch), t.format, orjson.dumps(doc, default=_default), t.ttl_s or 0, b"[]", ""]
-            if t.format == "hash":
-                args += [x for f, v in doc.items() for x in (f, hash_value(v))]
-            self._upsert(keys=self._keys(t.key(ch), t), args=args, client=pipe)
+            self._upsert(keys=self._keys(t.key(ch), t), args=_upsert_args(t, ch, shape(ch.row, t)), client=pipe)
         again: list[Change] = []
         for ch, result in zip(changes, pipe.execute(raise_on_error=False)):
             self._count(ch, result, stats, again)
