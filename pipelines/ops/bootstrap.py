@@ -26,6 +26,7 @@ from pipelines.state import bootstrap as bootstrap_state
 from pipelines.state import documents as documents_state
 from pipelines.state.bootstrap import BootstrapState
 from pipelines.state.offsets import batch_offsets, committed_offsets
+from pipelines.state.schema import SchemaState
 from pipelines.state.topic_ids import TopicIds
 
 log = logging.getLogger("cdckit.bootstrap")
@@ -40,13 +41,16 @@ def read_state(config: Config) -> BootstrapState | None:
 
 
 def prepare(config: Config) -> dict[str, int]:
-    """Support tables and publication; returns each table's row count (progress totals)."""
+    """Support tables and publication, the tables' shapes before their snapshot (the schema
+    watch's first sight); returns each table's row count (progress totals)."""
     pg = config.postgres
     with postgres.connect(pg.dsn_kwargs()) as conn:
         postgres.ensure_support_tables(conn, pg.heartbeat_table, pg.signal_table, pg.truncate_table,
                                        [t.name for t in config.tables])
         postgres.ensure_publication(conn, pg.publication, [t.name for t in config.tables]
                                     + [pg.signal_table, pg.heartbeat_table, pg.truncate_table])
+        SchemaState(config.spark.checkpoint_dir).first_sight(
+            {t.name: postgres.table_columns(conn, t.name) for t in config.tables})
         return {t.name: conn.execute(f"SELECT count(*) FROM {t.name}").fetchone()[0] for t in config.tables}
 
 

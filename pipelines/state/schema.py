@@ -57,6 +57,14 @@ class SchemaState:
     def save_shapes(self, shapes: dict[str, list[Column]]) -> None:
         write_json(self.folder / "shapes.json", {t: [c.as_json() for c in cols] for t, cols in shapes.items()})
 
+    def first_sight(self, seen: dict[str, list[Column]]) -> None:
+        """The shapes of tables not seen before: taken before their snapshot, so a change made
+        between it and the job's first check is a change, not the first sight."""
+        shapes = self.shapes()
+        new = {t: cols for t, cols in seen.items() if cols and t not in shapes}
+        if new:
+            self.save_shapes({**shapes, **new})
+
     def pending(self) -> list[PendingWork]:
         return [PendingWork(**p) for p in read_json(self.folder / "pending.json", []) or []]
 
