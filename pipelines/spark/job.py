@@ -29,7 +29,7 @@ from pipelines.spark.change_topics import topic_reader
 from pipelines.spark.partition_apply import STATS_DDL, executor_fn, range_executor_fn, stats_of
 from pipelines.spark.session import spark_session
 from pipelines.state.fences import FenceStore, fence_key
-from pipelines.state.offsets import batch_committed, batch_offsets, committed_offsets
+from pipelines.state.offsets import batch_committed, batch_offsets, committed_batch, committed_offsets
 from pipelines.state import bootstrap as bootstrap_state
 from pipelines.state import rebuild as rebuild_state
 from pipelines.state.status import Heartbeat, claim_status, write_status
@@ -358,18 +358,25 @@ def _run(config: Config, config_path: Path | None, on_batch, once: Callable[[], 
          stop: StopRequest, metrics) -> int:
     from pipelines.spark.metrics import pipeline_metrics
 
+    began = time.monotonic()
     spark = spark_session(config)
     metrics = metrics if metrics is not None else pipeline_metrics(config)  # bootstrap brings its own
     with VisibilityPublisher(config, metrics, config_path):
-        return _run_queries(spark, config, config_path, on_batch, once, stop, metrics)
+        return _run_queries(spark, config, config_path, on_batch, once, stop, metrics,
+                            session_s=time.monotonic() - began)
 
 
 def _run_queries(spark, config: Config, config_path: Path | None, on_batch, once: Callable[[], bool] | None,
-                 stop: StopRequest, metrics) -> int:
+                 stop: StopRequest, metrics, session_s: float = 0.0) -> int:
     pause = RESTART_PAUSE_S
     while True:
         gate = BatchGate()
+        began = time.monotonic()
         query = start(spark, config, on_batch=on_batch, config_path=config_path, metrics=metrics, gate=gate)
+        # Where a (re)start's time goes: on loaded cores the first batch can come a minute later.
+        resumed = committed_batch(config.spark.checkpoint_dir)
+        log.info("streaming: Spark session up in %.1f s, query started in %.1f s, %s", session_s,
+                 time.monotonic() - began, "first run" if resumed is None else f"resuming after batch {resumed}")
         try:
             _follow(query, metrics, stop, once, gate, config.spark.checkpoint_dir)
         except BaseException:  # e.g. `once` found the connector failed: nothing left running

@@ -22,9 +22,14 @@ def batch_offsets(checkpoint_dir: Path, batch_id: int) -> Offsets:
     return json.loads(lines[2])
 
 
+def committed_batch(checkpoint_dir: Path) -> int | None:
+    """The streaming query's last committed batch, if any."""
+    return _latest(CheckpointDir(checkpoint_dir).query / "commits")
+
+
 def committed_offsets(checkpoint_dir: Path) -> Offsets | None:
     """Source offsets up to which the pipeline has applied everything (Spark's last commit)."""
-    batch = _latest(CheckpointDir(checkpoint_dir).query / "commits")
+    batch = committed_batch(checkpoint_dir)
     if batch is None:
         return None
     return {t: {p: int(o) for p, o in parts.items()} for t, parts in batch_offsets(checkpoint_dir, batch).items()}

@@ -14,12 +14,15 @@ import requests
 
 from pipelines.client import NotVisible, Watermarks, commit_token, wait_visible
 from tests.support.integration import (cli, drop_pipeline, fresh_redis_dbs, kill_mid_batch, pg, start_job,
-                                       stop_job, wait_streaming, write_config)
+                                       stop_job, wait_for, wait_streaming, write_config)
 from tests.support.secure_servers import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 LIVE_DB, SPARE_DB = 2, 4
-CLIENTS = 60
+CLIENTS = 30
+# A client waits this long for its write: through a kill -9 the restarted driver's first batch can
+# come 60-100 s later on two loaded cores (the clients' own polling is part of that load).
+WAIT_S = 240
 
 
 def test_every_client_reads_its_own_write_through_kill_and_rebuild(stack, tmp_path):
@@ -38,7 +41,7 @@ def test_every_client_reads_its_own_write_through_kill_and_rebuild(stack, tmp_pa
     log = tmp_path / "job.log"
     marks = Watermarks.connect(redis_url=own.redis_url, search_url=stack.search_url, prefix=p)
     stop = threading.Event()
-    trials, misses, waits, errors = [0], [], [], []
+    trials, misses, waits, errors = [], [], [], []   # trials: when each read ended
     proc = None
 
     def background():
@@ -64,7 +67,7 @@ def test_every_client_reads_its_own_write_through_kill_and_rebuild(stack, tmp_pa
                 conn.commit()
                 token = commit_token(conn)
                 try:
-                    waits.append(wait_visible(token, "both", timeout=120, watermarks=marks))
+                    waits.append(wait_visible(token, "both", timeout=WAIT_S, watermarks=marks))
                 except NotVisible as exc:
                     if not stop.is_set():
                         errors.append(str(exc))
@@ -72,7 +75,7 @@ def test_every_client_reads_its_own_write_through_kill_and_rebuild(stack, tmp_pa
                 cached = r.get(f"{p}:{row_id}")
                 hits = requests.post(f"{stack.search_url}/{p}_notes/_search", timeout=10,
                                      json={"query": {"ids": {"values": [str(row_id)]}}}).json()["hits"]["hits"]
-                trials[0] += 1
+                trials.append(time.monotonic())
                 if cached is None or json.loads(cached)["body"] != body:
                     misses.append(("cache", row_id, body, cached, token, marks.position("cache")))
                 if not hits or hits[0]["_source"]["body"] != body:
@@ -93,13 +96,19 @@ def test_every_client_reads_its_own_write_through_kill_and_rebuild(stack, tmp_pa
         threads += [threading.Thread(target=client, args=(n,), daemon=True) for n in range(CLIENTS)]
         for t in threads:
             t.start()
-        time.sleep(20)
+        wait_for(lambda: len(trials) >= 2 * CLIENTS or bool(errors), 180, 0.5, "reads before the kill")
         kill_mid_batch(proc, ckpt / "query", log, 120)
+        killed = time.monotonic()
         time.sleep(3)
         proc = start_job(path, log)
+        with pg(stack) as conn:
+            after_kill = commit_token(conn)
+        wait_visible(after_kill, "both", timeout=WAIT_S, watermarks=marks)   # the restarted job publishes
+        restarted = time.monotonic()
         time.sleep(15)
         rebuilt = cli("rebuild", "all", "-c", str(path), "--json", timeout=600)
         assert rebuilt.returncode == 0, rebuilt.stdout[-2000:] + rebuilt.stderr[-2000:]
+        switched = time.monotonic()
         time.sleep(25)
 
         # The HTTP endpoint and the CLI say the same; a token far ahead times out as documented.
@@ -125,8 +134,12 @@ def test_every_client_reads_its_own_write_through_kill_and_rebuild(stack, tmp_pa
         stop_job(proc)
         drop_pipeline(stack, data, table)
     waits.sort()
-    print(f"\n{trials[0]} trials, {len(misses)} misses; wait p50 {waits[len(waits) // 2]:.2f} s, "
+    phases = {"before the kill": sum(t < killed for t in trials),
+              "restarted, before the rebuild's switch": sum(restarted <= t < switched for t in trials),
+              "after the switch": sum(t >= switched for t in trials)}
+    print(f"\n{len(trials)} trials ({phases}), {len(misses)} misses; wait p50 {waits[len(waits) // 2]:.2f} s, "
           f"p99 {waits[int(len(waits) * 0.99)]:.2f} s")
     assert not errors, errors[:3]
     assert not misses, misses[:5]
-    assert trials[0] >= 1000, trials[0]   # ~1,500-2,000 here
+    # Reads in every phase, as many as clients in each (hundreds here), not one lucky read.
+    assert all(n >= CLIENTS for n in phases.values()), phases
