@@ -73,6 +73,8 @@ class Watch:
                 self.metrics.snapshot(name, 0, total)
 
     def on_batch(self, batch_id: int, stats, rows: list[dict[str, Any]]) -> None:
+        if self.done is not None:
+            return   # later reads are a re-snapshot's (a schema change's): not this snapshot's progress
         for row in rows:
             if row["snapshot_reads"]:
                 self.snapshot_lsn = max(self.snapshot_lsn or 0, row["fence"])

@@ -32,3 +32,17 @@ def test_a_failed_task_ends_the_wait_with_its_root_cause(monkeypatch):
 def test_running_tasks_are_left_alone(monkeypatch):
     st = SimpleNamespace(name="cdc-postgres", state="RUNNING", tasks=[SimpleNamespace(id=0, state="RUNNING", trace=None)])
     watch_with(monkeypatch, st).check_connector()
+
+
+def test_reads_after_the_snapshot_is_applied_are_not_its_progress(monkeypatch):
+    seen = []
+    config = parse_config(BASE)
+    watch = Watch(config, {"public.customers": 10}, on_progress=lambda table, n: seen.append((table, n)))
+    row = {"topic": config.topic_for(config.tables[0]), "snapshot_reads": 4, "fence": 100}
+    stats = SimpleNamespace(snapshot_last_lsn=None)
+    watch.on_batch(0, stats, [row])
+    assert seen == [("public.customers", 4)]
+    monkeypatch.setattr("pipelines.state.bootstrap.write_state", lambda *a: None)
+    watch.finish({}, 100, "test")
+    watch.on_batch(1, stats, [row])   # an incremental re-snapshot after a schema change
+    assert seen == [("public.customers", 4)] and watch.reads == {"public.customers": 4}
