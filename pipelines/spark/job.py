@@ -360,23 +360,23 @@ def _run(config: Config, config_path: Path | None, on_batch, once: Callable[[], 
 
     began = time.monotonic()
     spark = spark_session(config)
+    # Where a start's time goes: on loaded cores the first batch can come a minute later.
+    log.info("streaming: Spark session up in %.1f s", time.monotonic() - began)
     metrics = metrics if metrics is not None else pipeline_metrics(config)  # bootstrap brings its own
     with VisibilityPublisher(config, metrics, config_path):
-        return _run_queries(spark, config, config_path, on_batch, once, stop, metrics,
-                            session_s=time.monotonic() - began)
+        return _run_queries(spark, config, config_path, on_batch, once, stop, metrics)
 
 
 def _run_queries(spark, config: Config, config_path: Path | None, on_batch, once: Callable[[], bool] | None,
-                 stop: StopRequest, metrics, session_s: float = 0.0) -> int:
+                 stop: StopRequest, metrics) -> int:
     pause = RESTART_PAUSE_S
     while True:
         gate = BatchGate()
         began = time.monotonic()
         query = start(spark, config, on_batch=on_batch, config_path=config_path, metrics=metrics, gate=gate)
-        # Where a (re)start's time goes: on loaded cores the first batch can come a minute later.
         resumed = committed_batch(config.spark.checkpoint_dir)
-        log.info("streaming: Spark session up in %.1f s, query started in %.1f s, %s", session_s,
-                 time.monotonic() - began, "first run" if resumed is None else f"resuming after batch {resumed}")
+        log.info("streaming: query started in %.1f s, %s", time.monotonic() - began,
+                 "first run" if resumed is None else f"resuming after batch {resumed}")
         try:
             _follow(query, metrics, stop, once, gate, config.spark.checkpoint_dir)
         except BaseException:  # e.g. `once` found the connector failed: nothing left running
