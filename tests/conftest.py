@@ -50,6 +50,7 @@ def spark():
     from pyspark.sql import SparkSession
 
     from pipelines.devstack.jars import spark_kafka_jars
+    from pipelines.spark.class_archive import driver_java_options
     from pipelines.spark.kafka_source import KafkaDataSource
 
     builder = SparkSession.builder
@@ -58,6 +59,7 @@ def spark():
         builder = builder.config("spark.jars", ",".join(str(j) for j in jars))
     session = (builder.master("local[2]").appName("cdckit-tests")
                .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
+               .config("spark.driver.extraJavaOptions", driver_java_options())  # as cdckit's driver
                .config("spark.sql.streaming.stateStore.providerClass",
                        "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider").getOrCreate())
     session.sparkContext.setLogLevel("ERROR")

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from pipelines.config import Config
 from pipelines.errors import ConfigError
+from pipelines.spark.class_archive import driver_java_options
 from pipelines.spark.cluster import check_checkpoint, is_local, single_host
 from pipelines.spark.code_shipping import build_archive
 from pipelines.secrets import mask
@@ -95,7 +96,10 @@ def spark_conf(config: Config, jars: list[Path]):
         if merged:
             conf.set(key, ",".join(merged))
     options = user.pop("spark.driver.extraJavaOptions", "")
-    conf.set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log4j} {options}".strip())
+    # The driver's classes mapped from an archive (class_archive.py); spark-submit's JVM is already up.
+    archive = "" if submitted() else driver_java_options()
+    conf.set("spark.driver.extraJavaOptions",
+             " ".join(o for o in (f"-Dlog4j2.configurationFile=file:{log4j}", archive, options) if o))
     for key, value in user.items():
         conf.set(key, value)
     return conf
