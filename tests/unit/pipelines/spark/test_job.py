@@ -28,10 +28,13 @@ class FakeSpark:
         self.sparkContext = SimpleNamespace(defaultParallelism=2)
 
 
-def test_python_and_jvm_sources_get_the_same_options():
-    python = change_stream(FakeSpark(), parse_config(with_("spark", {"max_offsets_per_trigger": 1000})))
+def test_python_and_jvm_sources_get_the_same_options(tmp_path):
+    # A checkpoint of its own: the working directory's (the quickstart's) may hold a bootstrap's hand-over.
+    ckpt = str(tmp_path / "ckpt")
+    python = change_stream(FakeSpark(), parse_config(with_("spark", {"max_offsets_per_trigger": 1000,
+                                                                     "checkpoint_dir": ckpt})))
     jvm = change_stream(FakeSpark(), parse_config(with_("spark", {"max_offsets_per_trigger": 1000,
-                                                                  "kafka_source": "jvm"})))
+                                                                  "kafka_source": "jvm", "checkpoint_dir": ckpt})))
     assert (python.fmt, jvm.fmt) == ("cdckit_kafka", "kafka")
     assert python.options["subscribePattern"] == parse_config(with_("spark", {})).topic_pattern
     assert python.options["kafka.bootstrap.servers"] == "127.0.0.1:9092"
