@@ -31,6 +31,19 @@ def stack():
     state = server_state_dir("cdckit-test-stack-")
     with provide(state) as endpoints:
         yield endpoints
+        # Kafka clients that tests ran in this process are kept for reuse (range readers, the
+        # apply's dead-letter producer, the per-batch admin client): let go before the broker
+        # stops, or librdkafka logs its reconnect attempts at the end of the run.
+        import gc
+
+        from connectors.kafka.admin import drop_kept_admins
+        from connectors.kafka.ranges import close_readers
+        from pipelines.spark.partition_apply import drop_worker_resources
+
+        close_readers()
+        drop_worker_resources()
+        drop_kept_admins()
+        gc.collect()
     shutil.rmtree(state, ignore_errors=True)
 
 

@@ -30,6 +30,13 @@ def _kept_admin(conf: dict[str, Any]):
         return _kept[key]
 
 
+def drop_kept_admins() -> None:
+    """Let go of this process's kept clients (collected, they close): for a process that outlives
+    its broker (the test session), whose clients would otherwise log their reconnect attempts."""
+    with _kept_lock:
+        _kept.clear()
+
+
 def topic_names(conf: dict[str, Any]) -> dict[str, Any]:
     """name -> metadata of every topic the broker has (raises KafkaException when it does not answer)."""
     return _admin(conf).list_topics(timeout=10).topics

@@ -52,6 +52,13 @@ def worker_resources(config_json: bytes, targets: Targets | None = None):
     return _workers[key]
 
 
+def drop_worker_resources() -> None:
+    """Forget this process's cached stores and dead-letter writers (their clients close as they are
+    collected): for a process that outlives its servers (the test session), whose librdkafka
+    producer would otherwise log its reconnect attempts."""
+    _workers.clear()
+
+
 def apply_partition(batches: Iterable[pa.RecordBatch], stores, dlq, fences: dict[str, int], rebuild=None,
                     how: ApplyOptions | None = None) -> Iterator[dict[str, Any]]:
     """Apply records given as Arrow batches of the kafka source's columns."""
