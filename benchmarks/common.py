@@ -28,6 +28,9 @@ def bench_stack(keep: bool = False) -> Iterator:
         yield settings
     finally:
         if not keep:
+            from pipelines.spark.partition_apply import release_kafka_clients
+
+            release_kafka_clients()   # before the broker stops: no reconnect lines after the figures
             stack.down(settings, say=lambda _: None)
 
 

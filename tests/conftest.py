@@ -31,21 +31,13 @@ def stack():
     state = server_state_dir("cdckit-test-stack-")
     with provide(state) as endpoints:
         yield endpoints
-        # Kafka clients that tests ran in this process are kept for reuse (range readers, the
-        # apply's dead-letter producer, the per-batch admin client): let go before the broker
-        # stops, or librdkafka logs its reconnect attempts at the end of the run.
-        import gc
-
-        from connectors.kafka.admin import drop_kept_admins
-        from connectors.kafka.ranges import close_readers
-        from pipelines.spark.partition_apply import drop_worker_resources
+        # Let go of the Kafka clients tests ran in this process before the broker stops (no
+        # reconnect lines at the end of the run); noise control only, never the run's outcome.
+        from pipelines.spark.partition_apply import release_kafka_clients
 
         try:
-            close_readers()
-            drop_worker_resources()
-            drop_kept_admins()
-            gc.collect()
-        except Exception as exc:  # noqa: BLE001 - noise control only: never the run's outcome
+            release_kafka_clients()
+        except Exception as exc:  # noqa: BLE001
             print(f"stack teardown: Kafka clients not let go: {exc}")
     shutil.rmtree(state, ignore_errors=True)
 

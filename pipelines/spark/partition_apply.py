@@ -52,11 +52,20 @@ def worker_resources(config_json: bytes, targets: Targets | None = None):
     return _workers[key]
 
 
-def drop_worker_resources() -> None:
-    """Forget this process's cached stores and dead-letter writers (their clients close as they are
-    collected): for a process that outlives its servers (the test session), whose librdkafka
-    producer would otherwise log its reconnect attempts."""
+def release_kafka_clients() -> None:
+    """Let go of the Kafka clients this process keeps for reuse (range readers, the per-batch admin
+    client, the cached stores' dead-letter producers; collected, they close): for a process that
+    outlives its broker (the test session, a benchmark), whose librdkafka clients would otherwise
+    log their reconnect attempts until it exits."""
+    import gc
+
+    from connectors.kafka.admin import drop_kept_admins
+    from connectors.kafka.ranges import close_readers
+
+    close_readers()
+    drop_kept_admins()
     _workers.clear()
+    gc.collect()
 
 
 def apply_partition(batches: Iterable[pa.RecordBatch], stores, dlq, fences: dict[str, int], rebuild=None,
