@@ -40,7 +40,7 @@ def archive_file() -> Path | None:
     # The JVM checks each class-path jar's path, size and time against the archive: a reinstalled
     # pyspark (pip stamps the install time) must find none rather than one the JVM then ignores.
     parts = [pyspark.__version__, _identity(java), str(jars.resolve()),
-             *sorted(f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}" for p in jars.glob("*.jar"))]
+             *sorted(f"{p.name}:{st.st_size}:{st.st_mtime_ns}" for p in jars.glob("*.jar") for st in [p.stat()])]
     key = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
     base = os.environ.get("CDCKIT_CLASS_ARCHIVE_DIR")
     if not base:
@@ -180,7 +180,7 @@ def main(argv: list[str]) -> int:
         return 0
     try:
         path, took = build(force="--force" in argv)
-    except (RuntimeError, subprocess.TimeoutExpired, OSError) as exc:
+    except (RuntimeError, OSError) as exc:   # build turns a timeout into a RuntimeError
         # Only a speed-up: setup goes on without it.
         print(f"class archive: not built ({str(exc)[:300]}); the driver JVM loads its classes as usual")
         return 0

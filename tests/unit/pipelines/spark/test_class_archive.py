@@ -127,7 +127,7 @@ def test_a_damaged_archive_only_costs_the_gain(archive_dir):
 
 def test_the_driver_maps_the_archive_setup_built(spark):
     """scripts/setup built it; the test session's JVM was started with cdckit's options."""
-    if os.environ.get("CDCKIT_CLASS_ARCHIVE", "").lower() in ("off", "0", "false", "no"):
+    if class_archive._off():
         pytest.skip("CDCKIT_CLASS_ARCHIVE=off")
     path = class_archive.archive_file()
     if path is None or not path.is_file():
