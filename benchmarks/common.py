@@ -96,6 +96,31 @@ def write_result(name: str, result: dict) -> Path:
     return path
 
 
+# --- reading documents back the way a search reader sees them ------------------------------------
+
+SEARCH_READS = ("search", "get")
+
+
+def searched_sources(session, url: str, index: str, ids: list[str], how: str = "search") -> list[tuple[str, dict]]:
+    """(id, _source) of the documents with these ids, as a poller of the index reads them.
+
+    "search" (an ids query) sees what a search sees: the engine's last refresh, as a reader of
+    the index does. "get" is a realtime multi-get: a document changed since the last refresh makes
+    the engine refresh before it answers, so a poller reading hot documents every 50 ms forces up
+    to 20 refreshes a second, and the tiny segments they leave keep its merge threads busy (half
+    of OpenSearch's CPU in a 2,000 commits/s run on 2 cores): load no production reader adds."""
+    if how == "get":
+        resp = session.post(f"{url}/{index}/_mget", json={"ids": ids}, timeout=10)
+        resp.raise_for_status()
+        return [(d["_id"], d["_source"]) for d in resp.json()["docs"] if d.get("found")]
+    if how != "search":
+        raise ValueError(f"search read {how!r}: one of {', '.join(SEARCH_READS)}")
+    resp = session.post(f"{url}/{index}/_search", timeout=10,
+                         json={"query": {"ids": {"values": ids}}, "size": len(ids)})
+    resp.raise_for_status()
+    return [(h["_id"], h["_source"]) for h in resp.json()["hits"]["hits"]]
+
+
 # --- the search engine's raw bulk rate (rebuild_replay.py, bootstrap_1m.py) -----------------------
 
 def index_documents(url: str, index: str) -> list[tuple[str, bytes]]:
@@ -234,6 +259,19 @@ def _kb(text: bytes | None, field: bytes) -> int:
     return int(text[at + len(field):].split(None, 1)[0])
 
 
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cores_by_role(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]],
+                  seconds: float) -> dict[str, float]:
+    """Cores each role kept busy between two RssSampler.cpu_seconds() (a process started in
+    between counts whole; one that ended in between is missing), busiest first."""
+    used: dict[str, float] = {}
+    for pid, (role, cpu) in after.items():
+        used[role] = used.get(role, 0.0) + cpu - before.get(pid, (role, 0.0))[1]
+    return {role: round(cpu / seconds, 2) for role, cpu in sorted(used.items(), key=lambda kv: -kv[1])}
+
+
 class RssSampler:
     """Every `interval_s`, in a thread: the RSS (VmRSS, from /proc) of every process of the bench
     stack's servers and of the extra process trees added with add_root (a bootstrap command, a
@@ -306,10 +344,9 @@ class RssSampler:
             except Exception:  # noqa: BLE001 - a missed sample is fine; the thread must live on
                 pass
 
-    def sample(self) -> None:
-        phase = self.current
-        if phase is None:
-            return
+    def tree(self) -> list[tuple[int, str]]:
+        """(pid, role) of every live process of the roots' trees: a root's own role, else the one
+        its command line gives, else its parent's."""
         with self._lock:
             roots = dict(self.roots)
         children: dict[int, list[int]] = {}
@@ -320,10 +357,7 @@ class RssSampler:
             if stat:
                 ppid = int(stat.rsplit(b")", 1)[1].split()[1])
                 children.setdefault(ppid, []).append(int(name))
-        rss: dict[str, float] = {}
-        pss: dict[str, float] = {}
-        count: dict[str, int] = {}
-        worker_max = 0.0
+        out: list[tuple[int, str]] = []
         seen: set[int] = set()
         todo = [(pid, role) for pid, role in roots.items()]
         while todo:
@@ -336,6 +370,29 @@ class RssSampler:
                 continue  # gone
             argv = [a.decode(errors="replace") for a in cmdline.split(b"\0") if a]
             role = (roots.get(pid) if pid in roots and roots[pid] else None) or _role(argv) or inherited or "other"
+            out.append((pid, role))
+            todo.extend((child, role) for child in children.get(pid, ()))
+        return out
+
+    def cpu_seconds(self) -> dict[int, tuple[str, float]]:
+        """CPU time (user + system) each process of the trees has used so far: pid -> (role, s)."""
+        out = {}
+        for pid, role in self.tree():
+            stat = _read(f"/proc/{pid}/stat")
+            if stat:
+                fields = stat.rsplit(b")", 1)[1].split()
+                out[pid] = (role, (int(fields[11]) + int(fields[12])) / CLOCK_TICKS)
+        return out
+
+    def sample(self) -> None:
+        phase = self.current
+        if phase is None:
+            return
+        rss: dict[str, float] = {}
+        pss: dict[str, float] = {}
+        count: dict[str, int] = {}
+        worker_max = 0.0
+        for pid, role in self.tree():
             mb = _kb(_read(f"/proc/{pid}/status"), b"VmRSS:") / 1024
             rss[role] = rss.get(role, 0.0) + mb
             count[role] = count.get(role, 0) + 1
@@ -343,7 +400,6 @@ class RssSampler:
                 pss[role] = pss.get(role, 0.0) + _kb(_read(f"/proc/{pid}/smaps_rollup"), b"\nPss:") / 1024
             if role == "python workers":
                 worker_max = max(worker_max, mb)
-            todo.extend((child, role) for child in children.get(pid, ()))
         if worker_max:
             rss["python worker (max)"] = worker_max
         with self._lock:

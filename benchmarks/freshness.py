@@ -19,7 +19,13 @@ progress: latestOffset, queryPlanning, walCommit, addBatch, commitOffsets, trigg
 job's Spark event log (`spark.eventLog.enabled` in the jobs' config: the progress events are in it);
 and across the run the peak memory per process role (benchmarks.common.RssSampler: the bench stack's
 servers, the `cdckit run` jobs and this process, RSS sampled every 0.5 s), a column per source's
-latency phases and one for the throughput section.
+latency phases and one for the throughput section; and per rate phase the cores each role kept busy
+while the load ran (`cores_busy`, from the processes' CPU time: on a small machine the load, Debezium,
+the broker and the search engine share the cores with the job).
+
+The index's poller reads the watched documents with a search by ids (`--search-read search`): what
+a search sees after the engine's refresh. `--search-read get` reads them with a realtime multi-get,
+which makes the engine refresh for every changed document it is asked for: a load of the poller's own.
 """
 from __future__ import annotations
 
@@ -39,7 +45,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import ROOT, RssSampler, bench_stack, write_result  # noqa: E402
+from benchmarks.common import (SEARCH_READS, ROOT, RssSampler, bench_stack, cores_by_role,  # noqa: E402
+                               searched_sources, write_result)
 from benchmarks.freshness_report import histogram_percentiles, percentiles, plot, print_tables  # noqa: E402
 
 ROWS = 20_000
@@ -130,6 +137,11 @@ def main() -> None:
     ap.add_argument("--trigger", default="500 ms")
     ap.add_argument("--partitions", type=int, default=2)
     ap.add_argument("--warmup", type=float, default=10, help="seconds of unmeasured load at the first rate")
+    ap.add_argument("--search-read", choices=SEARCH_READS, default="search",
+                    help="how the index's poller reads the watched documents: search (an ids query: visible as a "
+                         "search sees them, after the engine's refresh) or get (realtime multi-get: each poll of a "
+                         "changed document forces a refresh, an engine load of the benchmark's own making)")
+    ap.add_argument("--master", default=None, help="the jobs' spark.master (default: cdckit's)")
     ap.add_argument("--label", default="", help="suffix for the JSON/PNG names (tuning runs)")
     ap.add_argument("--topology", choices=["split", "single"], default="single",
                     help="split: one `cdckit run` per store (sinks [cache] / [search], each its own checkpoint), so "
@@ -171,7 +183,8 @@ def main() -> None:
             "tables": [{"name": table, "index": prefix, "redis_key": f"{prefix}:{{id}}"}],
             "search": {"kind": "opensearch", "url": s.search_url, "index_settings": {"number_of_replicas": 0}},
             "redis": {"url": s.redis_url},
-            "spark": {"checkpoint_dir": str(tmp / "ckpt"), "trigger": args.trigger},
+            "spark": {"checkpoint_dir": str(tmp / "ckpt"), "trigger": args.trigger,
+                      **({"master": args.master} if args.master else {})},
         }
         topic = f"{prefix}.{table}"
         by_source = {}
@@ -185,7 +198,7 @@ def main() -> None:
         with sampler.phase("throughput"):
             throughput = _throughput(s, topic, tmp, sources)
     result = {"topology": args.topology, "warmup_s": args.warmup, "trigger": args.trigger, "partitions": args.partitions,
-              "rows": ROWS, "rates": rates, "duration_s": args.duration, "sources": sources, "by_source": by_source,
+              "search_read": args.search_read, "rows": ROWS, "rates": rates, "duration_s": args.duration, "sources": sources, "by_source": by_source,
               "throughput": throughput, "memory": sampler.as_json()}
     name = "freshness" + (f"_{args.label}" if args.label else "")
     write_result(name, result)
@@ -201,6 +214,7 @@ def _measure_source(s, source: str, base: dict, args, rates: list[int], dsn: dic
     """A fresh job (fresh checkpoint, index and Redis keys) with one Kafka source: it replays the
     topic from its start (the snapshot; for a later source also the earlier sources' load), then
     warm-up and the phases. The job is stopped at the end."""
+    import orjson
     import redis
     import requests
     import yaml
@@ -254,11 +268,13 @@ def _measure_source(s, source: str, base: dict, args, rates: list[int], dsn: dic
 
         def read_cache(keys):
             vals = r.mget([f"{name}:{k}" for k in keys])
-            return {k: (json.loads(v)["seq"] if v else None) for k, v in zip(keys, vals)}
+            return {k: (orjson.loads(v)["seq"] if v else None) for k, v in zip(keys, vals)}
+
+        search_session = requests.Session()
 
         def read_search(keys):
-            resp = requests.post(f"{s.search_url}/{name}/_mget", json={"ids": [str(k) for k in keys]}, timeout=10)
-            return {int(d["_id"]): d["_source"]["seq"] for d in resp.json()["docs"] if d.get("found")}
+            return {int(i): src["seq"] for i, src in searched_sources(search_session, s.search_url, name,
+                                                                       [str(k) for k in keys], args.search_read)}
 
         if args.warmup:
             # A running job, as in production: the first seconds after the snapshot start Python
@@ -283,9 +299,11 @@ def _measure_source(s, source: str, base: dict, args, rates: list[int], dsn: dic
             tracer = threading.Thread(target=_trace_lag, args=(s.bootstrap_servers, ckpts, topic, rate,
                                                                run_start, lag_trace, tracing), daemon=True)
             tracer.start()
+            cpu_before = sampler.cpu_seconds() if sampler is not None else {}
             started, wall_started = time.perf_counter(), time.time()
             achieved = load.run(args.duration)
             load_s = time.perf_counter() - started
+            cpu_after = sampler.cpu_seconds() if sampler is not None else {}
             wall_ended = time.time()
             produced = sum(int(o) for o in end_offsets({"bootstrap.servers": s.bootstrap_servers}, [topic])
                            .get(topic, {}).values()) - end_before
@@ -309,6 +327,9 @@ def _measure_source(s, source: str, base: dict, args, rates: list[int], dsn: dic
                 "pipeline_records_per_s": round(applied_in_load / load_s),
                 "pipeline_vs_debezium": round(applied_in_load / produced, 3) if produced else None,
                 "lag_after_tail": final_lag,
+                # What shared the machine's cores while the load ran ("benchmark": the load
+                # generator, the pollers and the samplers of this process).
+                "cores_busy": cores_by_role(cpu_before, cpu_after, load_s),
                 "window": [wall_started, wall_ended],  # for the micro-batch breakdown (replaced by it below)
             }
             phase["keeps_up"] = bool(final_lag is not None and final_lag <= max(rate, 100))
@@ -331,6 +352,8 @@ def _measure_source(s, source: str, base: dict, args, rates: list[int], dsn: dic
         print(f"{tag} {phase['rate']:,} commits/s, micro-batch median ms: " + "; ".join(
             f"{part} " + ", ".join(f"{k} {v}" for k, v in parts.items()) for part, parts in phase["batch_ms"].items()),
             flush=True)
+        print(f"{tag} {phase['rate']:,} commits/s, cores busy while the load ran: "
+              + ", ".join(f"{role} {cores:.2f}" for role, cores in phase["cores_busy"].items()), flush=True)
     out = {"catch_up_s": round(catch_up_s, 1), "phases": phases, "lag_trace": lag_trace,
            "sustained_commits_per_s": max([p["rate"] for p in phases if p["keeps_up"]], default=None)}
     at_2000 = next((p for p in phases if p["rate"] == 2000), None)
@@ -431,18 +454,24 @@ def _wait_caught_up(bootstrap: str, ckpt: Path, topic: str, timeout_s: float = 1
 def _trace_lag(bootstrap: str, ckpts: list[Path], topic: str, rate: int, run_start: float, trace: list,
                done: threading.Event) -> None:
     """Records between the topic's end and the last committed batch of the job furthest behind,
-    twice a second."""
+    twice a second. One consumer asks for the ends all along: a new client per sample cost the
+    broker and this process a connection and a metadata round each time, CPU the job under
+    measurement shares on a small machine."""
     from pipelines.state.offsets import committed_offsets
-    from connectors.kafka.offsets import end_offsets
+    from connectors.kafka.offsets import Watermarks
 
-    while not done.wait(0.5):
-        try:
-            end = end_offsets({"bootstrap.servers": bootstrap}, [topic]).get(topic, {})
-            committed = [(committed_offsets(ckpt) or {}).get(topic, {}) for ckpt in ckpts]
-        except Exception:  # noqa: BLE001 - a missed sample is fine
-            continue
-        lag = max(sum(max(0, int(o) - int(c.get(p, 0))) for p, o in end.items()) for c in committed)
-        trace.append({"t": round(time.time() - run_start, 2), "rate": rate, "lag": lag})
+    marks = Watermarks({"bootstrap.servers": bootstrap}, [topic])
+    try:
+        while not done.wait(0.5):
+            try:
+                end = {str(p): o for (_, p), o in marks.high(marks.partitions()).items()}
+                committed = [(committed_offsets(ckpt) or {}).get(topic, {}) for ckpt in ckpts]
+            except Exception:  # noqa: BLE001 - a missed sample is fine
+                continue
+            lag = max(sum(max(0, int(o) - int(c.get(p, 0))) for p, o in end.items()) for c in committed)
+            trace.append({"t": round(time.time() - run_start, 2), "rate": rate, "lag": lag})
+    finally:
+        marks.close()
 
 
 def _throughput(s, topic: str, tmp: Path, sources: list[str]) -> dict:

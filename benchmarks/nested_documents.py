@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import ROOT, bench_stack, write_result  # noqa: E402
+from benchmarks.common import ROOT, bench_stack, searched_sources, write_result  # noqa: E402
 from benchmarks.freshness_report import percentiles  # noqa: E402
 
 WATCHED = 100
@@ -204,14 +204,12 @@ def _freshness(args, dsn: dict, p: str, r, s) -> dict:
             time.sleep(0.02)
 
     def poll_search() -> None:
+        session = requests.Session()
         while not stop.is_set():
             now = time.time()
-            resp = requests.post(f"{s.search_url}/{p}-orders/_mget", json={"ids": [str(o) for o in orders]},
-                                 timeout=10).json()
-            for d in resp.get("docs", []):
-                if d.get("found"):
-                    top = max(line["seq"] for line in d["_source"]["lines"])
-                    seen["document_search"].setdefault((int(d["_id"]), top), now)
+            for doc_id, source in searched_sources(session, s.search_url, f"{p}-orders", [str(o) for o in orders]):
+                top = max(line["seq"] for line in source["lines"])
+                seen["document_search"].setdefault((int(doc_id), top), now)
             time.sleep(0.05)
 
     def poll_flat() -> None:
