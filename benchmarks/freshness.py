@@ -90,9 +90,12 @@ class Load:
                 if delay > 0:
                     time.sleep(delay)
                 k = rnd.randint(1, HOT)
-                seq = conn.execute(f"UPDATE {self.table} SET seq = seq + 1, amount = amount + 1, updated_at = now() "
-                                   f"WHERE id = %s RETURNING seq", (k,)).fetchone()[0]
-                self.committed[(k, seq)] = time.time()
+                # The server's clock as the statement ends (the commit follows at once): when this
+                # thread gets the answer back depends on its turn on the cores, not on the commit.
+                seq, at = conn.execute(f"UPDATE {self.table} SET seq = seq + 1, amount = amount + 1, "
+                                       f"updated_at = now() WHERE id = %s "
+                                       f"RETURNING seq, extract(epoch from clock_timestamp())::float8", (k,)).fetchone()
+                self.committed[(k, seq)] = at
                 self.count += 1
                 i += 1
 
@@ -198,7 +201,8 @@ def main() -> None:
         with sampler.phase("throughput"):
             throughput = _throughput(s, topic, tmp, sources)
     result = {"topology": args.topology, "warmup_s": args.warmup, "trigger": args.trigger, "partitions": args.partitions,
-              "search_read": args.search_read, "rows": ROWS, "rates": rates, "duration_s": args.duration, "sources": sources, "by_source": by_source,
+              "search_read": args.search_read, "master": args.master, "rows": ROWS, "rates": rates,
+              "duration_s": args.duration, "sources": sources, "by_source": by_source,
               "throughput": throughput, "memory": sampler.as_json()}
     name = "freshness" + (f"_{args.label}" if args.label else "")
     write_result(name, result)
