@@ -207,7 +207,11 @@ def _freshness(args, dsn: dict, p: str, r, s) -> dict:
         session = requests.Session()
         while not stop.is_set():
             now = time.time()
-            for doc_id, source in searched_sources(session, s.search_url, f"{p}-orders", [str(o) for o in orders]):
+            try:
+                found = searched_sources(session, s.search_url, f"{p}-orders", [str(o) for o in orders])
+            except requests.RequestException:
+                found = []  # the index not there yet (or the engine busy): the next poll sees it
+            for doc_id, source in found:
                 top = max(line["seq"] for line in source["lines"])
                 seen["document_search"].setdefault((int(doc_id), top), now)
             time.sleep(0.05)
