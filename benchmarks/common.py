@@ -30,8 +30,10 @@ def bench_stack(keep: bool = False) -> Iterator:
         if not keep:
             from pipelines.spark.partition_apply import release_kafka_clients
 
-            release_kafka_clients()   # before the broker stops: no reconnect lines after the figures
-            stack.down(settings, say=lambda _: None)
+            try:
+                release_kafka_clients()   # before the broker stops: no reconnect lines after the figures
+            finally:
+                stack.down(settings, say=lambda _: None)   # whatever that did, the servers stop
 
 
 def synthetic_topic(bootstrap: str, events: int, keys: int, partitions: int, table: str = "public.bench") -> str:

@@ -462,13 +462,13 @@ def _trace_lag(bootstrap: str, ckpts: list[Path], topic: str, rate: int, run_sta
     broker and this process a connection and a metadata round each time, CPU the job under
     measurement shares on a small machine."""
     from pipelines.state.offsets import committed_offsets
-    from connectors.kafka.offsets import Watermarks
+    from connectors.kafka.offsets import Watermarks, to_offsets
 
     marks = Watermarks({"bootstrap.servers": bootstrap}, [topic])
     try:
         while not done.wait(0.5):
             try:
-                end = {str(p): o for (_, p), o in marks.high(marks.partitions()).items()}
+                end = to_offsets(marks.high(marks.partitions())).get(topic, {})
                 committed = [(committed_offsets(ckpt) or {}).get(topic, {}) for ckpt in ckpts]
             except Exception:  # noqa: BLE001 - a missed sample is fine
                 continue
