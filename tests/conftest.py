@@ -21,25 +21,51 @@ def server_state_dir(prefix: str) -> Path:
     return path
 
 
+def pytest_addoption(parser):
+    parser.addoption("--all-tiers", action="store_true", dest="all_tiers",
+                     help="run the integration and drill tiers even when an earlier tier failed")
+
+
+def pytest_configure(config):
+    from tests.support.tiers import Tiers
+
+    config.pluginmanager.register(Tiers(config), "cdckit-tiers")
+
+
+def pytest_collection_finish(session):
+    """Start the stack in the background as soon as the run is known to need it: its servers come
+    up while the unit tests run."""
+    from tests.support.tiers import uses_stack
+
+    if not session.config.option.collectonly and any(uses_stack(item) for item in session.items):
+        from tests.support.stack import BackgroundStack
+
+        BackgroundStack.start(server_state_dir("cdckit-test-stack-"))
+
+
 @pytest.fixture(scope="session")
 def stack():
-    """The real servers, once for the whole run."""
-    import shutil
+    """The real servers, once for the whole run (started by `pytest_collection_finish`)."""
+    from tests.support.stack import BackgroundStack
 
-    from tests.support.stack import provide
+    background = BackgroundStack.current or BackgroundStack.start(server_state_dir("cdckit-test-stack-"))
+    yield background.endpoints()
+    # Let go of the Kafka clients tests ran in this process before the broker stops (no
+    # reconnect lines at the end of the run); noise control only, never the run's outcome.
+    from pipelines.spark.partition_apply import release_kafka_clients
 
-    state = server_state_dir("cdckit-test-stack-")
-    with provide(state) as endpoints:
-        yield endpoints
-        # Let go of the Kafka clients tests ran in this process before the broker stops (no
-        # reconnect lines at the end of the run); noise control only, never the run's outcome.
-        from pipelines.spark.partition_apply import release_kafka_clients
+    try:
+        release_kafka_clients()
+    except Exception as exc:  # noqa: BLE001
+        print(f"stack teardown: Kafka clients not let go: {exc}")
 
-        try:
-            release_kafka_clients()
-        except Exception as exc:  # noqa: BLE001
-            print(f"stack teardown: Kafka clients not let go: {exc}")
-    shutil.rmtree(state, ignore_errors=True)
+
+@pytest.hookimpl(trylast=True)  # after the session fixtures' teardown
+def pytest_sessionfinish(session):
+    from tests.support.stack import BackgroundStack
+
+    if BackgroundStack.current is not None:
+        BackgroundStack.current.stop()
 
 
 @pytest.fixture(autouse=True)

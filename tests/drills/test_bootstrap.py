@@ -14,11 +14,13 @@ import pytest
 import redis
 
 from tests.support.integration import (assert_exact, cli, cli_json, create_simple_table, diff_stores, drop_connector,
-                                       pg, stores_exact, wait_for, write_config)
+                                       pg, stores_exact, wait_for, wait_group_gone, write_config)
 from pipelines.state.status import read_status
 from tests.support.stack import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.drill]
+# Enough rows for several bulk rounds (a quarter per trigger) and a kill between them.
+BOOT_ROWS = 60_000
 
 
 def cdckit(*args: str, log: Path) -> subprocess.Popen:
@@ -31,16 +33,16 @@ def kill(proc: subprocess.Popen) -> None:
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-        time.sleep(4)  # the JVM lingers a moment after kill -9
+        wait_group_gone(proc.pid)  # the JVM lingers a moment after kill -9
 
 
 def test_bootstrap_killed_midway_then_rerun_is_exact(stack, tmp_path):
     name = f"boot_{uuid.uuid4().hex[:6]}"
     table = f"public.{name}"
-    create_simple_table(stack, table, 200_000)
+    create_simple_table(stack, table, BOOT_ROWS)
     ckpt = tmp_path / "ckpt"
     data = stack.config(tables=[{"name": table, "redis_key": f"{name}:{{id}}", "index": name}],
-                        spark={"checkpoint_dir": str(ckpt), "max_offsets_per_trigger": 40_000}, metrics_port=0)
+                        spark={"checkpoint_dir": str(ckpt), "max_offsets_per_trigger": BOOT_ROWS // 4}, metrics_port=0)
     path = write_config(tmp_path, data)
     log = tmp_path / "bootstrap.log"
     try:
@@ -57,9 +59,9 @@ def test_bootstrap_killed_midway_then_rerun_is_exact(stack, tmp_path):
         state = json.loads((ckpt / "cdckit-bootstrap.json").read_text())
         assert state["detected_by"].startswith("bulk apply") and state["snapshot_lsn"] > 0
         # The streaming query takes over after the snapshot's reads: every one of them, no more.
-        assert sum(state["offsets"][f"{data['topic_prefix']}.{table}"].values()) == 200_000
+        assert sum(state["offsets"][f"{data['topic_prefix']}.{table}"].values()) == BOOT_ROWS
         text = log.read_text()
-        assert "200,000/200,000" in text and "rows/s" in text
+        assert f"{BOOT_ROWS:,}/{BOOT_ROWS:,}" in text and "rows/s" in text
         assert not any(diff_stores(stack, table, f"{name}:", name).values())
         # Run again: nothing to do, and it says so.
         again = cli("bootstrap", "--once", "-c", str(path))

@@ -19,8 +19,9 @@ from pathlib import Path
 import pytest
 
 from tests.support.drills import Workload, converged, record
-from tests.support.integration import (batch_in_flight, cli, create_simple_table, diff_stores, drop_connector,
-                                       start_job, wait_for, wait_streaming, write_config)
+from tests.support.integration import (batch_in_flight, batches_committed, cli, create_simple_table, diff_stores,
+                                       drop_connector, start_job, wait_for, wait_group_gone, wait_streaming,
+                                       write_config)
 
 pytestmark = [pytest.mark.integration, pytest.mark.drill, pytest.mark.cluster]
 
@@ -121,20 +122,29 @@ def test_sync_on_the_cluster_through_a_worker_kill_a_new_worker_and_a_driver_kil
         os.killpg(victim, signal.SIGKILL)  # the worker, its executor JVM and their Python workers
         wait_for(lambda: not processes.alive(victim), 30, 0.2, "the worker gone")
         first.pid_file.unlink(missing_ok=True)
-        time.sleep(8)
+        # The job goes on with the other worker: the lost tasks rerun there and later batches commit.
+        after_kill = batches_committed(ckpt)
+        wait_for(lambda: batches_committed(ckpt) >= after_kill + 2 or job.poll() is not None, 240, 0.2,
+                 "batches committed on the remaining worker")
+        assert job.poll() is None, log.read_text()[-3000:]
         written_at_kill = load.written
         added.start()
         wait_for(added.healthy, 120, 1, "a third worker registered")
         wait_for(lambda: executor_apps(added), 120, 1, "the running job's executor on the added worker")
         wait_for(lambda: python_workers_under(added.pid()), 120, 0.5, "tasks on the added worker")
-        time.sleep(5)
+        with_added = batches_committed(ckpt)
+        wait_for(lambda: batches_committed(ckpt) >= with_added + 1, 120, 0.2, "a batch committed with the added worker")
 
         wait_for(lambda: batch_in_flight(ckpt / "query") or job.poll() is not None, 180, 0.05, "a batch in flight")
         os.killpg(job.pid, signal.SIGKILL)  # the driver: Python and its JVM
         job.wait()
-        time.sleep(5)  # the JVM lingers; the master notices the app gone and frees its executors
+        wait_group_gone(job.pid)  # the JVM lingers a moment after kill -9
+        restarted_from = batches_committed(ckpt)
         job = start_job(path, log, cwd=tmp_path)
-        time.sleep(15)
+        # The master frees the dead app's executors; the new one gets its own and carries live changes.
+        wait_for(lambda: batches_committed(ckpt) >= restarted_from + 3 or job.poll() is not None, 300, 0.2,
+                 "batches committed after the driver's restart")
+        assert job.poll() is None, log.read_text()[-3000:]
         load.stop()
         result = converged(stack, table, f"{name}:", name, load.deleted, timeout_s=240)
         record("kill -9 Spark worker mid-batch (cluster)", written_at_kill, result)

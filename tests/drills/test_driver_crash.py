@@ -10,8 +10,8 @@ import uuid
 import pytest
 
 from tests.support.drills import converged, record
-from tests.support.integration import (cli, diff_stores, drop_connector, kill_mid_batch, pg, start_job,
-                                       wait_streaming, write_config)
+from tests.support.integration import (batches_committed, cli, diff_stores, drop_connector, kill_mid_batch, pg,
+                                       start_job, wait_for, wait_streaming, write_config)
 
 pytestmark = [pytest.mark.integration, pytest.mark.drill]
 
@@ -60,10 +60,13 @@ def test_kill_driver_mid_batch_then_restart_is_exact(stack, tmp_path, source):
         proc = start_job(path, log)
         thread = threading.Thread(target=writer, daemon=True)
         thread.start()
-        kill_mid_batch(proc, ckpt / "query", log)
-        time.sleep(4)  # the JVM lingers a moment after kill -9
+        kill_mid_batch(proc, ckpt / "query", log)  # returns once its JVM is gone too
         proc = start_job(path, log)
-        time.sleep(10)
+        # The restarted job carries live changes: two batches committed after the restart's first.
+        restart_from = batches_committed(ckpt)
+        wait_for(lambda: batches_committed(ckpt) >= restart_from + 3 or proc.poll() is not None, 240, 0.2,
+                 "batches committed after the restart")
+        assert proc.poll() is None, log.read_text()[-3000:]
         stop.set()
         thread.join()
         assert written["changes"] > 500

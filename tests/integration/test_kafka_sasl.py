@@ -3,12 +3,11 @@ Java settings Spark's built-in kafka source and a Kafka Connect worker get, and 
 one-line refusals (wrong password, a CA that did not sign the broker's certificate, PLAINTEXT on the
 TLS port).
 
-A broker of its own (tests/support/secure_kafka.py, certificates made by trustme at start), not the
-shared `stack`: this module starts nothing else.
+The session's secure broker and Connect worker (tests/integration/conftest.py; certificates made by
+trustme at start), shared with test_secure_pipeline.py, not the shared `stack`.
 """
 import copy
 import os
-import shutil
 import time
 import uuid
 
@@ -25,21 +24,10 @@ WRONG = "Wr0ngKafkaPassw0rd"
 
 
 @pytest.fixture(scope="module")
-def broker():
-    from tests.support.secure_kafka import start_secure_kafka
-
-    secure = start_secure_kafka()
-    before = os.environ.get(PW_ENV)
-    os.environ[PW_ENV] = secure.password
-    try:
-        yield secure
-    finally:
-        secure.stop()
-        if before is None:
-            os.environ.pop(PW_ENV, None)
-        else:
-            os.environ[PW_ENV] = before
-        shutil.rmtree(secure.state_dir, ignore_errors=True)
+def broker(secure_broker):
+    """The session's secure broker (tests/integration/conftest.py); the password in PW_ENV."""
+    os.environ[PW_ENV] = secure_broker.password
+    return secure_broker
 
 
 def config_data(broker, tmp_path, **kafka_overrides):
@@ -122,40 +110,37 @@ def test_spark_builtin_kafka_source_reads_with_the_java_settings(broker, compact
     assert [(bytes(r.key), bytes(r.value)) for r in rows] == records
 
 
-def test_connect_worker_runs_with_all_its_clients_on_sasl_ssl(broker, tmp_path):
+def test_connect_worker_runs_with_all_its_clients_on_sasl_ssl(broker, secure_connect, tmp_path):
     """A distributed worker whose own clients and producer./consumer./admin. ones use the Java
     settings: it joins its group and creates its internal (compacted) topics over SASL_SSL."""
     from confluent_kafka.admin import AdminClient, ConfigResource
 
     kafka = parse_config(config_data(broker, tmp_path)).kafka
-    connect = broker.start_connect(kafka.java_client_config())
-    try:
-        url = connect.s.connect_url
-        deadline, listed = time.monotonic() + 180, None
-        while time.monotonic() < deadline:  # 200 once the herder has joined the group and read its config topic
-            try:
-                listed = requests.get(f"{url}/connectors", timeout=10)
-            except requests.RequestException:
-                listed = None
-            if listed is not None and listed.status_code == 200:
-                break
-            time.sleep(1)
-        assert listed is not None and listed.status_code == 200, connect.log.read_text()[-3000:]
-        assert listed.json() == []
-        root = requests.get(f"{url}/", timeout=10).json()
-        assert root["version"].startswith("4.")
+    connect = secure_connect  # the session's worker, started with kafka.java_client_config() as here
+    url = connect.s.connect_url
+    deadline, listed = time.monotonic() + 180, None
+    while time.monotonic() < deadline:  # 200 once the herder has joined the group and read its config topic
+        try:
+            listed = requests.get(f"{url}/connectors", timeout=10)
+        except requests.RequestException:
+            listed = None
+        if listed is not None and listed.status_code == 200:
+            break
+        time.sleep(1)
+    assert listed is not None and listed.status_code == 200, connect.log.read_text()[-3000:]
+    assert listed.json() == []
+    root = requests.get(f"{url}/", timeout=10).json()
+    assert root["version"].startswith("4.")
 
-        admin = AdminClient(kafka.client_config())
-        topics = admin.list_topics(timeout=10).topics
-        internal = [f"cdckit-connect-{kind}" for kind in ("configs", "offsets", "status")]
-        assert set(internal) <= set(topics), sorted(topics)
-        for topic in internal:
-            entries = list(admin.describe_configs([ConfigResource("topic", topic)]).values())[0].result(10)
-            assert entries["cleanup.policy"].value == "compact"
-        assert "sasl.jaas.config=" in (connect.home / "worker.properties").read_text()
-        assert "security.protocol=PLAINTEXT" not in (connect.home / "worker.properties").read_text()
-    finally:
-        connect.stop()
+    admin = AdminClient(kafka.client_config())
+    topics = admin.list_topics(timeout=10).topics
+    internal = [f"cdckit-connect-{kind}" for kind in ("configs", "offsets", "status")]
+    assert set(internal) <= set(topics), sorted(topics)
+    for topic in internal:
+        entries = list(admin.describe_configs([ConfigResource("topic", topic)]).values())[0].result(10)
+        assert entries["cleanup.policy"].value == "compact"
+    assert "sasl.jaas.config=" in (connect.home / "worker.properties").read_text()
+    assert "security.protocol=PLAINTEXT" not in (connect.home / "worker.properties").read_text()
 
 
 def test_the_right_settings_pass_the_kafka_check(broker, tmp_path):

@@ -99,17 +99,18 @@ def test_every_client_reads_its_own_write_through_kill_and_rebuild(stack, tmp_pa
         wait_for(lambda: len(trials) >= 2 * CLIENTS or bool(errors), 180, 0.5, "reads before the kill")
         kill_mid_batch(proc, ckpt / "query", log, 120)
         killed = time.monotonic()
-        time.sleep(3)
         proc = start_job(path, log)
         with pg(stack) as conn:
             after_kill = commit_token(conn)
         wait_visible(after_kill, "both", timeout=WAIT_S, watermarks=marks)   # the restarted job publishes
         restarted = time.monotonic()
-        time.sleep(15)
+        wait_for(lambda: sum(t >= restarted for t in trials) >= CLIENTS or bool(errors), WAIT_S, 0.5,
+                 "reads after the restart")
         rebuilt = cli("rebuild", "all", "-c", str(path), "--json", timeout=600)
         assert rebuilt.returncode == 0, rebuilt.stdout[-2000:] + rebuilt.stderr[-2000:]
         switched = time.monotonic()
-        time.sleep(25)
+        wait_for(lambda: sum(t >= switched for t in trials) >= CLIENTS or bool(errors), WAIT_S, 0.5,
+                 "reads after the switch")
 
         # The HTTP endpoint and the CLI say the same; a token far ahead times out as documented.
         with pg(stack) as conn:

@@ -6,45 +6,36 @@ least-privilege roles of connectors/sql/roles.sql. The snapshot, live changes, a
 verify all pass; Connect holds a reference, never the database password; and the broker's ACLs
 keep the dead-letter topic (row images) from a user who may read the change topics.
 
-Its own servers, certificates made at start (tests/support/secure_*.py): not the shared `stack`."""
+Its own TLS servers, certificates made at start (tests/support/secure_*.py), and the session's secure
+broker and Connect worker (tests/integration/conftest.py): not the shared `stack`."""
 from __future__ import annotations
 
 import json
 import os
 import signal
-import shutil
 import uuid
 
 import pytest
 import requests
 
+from tests.integration.conftest import ANALYST, ANALYST_PW
 from tests.support.integration import cli, start_job, wait_for, write_config
 from tests.support.secure_servers import make_certificates, tls_postgres, tls_redis, tls_search
 
 pytestmark = pytest.mark.integration
-ANALYST, ANALYST_PW = "analyst", "Analyst-Pa55-41c7"
 TABLE = "public.accounts"
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    from pipelines.config import parse_config
-    from tests.support.configs import BASE
-    from tests.support.secure_kafka import start_secure_kafka
-
+def world(tmp_path_factory, secure_broker, secure_connect):
+    """TLS Postgres, Redis and search of this module's own, with the session's secure broker and
+    Connect worker (tests/integration/conftest.py)."""
     home = tmp_path_factory.mktemp("secure")
     certs = make_certificates(home)
-    broker = start_secure_kafka(others={ANALYST: ANALYST_PW}, authorizer=True)
-    os.environ["CDCKIT_TEST_KAFKA_PW"] = broker.password
-    try:
-        kafka = parse_config({**BASE, "kafka": broker.kafka_config()}).kafka
-        connect = broker.start_connect(kafka.java_client_config())
-        with tls_postgres(certs, logical=True) as pg, tls_redis(certs) as redis, tls_search(certs) as search:
-            yield dict(home=home, certs=certs, broker=broker, connect=connect, pg=pg, redis=redis, search=search)
-    finally:
-        broker.stop()
-        os.environ.pop("CDCKIT_TEST_KAFKA_PW", None)
-        shutil.rmtree(broker.state_dir, ignore_errors=True)
+    os.environ["CDCKIT_TEST_KAFKA_PW"] = secure_broker.password
+    with tls_postgres(certs, logical=True) as pg, tls_redis(certs) as redis, tls_search(certs) as search:
+        yield dict(home=home, certs=certs, broker=secure_broker, connect=secure_connect, pg=pg, redis=redis,
+                   search=search)
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +76,9 @@ def pipeline(world):
         conn.execute(roles_script(parse_config(data), "sec_cdc", "sec_reader"))
         conn.execute("ALTER ROLE sec_cdc PASSWORD 'Cdc-Secure-9f3a'")
         conn.execute("ALTER ROLE sec_reader PASSWORD 'Reader-Secure-1d7e'")
-    return data, write_config(home, data)
+    yield data, write_config(home, data)
+    # The worker is the session's: it is left without this module's connector.
+    requests.delete(f"{data['connect']['url']}/connectors/{prefix}-postgres", timeout=30)
 
 
 def _verified(path) -> bool:

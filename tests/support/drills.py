@@ -23,8 +23,9 @@ class Workload:
     """Transactions of an update, a delete and an insert (fresh ids: a deleted id never returns, so
     any deleted id found in a store was resurrected). Survives Postgres going away and coming back."""
 
-    def __init__(self, stack: Endpoints, table: str, rows: int, tx_per_s: float = 40):
+    def __init__(self, stack: Endpoints, table: str, rows: int, tx_per_s: float = 40, first_new_id: int = 1_000_000):
         self.stack, self.table, self.rows, self.pause = stack, table, rows, 1 / tx_per_s
+        self.first_new_id = rows + first_new_id
         self.stop_flag = threading.Event()
         self.written = 0
         self.deleted: set[str] = set()
@@ -41,7 +42,7 @@ class Workload:
 
     def _run(self) -> None:
         rnd = random.Random(5)
-        next_id = self.rows + 1_000_000
+        next_id = self.first_new_id
         conn = None
         while not self.stop_flag.is_set():
             try:

@@ -240,6 +240,27 @@ def batch_in_flight(query_dir: Path) -> bool:
     return bool(offsets - commits) and len(commits) >= 2
 
 
+def batches_committed(checkpoint_dir: Path) -> int:
+    """The number of the job's newest committed batch plus one (Spark's commit log in the checkpoint,
+    whose old entries Spark deletes: the newest's name counts, not the files)."""
+    return max((int(p.name) + 1 for p in (Path(checkpoint_dir) / "query" / "commits").glob("[0-9]*")
+                if p.name.isdigit()), default=0)
+
+
+def wait_group_gone(pgid: int, timeout_s: float = 60) -> None:
+    """Until no process of the group is left (a JVM lingers a moment after kill -9 of its group)."""
+    import os
+
+    def gone() -> bool:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        return False
+
+    wait_for(gone, timeout_s, 0.1, f"process group {pgid} gone")
+
+
 def kill_mid_batch(proc: subprocess.Popen, query_dir: Path, log: Path, timeout_s: float = 180) -> None:
     """kill -9 of a `start_job` driver (Python and its JVM) while a batch of that query is in flight."""
     import os
@@ -249,6 +270,7 @@ def kill_mid_batch(proc: subprocess.Popen, query_dir: Path, log: Path, timeout_s
     assert proc.poll() is None, log.read_text()[-3000:]
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+    wait_group_gone(proc.pid)
 
 
 def key_history(bootstrap: str, topic: str, keys: set) -> dict:

@@ -130,3 +130,51 @@ def provide(state_dir: Path) -> Iterator[Endpoints]:
     world = container_world() if docker_reachable() else devstack_world(state_dir)
     with world as endpoints:
         yield endpoints
+
+
+class BackgroundStack:
+    """`provide` entered on a thread of its own, so the servers start while other tests run; the
+    first test that needs them waits in `endpoints()`. One per test session."""
+
+    current: "BackgroundStack | None" = None
+
+    def __init__(self, state_dir: Path):
+        import threading
+
+        self.state_dir = state_dir
+        self._ready = threading.Event()
+        self._release = threading.Event()
+        self._endpoints: Endpoints | None = None
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="test-stack", daemon=True)
+
+    @classmethod
+    def start(cls, state_dir: Path) -> "BackgroundStack":
+        cls.current = cls(state_dir)
+        cls.current._thread.start()
+        return cls.current
+
+    def _run(self) -> None:
+        try:
+            with provide(self.state_dir) as endpoints:
+                self._endpoints = endpoints
+                self._ready.set()
+                self._release.wait()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test that waits
+            self._error = exc
+        finally:
+            self._ready.set()
+
+    def endpoints(self) -> Endpoints:
+        self._ready.wait()
+        if self._endpoints is None:
+            raise RuntimeError(f"the test stack did not start: {self._error!r}") from self._error
+        return self._endpoints
+
+    def stop(self) -> None:
+        import shutil
+
+        self._release.set()
+        self._thread.join()
+        shutil.rmtree(self.state_dir, ignore_errors=True)
+        BackgroundStack.current = None

@@ -1,0 +1,111 @@
+"""How the suite runs: tiers in order (unit, integration, drills), a stop after the first failing
+tier, markers derived from the fixtures a test uses, and where the time went.
+
+Registered by tests/conftest.py. The tiers come from the folder a test lives in; the markers from
+the fixtures pytest resolved for it, so `-m "not stack"` never selects a test that needs the stack.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+TIERS = ("unit", "integration", "drills")
+
+
+def tier_of(item: pytest.Item) -> int:
+    parts = Path(str(item.path)).parts
+    for i, name in enumerate(TIERS):
+        if name in parts:
+            return i
+    return 0
+
+
+def _fixture_from_conftest(item: pytest.Item, name: str) -> bool:
+    """True when `name` resolves to tests/conftest.py's fixture (a test module may define its own
+    fixture of the same name, e.g. the compose tests' `stack`, the rendered compose file)."""
+    defs = getattr(item, "_fixtureinfo", None)
+    defs = defs.name2fixturedefs.get(name) if defs is not None else None
+    if not defs:
+        return False
+    return Path(defs[-1].func.__code__.co_filename).name == "conftest.py"
+
+
+def uses_stack(item: pytest.Item) -> bool:
+    return "stack" in getattr(item, "fixturenames", ()) and _fixture_from_conftest(item, "stack")
+
+
+def needs(item: pytest.Item) -> set[str]:
+    """The marks a test's fixtures and folder imply: stack (the shared servers), spark (the shared
+    session), integration (any server at all: every test outside tests/unit starts or uses one)."""
+    marks = set()
+    names = set(getattr(item, "fixturenames", ()))
+    if uses_stack(item):
+        marks |= {"stack", "integration"}
+    if "spark" in names and _fixture_from_conftest(item, "spark"):
+        marks.add("spark")
+    if tier_of(item) > 0:
+        marks.add("integration")
+    return marks
+
+
+class Tiers:
+    """The pytest plugin."""
+
+    def __init__(self, config: pytest.Config):
+        self.config = config
+        self.failed_tiers: set[int] = set()
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.started = time.monotonic()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collection_modifyitems(self, session, config, items):
+        for item in items:
+            for mark in needs(item) - {m.name for m in item.iter_markers()}:
+                item.add_marker(getattr(pytest.mark, mark))
+        # Unit first (slow ones last within it), then integration, then drills; stable otherwise.
+        items.sort(key=lambda it: (tier_of(it), it.get_closest_marker("slow") is not None))
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        yield
+        if nextitem is None or self.config.getoption("all_tiers"):
+            return
+        here, after = tier_of(item), tier_of(nextitem)
+        if after > here and any(t <= here for t in self.failed_tiers):
+            item.session.shouldfail = (f"the {TIERS[here]} tier failed: {', '.join(TIERS[after:])} not run "
+                                       "(scripts/test --all-tiers runs them anyway)")
+
+    def pytest_runtest_logreport(self, report):
+        self.seconds[report.nodeid.split("::", 1)[0]] += report.duration
+        if report.failed:
+            tier = next((i for i, name in enumerate(TIERS) if f"/{name}/" in f"/{report.nodeid}"), 0)
+            self.failed_tiers.add(tier)
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if not self.seconds:  # nothing ran (--collect-only, or every test deselected)
+            return
+        total = time.monotonic() - self.started
+        slowest = sorted(self.seconds.items(), key=lambda kv: -kv[1])[:15]
+        out = os.environ.get("CDCKIT_TEST_TIMES")
+        if out:  # scripts/test prints it last, after the drills' table
+            Path(out).parent.mkdir(parents=True, exist_ok=True)
+            Path(out).write_text(json.dumps({"files": slowest, "total": total}))
+            return
+        terminalreporter.write_line(slowest_files_table(slowest, total))
+
+
+def slowest_files_table(slowest: list, total: float) -> str:
+    lines = ["slowest test files (setup + call + teardown, seconds):"]
+    lines += [f"{seconds:8.1f}  {path}" for path, seconds in slowest]
+    lines.append(f"{total:8.1f}  total (wall clock of the pytest session)")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":  # scripts/test: the table CDCKIT_TEST_TIMES holds
+    data = json.loads(Path(os.environ["CDCKIT_TEST_TIMES"]).read_text())
+    print(slowest_files_table(data["files"], data["total"]))
