@@ -32,7 +32,7 @@ def _fixture_from_conftest(item: pytest.Item, name: str) -> bool:
     defs = defs.name2fixturedefs.get(name) if defs is not None else None
     if not defs:
         return False
-    return Path(defs[-1].func.__code__.co_filename).name == "conftest.py"
+    return Path(defs[-1].func.__code__.co_filename) == Path(__file__).resolve().parents[1] / "conftest.py"
 
 
 def uses_stack(item: pytest.Item) -> bool:

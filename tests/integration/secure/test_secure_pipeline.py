@@ -6,8 +6,8 @@ least-privilege roles of connectors/sql/roles.sql. The snapshot, live changes, a
 verify all pass; Connect holds a reference, never the database password; and the broker's ACLs
 keep the dead-letter topic (row images) from a user who may read the change topics.
 
-Its own TLS servers, certificates made at start (tests/support/secure_*.py), and the session's secure
-broker and Connect worker (tests/integration/conftest.py): not the shared `stack`."""
+Its own TLS servers, certificates made at start (tests/support/secure_*.py), and the package's secure
+broker and Connect worker (tests/integration/secure/conftest.py): not the shared `stack`."""
 from __future__ import annotations
 
 import json
@@ -18,7 +18,7 @@ import uuid
 import pytest
 import requests
 
-from tests.integration.conftest import ANALYST, ANALYST_PW
+from tests.integration.secure.conftest import ANALYST, ANALYST_PW
 from tests.support.integration import cli, start_job, wait_for, write_config
 from tests.support.secure_servers import make_certificates, tls_postgres, tls_redis, tls_search
 
@@ -28,8 +28,8 @@ TABLE = "public.accounts"
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory, secure_broker, secure_connect):
-    """TLS Postgres, Redis and search of this module's own, with the session's secure broker and
-    Connect worker (tests/integration/conftest.py)."""
+    """TLS Postgres, Redis and search of this module's own, with the package's secure broker and
+    Connect worker (tests/integration/secure/conftest.py)."""
     home = tmp_path_factory.mktemp("secure")
     certs = make_certificates(home)
     os.environ["CDCKIT_TEST_KAFKA_PW"] = secure_broker.password
@@ -77,7 +77,7 @@ def pipeline(world):
         conn.execute("ALTER ROLE sec_cdc PASSWORD 'Cdc-Secure-9f3a'")
         conn.execute("ALTER ROLE sec_reader PASSWORD 'Reader-Secure-1d7e'")
     yield data, write_config(home, data)
-    # The worker is the session's: it is left without this module's connector.
+    # The worker is the package's: it is left without this module's connector.
     requests.delete(f"{data['connect']['url']}/connectors/{prefix}-postgres", timeout=30)
 
 

@@ -3,7 +3,7 @@ Java settings Spark's built-in kafka source and a Kafka Connect worker get, and 
 one-line refusals (wrong password, a CA that did not sign the broker's certificate, PLAINTEXT on the
 TLS port).
 
-The session's secure broker and Connect worker (tests/integration/conftest.py; certificates made by
+The package's secure broker and Connect worker (tests/integration/secure/conftest.py; certificates made by
 trustme at start), shared with test_secure_pipeline.py, not the shared `stack`.
 """
 import copy
@@ -25,7 +25,7 @@ WRONG = "Wr0ngKafkaPassw0rd"
 
 @pytest.fixture(scope="module")
 def broker(secure_broker):
-    """The session's secure broker (tests/integration/conftest.py); the password in PW_ENV."""
+    """The package's secure broker (tests/integration/secure/conftest.py); the password in PW_ENV."""
     os.environ[PW_ENV] = secure_broker.password
     return secure_broker
 
@@ -116,7 +116,7 @@ def test_connect_worker_runs_with_all_its_clients_on_sasl_ssl(broker, secure_con
     from confluent_kafka.admin import AdminClient, ConfigResource
 
     kafka = parse_config(config_data(broker, tmp_path)).kafka
-    connect = secure_connect  # the session's worker, started with kafka.java_client_config() as here
+    connect = secure_connect  # the package's worker, started with kafka.java_client_config() as here
     url = connect.s.connect_url
     deadline, listed = time.monotonic() + 180, None
     while time.monotonic() < deadline:  # 200 once the herder has joined the group and read its config topic

@@ -1,6 +1,6 @@
-"""Servers shared by the secure tests: one SASL_SSL broker (ACLs on, a second SCRAM user) and one
-Kafka Connect worker whose clients all speak SASL_SSL, started once for the session when the first
-test asks for them (test_kafka_sasl.py and test_secure_pipeline.py)."""
+"""The secure stack every test of this package shares: one SASL_SSL broker (ACLs on, a second SCRAM
+user) and one Kafka Connect worker whose clients all speak SASL_SSL, started when the first test
+asks for them and stopped after the package's last test."""
 from __future__ import annotations
 
 import os
@@ -12,7 +12,7 @@ PW_ENV = "CDCKIT_TEST_KAFKA_PW"
 ANALYST, ANALYST_PW = "analyst", "Analyst-Pa55-41c7"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def secure_broker():
     from tests.support.secure_kafka import start_secure_kafka
 
@@ -30,7 +30,7 @@ def secure_broker():
         shutil.rmtree(broker.state_dir, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def secure_connect(secure_broker):
     """The broker's Connect worker (stopped with the broker); a test that adds a connector deletes it."""
     from pipelines.config import parse_config
