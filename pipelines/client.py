@@ -34,13 +34,17 @@ class NotVisible(TimeoutError):
 def commit_token(conn: Any) -> int:
     """The WAL position after your commit: call it on the connection that committed, after the
     commit (psycopg 3 or psycopg2). Everything that session committed lies below it. Refused inside
-    an open transaction (its changes are not committed yet); a transaction this opens is ended."""
+    an open transaction (its changes are not committed yet); a transaction this opens is ended.
+
+    The insert position, not `pg_current_wal_lsn()` (the write position): under
+    `synchronous_commit = off` COMMIT returns once its record is inserted, before it is written,
+    so the write position can still be below the session's own commit."""
     idle = _transaction_idle(conn)
     if idle is False:
         raise ValueError("commit_token: the connection is inside a transaction: commit first")
     cur = conn.cursor()
     try:
-        cur.execute("SELECT pg_current_wal_lsn()::text")
+        cur.execute("SELECT pg_current_wal_insert_lsn()::text")
         token = parse_lsn(cur.fetchone()[0])
     finally:
         cur.close()

@@ -14,7 +14,7 @@ from pipelines.cli.render import say, say_error
 @app.command("wait")
 @config_option
 @click.option("--lsn", required=True, help="the commit's token: a WAL position ('16/B374D848' or an integer), "
-              "e.g. SELECT pg_current_wal_lsn() right after the commit")
+              "e.g. SELECT pg_current_wal_insert_lsn() right after the commit")
 @click.option("--store", type=click.Choice(["search", "cache", "both"]), default="both", show_default=True)
 @click.option("--timeout", "timeout_s", type=float, default=10, show_default=True, help="seconds")
 @json_option

@@ -12,6 +12,7 @@ import psycopg
 import pytest
 import requests
 
+from connectors.visibility import format_lsn, parse_lsn
 from pipelines.client import NotVisible, Watermarks, commit_token, wait_visible
 from tests.support.integration import (cli, drop_pipeline, fresh_redis_dbs, kill_mid_batch, pg, start_job,
                                        stop_job, wait_for, wait_streaming, write_config)
@@ -144,3 +145,39 @@ def test_every_client_reads_its_own_write_through_kill_and_rebuild(stack, tmp_pa
     assert not misses, misses[:5]
     # Reads in every phase, as many as clients in each (hundreds here), not one lucky read.
     assert all(n >= CLIENTS for n in phases.values()), phases
+
+
+def test_a_token_is_never_below_its_own_commit_under_synchronous_commit_off(stack):
+    """Issue #38.2. COMMIT returns before its record is written when `synchronous_commit = off`:
+    each token must still reach the end of the session's own commit record (read back from a
+    test_decoding slot, whose COMMIT rows carry it)."""
+    p = f"tok{uuid.uuid4().hex[:6]}"
+    slot = f"{p}_slot"
+    with pg(stack) as admin:
+        admin.execute(f"CREATE TABLE public.{p} (id int PRIMARY KEY)")
+        admin.execute("SELECT pg_create_logical_replication_slot(%s, 'test_decoding')", (slot,))
+        try:
+            conn = psycopg.connect(host=stack.pg_host, port=stack.pg_port, dbname=stack.pg_database,
+                                   user=stack.pg_user)
+            tokens: dict[str, int] = {}
+            try:
+                conn.execute("SET synchronous_commit = off")
+                conn.commit()
+                for i in range(200):
+                    xid = conn.execute(f"INSERT INTO public.{p} VALUES (%s) RETURNING txid_current()",
+                                       (i,)).fetchone()[0]
+                    conn.commit()
+                    tokens[str(xid)] = commit_token(conn)
+            finally:
+                conn.close()
+            # The slot reads only flushed WAL: a synchronous commit (an xid of its own) flushes it all.
+            admin.execute("SELECT txid_current()")
+            ends = {xid: int(parse_lsn(lsn)) for lsn, xid, data in admin.execute(
+                "SELECT lsn::text, xid::text, data FROM pg_logical_slot_get_changes(%s, NULL, NULL)", (slot,))
+                if data.startswith("COMMIT")}
+        finally:
+            admin.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+            admin.execute(f"DROP TABLE public.{p}")
+    assert set(tokens) <= set(ends), sorted(set(tokens) - set(ends))[:3]
+    below = [(xid, format_lsn(tokens[xid]), format_lsn(ends[xid])) for xid in tokens if tokens[xid] < ends[xid]]
+    assert not below, (len(below), below[:3])
