@@ -70,7 +70,9 @@ def fingerprint(resolved: ResolvedDocuments, config: Config) -> str:
             joined.update((e.table, c) for c in e.cols)
             joined.update((e.parent, c) for c in e.parent_cols)
     types = sorted((t, c, resolved.types[t].get(c)) for t, c in joined)
-    numbers = sorted((t.name, tuple(sorted(t.numeric_as_number))) for t in config.tables if t.numeric_as_number)
+    # Only the tables the documents read: another table's rendering is not in this state.
+    numbers = sorted((t.name, tuple(sorted(t.numeric_as_number))) for t in config.tables
+                     if t.numeric_as_number and t.name in resolved.keys)
     text = repr((resolved.specs, sorted(resolved.keys.items()), types, numbers))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
