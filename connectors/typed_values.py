@@ -7,7 +7,9 @@ numeric as a decimal string. A search engine maps those as long and text: a rang
 or a filter on a jsonb field does not work. Documents get instead:
 
   date -> 'YYYY-MM-DD'          timestamp -> 'YYYY-MM-DDTHH:MM:SS[.fff|.ffffff]' (no zone)
-  time -> 'HH:MM:SS[.fff|.ffffff]'      json, jsonb, hstore -> the JSON value (object, array, ...)
+  (years beyond 1..9999 as '+10000-01-01' / '-0043-03-15', astronomical; 'infinity' / '-infinity')
+  time -> 'HH:MM:SS[.fff|.ffffff]'      json, jsonb, hstore -> the JSON value (object, array, ...),
+  or its JSON text when no index could take it (see `_json`)
   numeric, money -> the exact decimal string; a JSON number for the columns the config names
   everything else as Debezium sends it: timestamptz/timetz ISO-8601 UTC, interval ISO-8601,
   uuid text, bytea base64, booleans, integers, floats, text; arrays element by element.
@@ -34,6 +36,29 @@ _PRECISION = re.compile(r"^(?:timestamp|time)\((\d)\)")
 _TIMESTAMP = re.compile(r"^timestamp(\(\d\))?( without time zone)?$")
 _TIME = re.compile(r"^time(\(\d\))?( without time zone)?$")
 _NUMERIC = re.compile(r"^(numeric(\(\d+(,\s*-?\d+)?\))?|money)$")
+
+# What Debezium 3.7 sends for 'infinity' and '-infinity' (measured through its own classes, with
+# Kafka's JsonConverter: see README "Index definitions"). A date while streaming: the day numbers of
+# +5877611-06-21 and -5877611-06-22, beyond Postgres's last date; in the initial snapshot (read
+# through JDBC) an int overflow: about -622,191,234 and -625,821,272 (a day either way with the JVM's
+# time zone), before Postgres's first date. A timestamp(0..3), in ms: 9223372036825200000 and
+# -9223372036832400000 (the latest real one is 9.2e15 ms); a timestamp in µs: the long's ends,
+# 2^63 - 1 and -2^63 (timestamps after about 294247 AD, 30 years before Postgres's last one, reach
+# them too: they read as infinity). timestamptz: the strings 'infinity' and '-infinity'.
+DATE_MIN_DAYS, DATE_MAX_DAYS = -2_440_588, 2_145_042_905      # 4714-11-24 BC, 5874897-12-31
+DATE_INFINITY, DATE_MINUS_INFINITY = 2_146_033_979, -2_147_472_691
+DATE_INFINITY_SNAPSHOT = -622_191_234
+TIMESTAMP_MS_INFINITY, TIMESTAMP_MS_MINUS_INFINITY = 9_223_372_036_825_200_000, -9_223_372_036_832_400_000
+TIMESTAMP_US_INFINITY, TIMESTAMP_US_MINUS_INFINITY = (1 << 63) - 1, -(1 << 63)
+
+# A JSON value is held as its JSON text (a string) instead of the value when no store or index
+# could take the value: nested deeper than JSON_DEPTH (orjson writes documents at most 254 levels
+# deep, a nested document's relations add levels), or with a leaf whose key path and value pass
+# JSON_LEAF_BYTES in UTF-8 (a flattened field indexes "<field>.<path>=<value>" as one term, and a
+# term beyond 32,766 bytes fails the whole document; the rest is left for the field's own name).
+# Also a number beyond a double (1e400), which orjson does not read. Everything else is the value.
+JSON_DEPTH = 100
+JSON_LEAF_BYTES = 32_000
 
 
 def element_type(pg_type: str) -> str:
@@ -99,6 +124,10 @@ def row_converter(types: Mapping[str, str], numbers: frozenset[str] | set[str] =
 def _date(v: Any) -> Any:
     if not isinstance(v, int) or isinstance(v, bool):
         return v
+    if v > DATE_MAX_DAYS:
+        return "infinity"
+    if v < DATE_MIN_DAYS:
+        return "infinity" if abs(v - DATE_INFINITY_SNAPSHOT) <= 2 else "-infinity"
     try:
         return dt.date.fromordinal(_EPOCH_ORDINAL + v).isoformat()
     except (ValueError, OverflowError):
@@ -108,6 +137,9 @@ def _date(v: Any) -> Any:
 def _timestamp(v: Any, per_second: int, digits: int) -> Any:
     if not isinstance(v, int) or isinstance(v, bool):
         return v
+    if (v >= TIMESTAMP_US_INFINITY or v <= TIMESTAMP_US_MINUS_INFINITY
+            or (per_second == 1000 and abs(v) > 10 ** 18)):
+        return "infinity" if v > 0 else "-infinity"
     days, rest = divmod(v, 86_400 * per_second)
     try:
         date = dt.date.fromordinal(_EPOCH_ORDINAL + days).isoformat()
@@ -159,9 +191,41 @@ def _json(v: Any) -> Any:
     if not isinstance(v, str):
         return v
     try:
-        return orjson.loads(v)  # integers beyond 64 bits arrive as doubles, as in any JSON store
-    except orjson.JSONDecodeError:
+        value = orjson.loads(v)  # integers beyond 64 bits arrive as doubles, as in any JSON store
+    except orjson.JSONDecodeError:  # a number beyond a double, deeper than 1,024 levels
         return v
+    return value if indexable_json(value, v) else v
+
+
+def indexable_json(value: Any, text: str | None = None) -> bool:
+    """No nesting beyond JSON_DEPTH and no leaf whose dotted key path, '=' and value pass
+    JSON_LEAF_BYTES (see above). `text`, the JSON the value was read from, settles the usual case
+    at once: a short text can hold neither."""
+    if not isinstance(value, (dict, list)):
+        return True
+    if text is not None and len(text) * 4 < JSON_LEAF_BYTES and text.count("{") + text.count("[") <= JSON_DEPTH:
+        return True
+    pending: list[tuple[Any, int, int]] = [(value, 0, 0)]   # (value, bytes of its path, its depth)
+    while pending:
+        node, path, depth = pending.pop()
+        if isinstance(node, dict):
+            if depth + 1 > JSON_DEPTH:
+                return False
+            for key, child in node.items():
+                below = path + (1 if path else 0) + len(key.encode())
+                if below + 1 > JSON_LEAF_BYTES:
+                    return False
+                pending.append((child, below, depth + 1))
+        elif isinstance(node, list):
+            if depth + 1 > JSON_DEPTH:
+                return False
+            pending.extend((child, path, depth + 1) for child in node)
+        elif isinstance(node, str):
+            if path + 1 + len(node.encode()) > JSON_LEAF_BYTES:
+                return False
+        elif path + 25 > JSON_LEAF_BYTES:  # a number's or a boolean's text
+            return False
+    return True
 
 
 def _number(v: Any) -> Any:

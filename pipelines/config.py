@@ -185,8 +185,10 @@ class TableSearchConfig(_Strict):
     text: Literal["text+keyword", "text", "keyword"] = Field(
         "text+keyword", description="text columns: text with a .keyword subfield, text, or keyword")
     json_mode: Literal["object", "flattened"] = Field(
-        "object", alias="json", description="json/jsonb/hstore columns: object (each key a field; a scalar value "
-        "is refused) or flattened (one field for the whole value; flat_object on OpenSearch)")
+        "flattened", alias="json", description="json/jsonb/hstore columns: flattened (one field for the whole "
+        "value, every leaf a keyword under its path; flat_object on OpenSearch; never refuses a value) or "
+        "object (each key a typed field; a path whose type changes, a scalar value, an empty key, deep or "
+        "wide JSON is refused)")
 
     @field_validator("settings")
     @classmethod

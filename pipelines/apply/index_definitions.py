@@ -6,8 +6,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from derived.sinks.search.definition import DefinitionOptions, differences, index_definition, index_settings
+from derived.sinks.search.definition import (DefinitionOptions, differences, document_definition, index_definition,
+                                             index_settings)
 from pipelines.config import Config, TableConfig
+from pipelines.document_config import DocumentConfig
 
 
 def options_for(config: Config, table: TableConfig) -> DefinitionOptions:
@@ -24,18 +26,29 @@ def definition_for(config: Config, table: TableConfig, types: dict[str, str]) ->
     return index_definition(types, options_for(config, table))
 
 
+def document_definition_for(config: Config, doc: DocumentConfig, types: dict[str, dict[str, str]]) -> dict[str, Any]:
+    """Pure: a nested document's definition for its tables' column types (table -> name -> type)."""
+    options = {t.name: options_for(config, t) for t in config.tables}
+    return document_definition(doc, types, options, _flat(config.search.index_settings),
+                               config.search.deleted_version_ttl_s)
+
+
 def definitions(config: Config, tables: list[str] | None = None, reader: bool = False) -> dict[str, dict[str, Any]]:
-    """schema.table -> definition, reading each table's column types from the catalog (a table gone
-    from the database gets only what the config says)."""
+    """schema.table (or a document's 'document:<name>') -> definition, reading the column types
+    from the catalog (a table gone from the database gets only what the config says)."""
     from connectors import postgres
 
     wanted = [t for t in config.tables if tables is None or t.name in tables]
-    if not wanted:
+    documents = [d for d in config.documents if tables is None or d.store_table in tables]
+    if not wanted and not documents:
         return {}
+    names = {t.name for t in wanted} | {name for d in documents for name in d.tables()}
     pg = config.postgres
     with postgres.connect(pg.reader_dsn_kwargs() if reader else pg.dsn_kwargs()) as conn:
-        types = {t.name: {c.name: c.type for c in postgres.table_columns(conn, t.name)} for t in wanted}
-    return {t.name: definition_for(config, t, types[t.name]) for t in wanted}
+        types = {name: {c.name: c.type for c in postgres.table_columns(conn, name)} for name in sorted(names)}
+    out = {t.name: definition_for(config, t, types[t.name]) for t in wanted}
+    out.update({d.store_table: document_definition_for(config, d, types) for d in documents})
+    return out
 
 
 def marker_definition(config: Config) -> dict[str, Any]:

@@ -160,7 +160,7 @@ def test_table_search_block():
     assert cfg.tables[0].search_mappings == {"a": {"type": "long"}}
     assert cfg.search.index_settings == {"number_of_replicas": 0}
     defaults = parse_config(BASE).tables[0]
-    assert (defaults.search.dynamic, defaults.search.text, defaults.search.json_mode) == (True, "text+keyword", "object")
+    assert (defaults.search.dynamic, defaults.search.text, defaults.search.json_mode) == (True, "text+keyword", "flattened")
 
 
 def test_older_mappings_spelling_still_works():

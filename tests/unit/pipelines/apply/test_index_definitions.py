@@ -1,6 +1,6 @@
-from derived.sinks.search.definition import DATE_FORMAT, differences
+from derived.sinks.search.definition import DATE_FORMAT, differences, field_mapping
 from pipelines.config import parse_config
-from pipelines.apply.index_definitions import IndexComparison, definition_for, marker_definition
+from pipelines.apply.index_definitions import IndexComparison, definition_for, document_definition_for, marker_definition
 from pipelines.ops.status import Report, _index_definitions
 from pipelines.schema.actions import _field_mappings
 from tests.support.configs import BASE, with_
@@ -22,8 +22,9 @@ def cfg():
 def test_definition_from_config_and_catalog_types():
     c = cfg()
     d = definition_for(c, c.tables[0], TYPES)
-    assert d == {"settings": {"index": {"number_of_replicas": 0, "refresh_interval": "5s", "gc_deletes": "7200s"}},
-                 "mappings": {"dynamic": True, "properties": {
+    assert d == {"settings": {"index": {"number_of_replicas": 0, "refresh_interval": "5s", "gc_deletes": "7200s",
+                                        "mapping": {"ignore_malformed": True}}},
+                 "mappings": {"dynamic": True, "date_detection": False, "numeric_detection": False, "properties": {
                      "id": {"type": "long"}, "created": {"type": "date", "format": DATE_FORMAT, "ignore_malformed": True},
                      "doc": {"type": "flat_object"}, "amount": {"type": "scaled_float", "scaling_factor": 100, "ignore_malformed": True},
                      "name": {"type": "keyword"}}}}
@@ -37,7 +38,7 @@ def test_a_mapping_extended_in_place_follows_the_table_options():
     assert _field_mappings({"created": "date", "amount": "numeric(12,2)", "name": "text", "p": "point"}, c,
                            "public.t") == {"created": {"type": "date", "format": DATE_FORMAT, "ignore_malformed": True},
                                            "amount": {"type": "scaled_float", "scaling_factor": 100, "ignore_malformed": True},
-                                           "name": {"type": "keyword"}}
+                                           "name": {"type": "keyword"}}  # "p" is outside the projection
     assert _field_mappings({"n": "integer"}) == {"n": {"type": "long"}}
 
 
@@ -58,3 +59,21 @@ def test_status_warns_while_the_live_index_differs_and_skips_when_it_cannot_comp
     report = Report()
     _index_definitions(c, report, compare=down)
     assert report.warnings == ["index definitions not compared: ConnectionError: refused"] and report.healthy
+
+
+def test_a_documents_index_is_defined_from_its_tables_types_and_options():
+    data = with_("tables", [{"name": "public.orders"}, {"name": "public.lines", "numeric_as_number": ["price"]}])
+    data["documents"] = [{"name": "orders", "root": "public.orders", "relations": [
+        {"label": "lines", "table": "public.lines", "type": "one_to_many", "columns": ["price", "at"]}]}]
+    data["search"] = {**BASE["search"], "index_settings": {"number_of_replicas": 0}, "deleted_version_ttl_s": 60}
+    c = parse_config(data)
+    types = {"public.orders": {"id": "bigint", "meta": "jsonb"},
+             "public.lines": {"id": "bigint", "order_id": "bigint", "price": "numeric(12,2)", "at": "date"}}
+    d = document_definition_for(c, c.documents[0], types)
+    assert d["settings"] == {"index": {"number_of_replicas": 0, "gc_deletes": "60s", "mapping": {"ignore_malformed": True}}}
+    assert d["mappings"]["date_detection"] is False and d["mappings"]["numeric_detection"] is False
+    assert d["mappings"]["properties"] == {
+        "id": {"type": "long"}, "meta": field_mapping("jsonb", kind=c.search.kind),
+        "lines": {"type": "object", "properties": {
+            "price": {"type": "scaled_float", "scaling_factor": 100, "ignore_malformed": True},
+            "at": {"type": "date", "format": DATE_FORMAT, "ignore_malformed": True}}}}
