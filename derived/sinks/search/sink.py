@@ -6,6 +6,8 @@ engine remembers (for `index.gc_deletes`) that an older upsert must not bring th
 """
 from __future__ import annotations
 
+import logging
+import re
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
@@ -21,6 +23,7 @@ from derived.sinks.search.definition import with_gc_deletes
 from derived.sinks.search.engines import Engine
 
 RETRYABLE = {429, 500, 502, 503, 504}
+log = logging.getLogger("cdckit.search")
 
 
 @dataclass
@@ -165,6 +168,7 @@ class SearchSink:
                         stats.dead.append(DeadLetter(ch.position, None, None, "apply",
                                                      f"search rejected document {ch.doc_id!r}: "
                                                      f"{_reason(outcome)}", {"store": "search"}))
+                        warn_refusal(ch.table, tables[ch.table], outcome)
             if not retry:
                 return
             pending = retry
@@ -211,6 +215,52 @@ class SearchSink:
         if older:
             self.engine.refresh(self.target(table))
         return len(older)
+
+
+# The field a mapping refusal names: "mapper [doc.a.b] cannot be changed from type [text] to [double]",
+# "object mapping for [doc.p] tried to parse field [p] as object", "failed to parse field [doc.r] of type
+# [text]", "immense term in field=\"doc._value\"".
+_REFUSED_FIELD = [re.compile(p) for p in (r"mapper \[([^\]]+)\]", r"object mapping for \[([^\]]+)\]",
+                                          r"failed to parse field \[([^\]]+)\]", r'in field="([^"]+)"')]
+_warned: set[tuple[str, str]] = set()   # (table, field) already named in this process
+
+
+def refused_path(outcome: dict[str, Any]) -> str | None:
+    """The document path a refused write's error names, if it names one."""
+    err = outcome.get("error")
+    if not isinstance(err, dict):
+        return None
+    texts = [str(err.get("reason") or "")]
+    cause = err.get("caused_by")
+    if isinstance(cause, dict):
+        texts.append(str(cause.get("reason") or ""))
+    for text in texts:
+        for pattern in _REFUSED_FIELD:
+            found = pattern.search(text)
+            if found:
+                return found.group(1)
+    return None
+
+
+def warn_refusal(name: str, table: SearchTable, outcome: dict[str, Any]) -> None:
+    """A warning naming the table, the column and the path, at the first document the engine refuses
+    for that field (once per process): under `json: object` a JSON path is typed by the first value
+    the index sees, and every later document whose value there differs is refused the same way."""
+    path = refused_path(outcome)
+    if path is None:
+        return
+    top = path.split(".", 1)[0]
+    if (name, top) in _warned:
+        return
+    _warned.add((name, top))
+    column = next((c for c, f in table.rename.items() if f == top), top)
+    err = outcome.get("error") or {}
+    cause = err.get("caused_by") if isinstance(err, dict) else None
+    detail = _reason(outcome) + (f" ({cause.get('reason')})" if isinstance(cause, dict) and cause.get("reason") else "")
+    log.warning("search refuses documents of %s at column %s, path %s: %s. Each such document goes to the dead-"
+                "letter topic. A json column under `search: {json: object}` types each path by the first value "
+                "the index saw; `json: flattened` (the default) takes any JSON (README: Index definitions)",
+                name, column, path, detail[:500])
 
 
 def _error_type(outcome: dict[str, Any]) -> str | None:

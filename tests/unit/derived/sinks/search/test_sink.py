@@ -54,3 +54,42 @@ def test_a_read_the_writes_need_is_retried_then_an_outage():
     forget = replace(ch(1, "delete"), version=UNKNOWN, tombstone=True)
     with pytest.raises(StoreUnavailable, match="search: ConnectionError: refused"):
         SearchSink(Down([]), retries=1).apply([forget], TABLES)
+
+
+@pytest.mark.parametrize("error,path", [
+    ({"type": "illegal_argument_exception",
+      "reason": "mapper [meta.nested.arr] cannot be changed from type [text] to [double]"}, "meta.nested.arr"),
+    ({"type": "mapper_parsing_exception", "reason": "object mapping for [meta.p] tried to parse field [p] as object, "
+      "but found a concrete value"}, "meta.p"),
+    ({"type": "mapper_parsing_exception", "reason": "failed to parse field [meta.r] of type [text] in document with "
+      "id '4'. Preview of field's value: '{s=1}'", "caused_by": {"reason": "Can't get text on a START_OBJECT"}}, "meta.r"),
+    ({"type": "illegal_argument_exception", "reason": 'Document contains at least one immense term in '
+      'field="meta._value" (whose UTF8 encoding is longer than the max length 32766)'}, "meta._value"),
+    ({"type": "mapper_parsing_exception", "reason": "failed to parse",
+      "caused_by": {"reason": "field name cannot be an empty string"}}, None),
+    ({"type": "illegal_argument_exception", "reason": "Limit of total fields [1000] has been exceeded"}, None),
+])
+def test_the_path_a_refusal_names(error, path):
+    from derived.sinks.search.sink import refused_path
+
+    assert refused_path({"status": 400, "error": error}) == path
+
+
+def test_the_first_refusal_of_a_field_is_a_warning_naming_table_column_and_path(caplog):
+    from derived.sinks.search import sink as module
+
+    module._warned.clear()
+
+    class Refusing(ScriptedEngine):
+        def bulk(self, operations):
+            self.calls.append(operations)
+            error = {"type": "illegal_argument_exception",
+                     "reason": "mapper [payload.nested.arr] cannot be changed from type [text] to [double]"}
+            return {"items": [{"index": {"status": 400, "error": error}} for _ in operations[::2]]}
+
+    tables = {"public.t": SearchTable("t", rename={"meta": "payload"})}
+    with caplog.at_level("WARNING", logger="cdckit.search"):
+        stats = SearchSink(Refusing([]), retries=0).apply([ch(1), ch(2), ch(3)], tables)
+    assert len(stats.dead) == 3
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert "public.t at column meta, path payload.nested.arr" in warning and "json: flattened" in warning
