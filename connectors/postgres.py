@@ -196,6 +196,37 @@ def load_intervals_as_fields(conn: psycopg.Connection) -> None:
     conn.adapters.register_loader("interval", IntervalLoader)
 
 
+def load_as_debezium(conn: psycopg.Connection) -> None:
+    """Loaders on this connection that read what Debezium sends, from Postgres's text, where psycopg
+    cannot hold a value or holds it otherwise (connectors/debezium_values.py): dates, timestamps and
+    times of any year, infinite or 24:00:00; json as written; money, bit strings; inet, cidr, macaddr
+    and ranges as text (not ipaddress or Range objects); hstore as dicts, intervals field by field.
+    Element loaders serve arrays too. Sets DateStyle ISO, the output these loaders read."""
+    from psycopg.adapt import Loader
+
+    from connectors import debezium_values as dv
+
+    def loader(parse):
+        class TextLoader(Loader):
+            def load(self, data):
+                return parse(bytes(data).decode())
+
+        return TextLoader
+
+    conn.execute("SET DateStyle = 'ISO, YMD'")
+    load_hstore_as_dicts(conn)
+    load_intervals_as_fields(conn)
+    parsers = {"date": dv.date_days, "timestamp": dv.timestamp_micros, "timestamptz": dv.zoned_text,
+               "time": dv.time_micros, "timetz": dv.zoned_time, "money": dv.money_decimal, "json": dv.JsonText,
+               "jsonb": dv.JsonText, "bit": dv.BitText, "varbit": dv.BitText}
+    for name in ("inet", "cidr", "macaddr", "macaddr8", "int4range", "int8range", "numrange", "daterange",
+                 "tsrange", "tstzrange", "int4multirange", "int8multirange", "nummultirange", "datemultirange",
+                 "tsmultirange", "tstzmultirange"):
+        parsers[name] = str
+    for name, parse in parsers.items():
+        conn.adapters.register_loader(name, loader(parse))
+
+
 def table_columns(conn: psycopg.Connection, table: str) -> list:
     """The table's live columns (connectors/table_shape.Column), in column order; [] if it is gone."""
     from connectors.table_shape import Column

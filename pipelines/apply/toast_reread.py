@@ -64,9 +64,9 @@ class ToastReread:
             import psycopg
 
             self._conn = psycopg.connect(autocommit=True, **self.dsn)
-            # Rendered as Debezium sends them: hstore as JSON, intervals field by field.
-            postgres.load_hstore_as_dicts(self._conn)
-            postgres.load_intervals_as_fields(self._conn)
+            # Read as Debezium sends them: json as written, hstore as JSON, intervals field by field,
+            # dates and timestamps of any year (connectors/postgres.load_as_debezium).
+            postgres.load_as_debezium(self._conn)
         return self._conn
 
     def close(self) -> None:

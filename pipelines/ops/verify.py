@@ -17,7 +17,7 @@ import orjson
 
 from connectors import postgres
 from connectors.debezium_values import render, same
-from connectors.typed_values import element_type, row_converter
+from connectors.typed_values import row_converter
 from connectors.envelope import document_id
 from derived.sinks.cache.keys import render_key
 from derived.shape import shape
@@ -26,6 +26,7 @@ from pipelines.state.offsets import applied_offsets
 from pipelines.config import Config, TableConfig
 from pipelines.errors import NotCaughtUp
 from pipelines.ops.verify_report import BATCH, StoreDiff, TableReport, chunks
+from pipelines.ops.verify_values import ColumnReader, rendered
 
 
 @dataclass
@@ -79,14 +80,19 @@ def _primary_key(conn, table: str) -> list[str]:
     return [r[0] for r in rows]
 
 
-def _rows(conn, table: str, sample: int | None) -> Iterator[dict[str, Any]]:
-    from psycopg.rows import dict_row
+def _rows(conn, reader: ColumnReader, sample: int | None) -> Iterator[dict[str, Any]]:
+    """Every row (or a sample), each value read from Postgres's text (pipelines/ops/verify_values.py):
+    no value stops the read."""
+    from psycopg import sql
 
-    query = f"SELECT * FROM {table}" + (f" ORDER BY random() LIMIT {int(sample)}" if sample else "")
-    with conn.cursor(name=f"cdckit_verify_{int(time.time() * 1000)}", row_factory=dict_row) as cur:
+    query = reader.sql()
+    if sample:
+        query = sql.SQL("{} ORDER BY random() LIMIT {}").format(query, sql.Literal(int(sample)))
+    with conn.cursor(name=f"cdckit_verify_{int(time.time() * 1000)}") as cur:
         cur.itersize = 5000
         cur.execute(query)
-        yield from cur
+        for values in cur:
+            yield reader.row(values)
 
 
 def _compare(doc: dict[str, Any], expected: dict[str, Any], types: dict[str, str], table: TableConfig,
@@ -111,18 +117,16 @@ def verify_table(config: Config, table: TableConfig, stores, sample: int | None)
     seen = {s: 0 for s in config.sinks}
     with postgres.connect(config.postgres.reader_dsn_kwargs(), autocommit=False) as conn:
         types = postgres.column_types(conn, table.name)
-        if "hstore" in map(element_type, types.values()):
-            postgres.load_hstore_as_dicts(conn)
-        if "interval" in map(element_type, types.values()):
-            postgres.load_intervals_as_fields(conn)
+        postgres.load_as_debezium(conn)
+        reader = ColumnReader(conn, table.name)
         key_cols = table.key or _primary_key(conn, table.name)
         # The pipeline's own typing of Debezium's rendering (ids and keys stay in the rendering).
         typed = row_converter(types, frozenset(table.numeric_as_number))
-        for chunk in chunks(_rows(conn, table.name, sample), BATCH):
+        for chunk in chunks(_rows(conn, reader, sample), BATCH):
             report.rows += len(chunk)
-            rendered = [{c: render(v, types.get(c, "")) for c, v in row.items()} for row in chunk]
-            ids = [document_id({c: r[c] for c in key_cols}, key_cols) for r in rendered]
-            expected = {i: shape(typed(r), table) for i, r in zip(ids, rendered)}
+            wire = [{c: rendered(v, types.get(c, "")) for c, v in row.items()} for row in chunk]
+            ids = [document_id({c: r[c] for c in key_cols}, key_cols) for r in wire]
+            expected = {i: shape(typed(r), table) for i, r in zip(ids, wire)}
             if "search" in config.sinks:
                 docs = stores.search.engine.mget(search_t.alias, ids)
                 seen["search"] += len(docs)
@@ -181,12 +185,13 @@ def _extras(report, stores, search_t, cache_t, seen, config, table, key_cols) ->
 def _all_keys(config: Config, table: TableConfig, key_cols: list[str]):
     with postgres.connect(config.postgres.reader_dsn_kwargs(), autocommit=False) as conn:
         types = postgres.column_types(conn, table.name)
-        cols = ", ".join(key_cols)
+        postgres.load_as_debezium(conn)
+        reader = ColumnReader(conn, table.name)
         with conn.cursor(name="cdckit_verify_keys") as cur:
             cur.itersize = 20000
-            cur.execute(f"SELECT {cols} FROM {table.name}")
+            cur.execute(reader.sql(key_cols))
             for row in cur:
-                key = {c: render(v, types.get(c, "")) for c, v in zip(key_cols, row)}
+                key = {c: render(v, types.get(c, "")) for c, v in reader.row(row, key_cols).items()}
                 yield document_id(key, key_cols), key
 
 

@@ -9,20 +9,21 @@ the model's rule (order_by, then key, in the typed values), which the SQL leaves
 collation in Postgres is not the documents' order."""
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 import orjson
 
 from connectors import postgres
-from connectors.debezium_values import render, same
+from connectors.debezium_values import same
 from connectors.envelope import document_id
-from connectors.typed_values import element_type, row_converter
+from connectors.typed_values import row_converter
 from derived.nested import DocumentSpec, Relation, sortable
 from derived.sinks.cache.keys import render_key
 from pipelines.apply.document_specs import Catalog, ResolvedDocuments, resolve_documents
 from pipelines.config import Config
 from pipelines.document_config import DocumentConfig
 from pipelines.ops.verify_report import BATCH, StoreDiff, TableReport, chunks
+from pipelines.ops.verify_values import ColumnReader, rendered
 
 PAIRS = 40  # json_build_object takes at most 100 arguments: longer objects are joined from parts
 KEY, ORDER = "__cdckit_key", "__cdckit_order"
@@ -69,39 +70,20 @@ def _relation_sql(rel: Relation, parent: str, resolved: ResolvedDocuments, depth
 
 
 class _Reader:
-    """Text values back to the pipeline's typed values, per table (psycopg loaders by column type)."""
+    """Text values back to the pipeline's typed values, per table (pipelines/ops/verify_values.py:
+    loaders by column type that never raise; types Debezium leaves out read as absent)."""
 
     def __init__(self, conn, config: Config, resolved: ResolvedDocuments):
-        from psycopg.pq import Format
-
-        types_all = {t: set(map(element_type, cols.values())) for t, cols in resolved.types.items()}
-        if any("hstore" in s for s in types_all.values()):
-            postgres.load_hstore_as_dicts(conn)
-        if any("interval" in s for s in types_all.values()):
-            postgres.load_intervals_as_fields(conn)
+        postgres.load_as_debezium(conn)
         numbers = {t.name: frozenset(t.numeric_as_number) for t in config.tables}
         self.types = resolved.types
         self.typed = {t: row_converter(cols, numbers.get(t, frozenset())) for t, cols in resolved.types.items()}
-        self.loaders: dict[str, dict[str, Callable[[str], Any]]] = {}
-        for table in resolved.types:
-            oids = dict(conn.execute(
-                "SELECT attname, CASE WHEN t.typtype = 'd' THEN t.typbasetype ELSE a.atttypid END "
-                "FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid "
-                "WHERE attrelid = %s::regclass AND attnum > 0 AND NOT attisdropped", (table,)).fetchall())
-            self.loaders[table] = {c: _loader(conn, oid, Format.TEXT) for c, oid in oids.items()}
+        self.columns = {table: ColumnReader(conn, table) for table in resolved.types}
 
     def row(self, table: str, values: dict[str, Any]) -> dict[str, Any]:
-        types, loaders = self.types[table], self.loaders[table]
-        loaded = {c: (None if v is None else loaders[c](v)) for c, v in values.items()}
-        return self.typed[table]({c: render(v, types.get(c, "")) for c, v in loaded.items()})
-
-
-def _loader(conn, oid: int, fmt) -> Callable[[str], Any]:
-    cls = conn.adapters.get_loader(oid, fmt)
-    if cls is None:
-        return lambda text: text
-    loader = cls(oid, conn)
-    return lambda text: loader.load(text.encode())
+        types, reader = self.types[table], self.columns[table]
+        loaded = {c: reader.load(c, v) for c, v in values.items()}
+        return self.typed[table]({c: rendered(v, types.get(c, "")) for c, v in loaded.items()})
 
 
 def build(raw: dict[str, Any], table: str, columns, relations, reader: _Reader, keys) -> tuple[dict, tuple]:
