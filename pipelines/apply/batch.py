@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from derived.change import Change, DeadLetter, Position, Version
 from derived.reduce import last_per_key, merge_cuts, settle_tombstones
+from pipelines.apply import letter_kinds
 from pipelines.apply.decode import decode_records
 from pipelines.apply.documents import columns_seen, type_rows
 from pipelines.apply.stats import BatchStats
@@ -66,8 +67,11 @@ def apply_records(rows: list[dict[str, Any]], stores: Stores, fences: dict[str, 
     if rebuild is not None:
         apply_changes(rebuild, truncates, latest, BatchStats(), fresh_dead, rows)
     apply_changes(stores, truncates, latest, stats, dead, rows)
-    dead.extend(fresh_generation_letters(fresh_dead, dead))
+    fresh = fresh_generation_letters(fresh_dead, dead)
+    stats.fresh_dead_letters = len(fresh)   # the rebuild counts them before it switches
+    dead.extend(fresh)
     stats.dead_letters = dlq.write(dead) if dead else 0
+    stats.letter_kinds = letter_kinds.sample(dead) if dead else []
     stats.snapshot_reads = sum(1 for c in changes if c.snapshot)
     stamps = [c.source_ts_ms for c in changes if c.source_ts_ms and not c.snapshot]
     stats.newest_source_ts_ms = max(stamps) if stamps else None

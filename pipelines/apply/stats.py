@@ -5,6 +5,7 @@ from dataclasses import dataclass, field, fields
 
 from derived.change import Version
 from derived.reduce import merge_cuts
+from pipelines.apply.letter_kinds import merge as merge_kinds
 
 
 @dataclass
@@ -23,6 +24,9 @@ class BatchStats:
     newest_source_ts_ms: int | None = None
     visible_ms: list[int] = field(default_factory=list)  # sampled commit-to-applied times of streamed changes
     toast_reread: int = 0               # changes whose unchanged TOAST columns were read from Postgres
+    fresh_dead_letters: int = 0         # of dead_letters: a rebuild's fresh generation's own refusals
+    # The first letter of each kind (pipelines/apply/letter_kinds.py), for the driver's WARNING lines.
+    letter_kinds: list[dict] = field(default_factory=list)
 
 
 def add_stats(total: BatchStats, s: BatchStats) -> None:
@@ -39,5 +43,7 @@ def add_stats(total: BatchStats, s: BatchStats) -> None:
             setattr(total, name, max(a, b))
         elif name == "truncate_cuts":
             setattr(total, name, merge_cuts(a, b))
+        elif name == "letter_kinds":
+            setattr(total, name, merge_kinds(a or [], b or []))
         else:
             setattr(total, name, a + b)

@@ -26,7 +26,7 @@ STATS_SCHEMA = pa.schema([
     ("search_stale", pa.int64()), ("cache_applied", pa.int64()), ("cache_stale", pa.int64()),
     ("truncates", pa.int64()), ("snapshot_reads", pa.int64()), ("snapshot_last_lsn", pa.int64()),
     ("newest_source_ts_ms", pa.int64()), ("visible_ms", pa.list_(pa.int64())), ("truncate_cuts", pa.string()),
-    ("toast_reread", pa.int64()),
+    ("toast_reread", pa.int64()), ("fresh_dead_letters", pa.int64()), ("letter_kinds", pa.string()),
 ])
 STATS_DDL = ddl(STATS_SCHEMA)  # mapInArrow's declared output
 _workers: dict[tuple[bytes, Targets | None], Any] = {}
@@ -105,13 +105,16 @@ def apply_rows(chunks: Iterable[list[dict[str, Any]]], stores, dlq, fences: dict
                **{k: getattr(s, k) for k in STATS_SCHEMA.names[3:]}}
         row["truncate_cuts"] = (orjson.dumps({t: list(v) for t, v in s.truncate_cuts.items()}).decode()
                                 if s.truncate_cuts else None)
+        row["letter_kinds"] = orjson.dumps(s.letter_kinds).decode() if s.letter_kinds else None
         yield row
 
 
 def stats_of(row: dict[str, Any]) -> BatchStats:
     """A stats row (as the driver collects it) back into BatchStats."""
     fields = {k: row[k] for k in STATS_SCHEMA.names[3:]}
+    fields["fresh_dead_letters"] = fields["fresh_dead_letters"] or 0
     fields["truncate_cuts"] = {t: Version(*v) for t, v in orjson.loads(row["truncate_cuts"] or "{}").items()}
+    fields["letter_kinds"] = orjson.loads(row.get("letter_kinds") or "[]")
     return BatchStats(**fields)
 
 
