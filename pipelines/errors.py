@@ -94,6 +94,14 @@ class SchemaChangeError(CdckitError):
     exit_code = 6
 
 
+class DeadLettersLeft(CdckitError):
+    """The work ran to its end, but records of it were dead-lettered (a store refused them, or they
+    could not be decoded): a rebuild kept the old generation, a bootstrap's stores are not
+    consistent with the snapshot. The message names the count and `cdckit dlq list`."""
+
+    exit_code = 7
+
+
 class PipelineFailed(CdckitError):
     """A failure inside Spark that is none of the above: its type and message, the trace in a file."""
 

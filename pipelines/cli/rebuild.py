@@ -16,15 +16,22 @@ from pipelines.cli.render import err, out, print_json, say
 @click.option("--dry-run", is_flag=True, help="print the plan (topics, offsets, target generations) and stop")
 @click.option("--keep-old", is_flag=True, help="keep the old generation after the switch")
 @click.option("--force", is_flag=True, help="replay even if it could outlive delete.retention.ms")
+@click.option("--accept-dead-letters", "accept_dead_letters", type=click.IntRange(min=0), default=0,
+              show_default=True, metavar="N",
+              help="switch even though up to N records of the replay were dead-lettered (more: no switch, exit 7)")
 @click.option("--json", "as_json", is_flag=True, help="machine-readable plan and summary")
 def rebuild_command(store: str, config_path: Path, table: str | None, dry_run: bool, keep_old: bool, force: bool,
-                    as_json: bool) -> None:
+                    accept_dead_letters: int, as_json: bool) -> None:
     """Rebuild STORE from the change topics into a fresh generation, then switch atomically.
-    Ctrl-C or SIGTERM stop it after the running tasks; the same command resumes it."""
-    from pipelines.ops import preflight, rebuild
+    Ctrl-C or SIGTERM stop it after the running tasks; the same command resumes it. Records of the
+    replay that were dead-lettered (more than --accept-dead-letters) stop the switch: the old
+    generation stays, the fresh one is dropped, exit 7."""
+    from pipelines.errors import DeadLettersLeft
+    from pipelines.ops import preflight, rebuild, rebuild_letters
     from pipelines.stopping import Interrupted, StopRequest
 
     stop = StopRequest("after the running tasks").install()
+    again = f"cdckit rebuild {store}" + (f" --table {table}" if table else "") + f" -c {config_path}"
     cfg = load(config_path)
     preflight.check(cfg)
     plan = rebuild.make_plan(cfg, store, table)
@@ -43,23 +50,27 @@ def rebuild_command(store: str, config_path: Path, table: str | None, dry_run: b
     spark = spark_session(cfg)
     try:
         with RebuildProgress(plan, err if as_json else out) as progress:
-            state = rebuild.run(spark, cfg, plan, keep_old=keep_old, cb=progress.callbacks(), stop=stop)
+            state = rebuild.run(spark, cfg, plan, keep_old=keep_old, cb=progress.callbacks(), stop=stop,
+                                accept_dead_letters=accept_dead_letters)
     except Interrupted as exc:
-        again = f"cdckit rebuild {store}" + (f" --table {table}" if table else "") + f" -c {config_path}"
         say(f"rebuild {plan.rebuild_id} stopped {exc.where}; readers still use the current generation. "
             f"Resume with `{again}` (it continues where it stopped)")
         spark.stop()
         return
     summary = state.summary
+    verdict = state.dead_letters or {}
+    switched = verdict.get("switch", True)
     if as_json:
-        print_json({"plan": plan.as_json(), "notes": notes, "summary": summary})
+        print_json({"plan": plan.as_json(), "notes": notes, "summary": summary, "dead_letters": verdict})
     else:
         bulk, catchup = summary.get("bulk", {}), summary.get("catchup", {})
-        say(f"rebuild {plan.rebuild_id} done: bulk {bulk.get('records', 0):,} records in {bulk.get('seconds', 0)} s "
-            f"({bulk.get('survivors', 0):,} keys written, {bulk.get('dead_letters', 0)} dead letters); catch-up "
-            f"{catchup.get('records', 0):,} records by the {catchup.get('by', 'rebuild')} "
-            f"({catchup.get('search_stale', 0) + catchup.get('cache_stale', 0):,} already newer); "
-            f"old generation {summary.get('old_generation')}")
+        end = (f"old generation {summary.get('old_generation')}" if switched
+               else "not switched: fresh generation dropped, readers keep the old one")
+        say(f"rebuild {plan.rebuild_id} {'done' if switched else 'refused'}: bulk {bulk.get('records', 0):,} records "
+            f"in {bulk.get('seconds', 0)} s ({bulk.get('survivors', 0):,} keys written, {bulk.get('dead_letters', 0)} "
+            f"dead letters); catch-up {catchup.get('records', 0):,} records by the {catchup.get('by', 'rebuild')} "
+            f"({catchup.get('search_stale', 0) + catchup.get('cache_stale', 0):,} already newer, "
+            f"{catchup.get('dead_letters', 0)} dead letters); {end}")
         if "documents" in summary:
             docs = summary["documents"]
             say(f"documents: {docs.get('records', 0):,} records folded into {docs.get('documents', 0):,} document "
@@ -67,3 +78,8 @@ def rebuild_command(store: str, config_path: Path, table: str | None, dry_run: b
         if bulk.get("unresolved_toast"):
             say(f"warning: {bulk['unresolved_toast']} keys had unchanged TOAST columns whose value neither the log "
                 "nor Postgres holds now (rows deleted or re-keyed since: their deletes follow in the log)")
+        note = rebuild_letters.accepted_note(verdict) if switched else None
+        if note:
+            say(f"warning: {note}")
+    if not switched:
+        raise DeadLettersLeft(rebuild_letters.refusal(plan.rebuild_id, verdict, again))

@@ -17,9 +17,14 @@ Phases (each recorded in the rebuild state file, so a rerun resumes where it sto
 4. switch: one alias update per index; SWAPDB for Redis; the rebuild's documents' state becomes the
    live one (the running job's documents' query moves to it). Then, once the live pipeline has
    finished the batch that may have been in flight, the old generation is dropped (unless kept).
+   Unless records of the replay were dead-lettered (more than accepted, see rebuild_letters): then
+   phase "refused" instead, the live pipeline stops writing the fresh generations, which are
+   dropped once its batch in flight has finished; readers never leave the old generation.
 """
 from __future__ import annotations
 
+import logging
+import shutil
 import socket
 import time
 import uuid
@@ -41,12 +46,14 @@ from pipelines.apply.stores import redis_client, search_engine
 from pipelines.config import Config
 from pipelines.errors import CdckitError, RebuildRefused
 from pipelines.apply import index_definitions
+from pipelines.ops import rebuild_letters
 from pipelines.ops.faults import crash_point
 from pipelines.state import documents as documents_state
 from pipelines.state import rebuild as rebuild_state
 from pipelines.state.rebuild import RebuildState, Targets
 from pipelines.stopping import Interrupted, StopRequest
 
+log = logging.getLogger("cdckit.rebuild")
 ASSUMED_RATE = 15_000          # events/s, until a finished rebuild has measured this machine
 RETENTION_SHARE = 0.5          # refuse when the estimate exceeds this share of delete.retention.ms
 LIVE_BATCH_WAIT_S = 120.0
@@ -161,10 +168,12 @@ class Callbacks:
 
 
 def run(spark, config: Config, plan: Plan, keep_old: bool = False, cb: Callbacks | None = None,
-        stop: StopRequest | None = None) -> RebuildState:
+        stop: StopRequest | None = None, accept_dead_letters: int = 0) -> RebuildState:
     """Carry the plan out from wherever it stopped; returns the state, with the summary. A stop
     request is honoured between phases, between bulk tasks and catch-up batches (Interrupted; a
-    rerun resumes), never between the switch and its record."""
+    rerun resumes), never between the switch and its record. More dead-lettered records than
+    `accept_dead_letters` (pipelines/ops/rebuild_letters.py): no switch, the fresh generations are
+    dropped and the state ends "done" with the verdict in `state.dead_letters` (the caller says so)."""
     from pipelines.spark.rebuild_jobs import bulk
 
     cb = cb or Callbacks()
@@ -217,15 +226,33 @@ def run(spark, config: Config, plan: Plan, keep_old: bool = False, cb: Callbacks
                 # The documents (when not rebuilt) and the visibility position are carried over into
                 # the spare database at the switch (_switch): none may be written meanwhile.
                 held.enter_context(documents_state.handover_lock(ckpt))
-            cb.phase("switching")
-            state.live_batch_at_switch = _live_batch(config)
-            _switch(config, plan)
-            if documents is not None:
-                documents.adopt()
-            crash_point("rebuild.after_switch")   # the drill's worst moment: switched, not yet recorded
-            state.dual_write = False
-            state.switched_at = time.time()
-            _advance(ckpt, state, "switched")
+            if not (state.dead_letters or {}).get("switch"):   # a rerun after the switch began keeps to it
+                live = rebuild_state.live_caught_up(ckpt, state.catchup_epoch)
+                state.dead_letters = rebuild_letters.verdict(state.summary, live, accept_dead_letters)
+            if state.dead_letters["switch"]:
+                rebuild_state.save(ckpt, state)   # the verdict, before anything switches
+                cb.phase("switching")
+                state.live_batch_at_switch = _live_batch(config)
+                _switch(config, plan)
+                if documents is not None:
+                    documents.adopt()
+                crash_point("rebuild.after_switch")   # the drill's worst moment: switched, not yet recorded
+                state.dual_write = False
+                state.switched_at = time.time()
+                _advance(ckpt, state, "switched")
+            else:
+                if documents is not None and not documents.adopted:
+                    documents_state.cancel_handover(ckpt)   # the old documents' state goes on
+                # The live pipeline stops writing the fresh generations; the batch in flight is
+                # awaited before they are dropped (it would create a dropped index again).
+                state.dual_write = False
+                state.live_batch_at_switch = _live_batch(config)
+                _advance(ckpt, state, "refused")
+    if state.phase == "refused":
+        cb.phase("dropping the fresh generation")
+        _drop_fresh(config, plan, state.live_batch_at_switch)
+        state.summary["fresh_generation"] = "dropped"
+        _finish(config, state, work)
     if state.phase == "switched":
         if plan.cache:
             cachegen.finish(redis_client(config), plan.rebuild_id)
@@ -234,12 +261,16 @@ def run(spark, config: Config, plan: Plan, keep_old: bool = False, cb: Callbacks
             cb.phase("dropping the old generation")
             dropped = _drop_old(config, plan, state.live_batch_at_switch)
         state.summary["old_generation"] = "dropped" if dropped else "kept"
-        _remember_rate(config, state)
-        _advance(ckpt, state, "done")
-        rebuild_state.keep_final_copy(work, state)
-        # The bulk's progress group in Kafka has served (its result is in the state's summary).
-        rebuild_state.progress_board(config.kafka.client_config(), plan.rebuild_id).forget()
+        _finish(config, state, work)
     return state
+
+
+def _finish(config: Config, state: RebuildState, work) -> None:
+    _remember_rate(config, state)
+    _advance(config.spark.checkpoint_dir, state, "done")
+    rebuild_state.keep_final_copy(work, state)
+    # The bulk's progress group in Kafka has served (its result is in the state's summary).
+    rebuild_state.progress_board(config.kafka.client_config(), state.plan["rebuild_id"]).forget()
 
 
 class _DocumentsReplay:
@@ -428,19 +459,47 @@ def _live_batch(config: Config, finished_within_s: float | None = None) -> int |
     return int(st["batch_id"])
 
 
+def _await_live_batch(config: Config, batch_at: int | None) -> bool:
+    """The live pipeline's batch in flight at `batch_at` has finished (or no pipeline runs); False
+    after LIVE_BATCH_WAIT_S."""
+    if batch_at is None:
+        return True
+    deadline = time.monotonic() + LIVE_BATCH_WAIT_S
+    gone = 0  # readings in a row that saw no live pipeline: one could be a file system's hiccup
+    while True:
+        now = _live_batch(config)
+        gone = gone + 1 if now is None else 0
+        if gone >= 3 or (now is not None and now > batch_at):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
+
+
+def _drop_fresh(config: Config, plan: Plan, batch_at: int | None) -> None:
+    """A refused rebuild's fresh generations go, never a live one (drop_generation refuses an index
+    behind its alias; the spare database is emptied only while it holds this rebuild). Dropped even
+    when the batch in flight outlasts the wait: a spare database left full refuses the next rebuild."""
+    if not _await_live_batch(config, batch_at):
+        log.warning("rebuild %s: the live batch in flight did not finish within %.0f s; dropping the fresh "
+                    "generation anyway", plan.rebuild_id, LIVE_BATCH_WAIT_S)
+    if plan.search:
+        engine = search_engine(config)
+        for s in plan.search.values():
+            drop_generation(engine, s["target"], s["alias"])
+    if plan.cache:
+        cachegen.discard(redis_client(config), redis_client(config, plan.cache["spare_db"]), plan.rebuild_id)
+    if plan.documents:
+        ckpt = config.spark.checkpoint_dir
+        folder = ckpt / str(plan.documents["folder"])
+        if folder != documents_state.current(ckpt):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
 def _drop_old(config: Config, plan: Plan, batch_at_switch: int | None) -> bool:
     """A batch in flight at the switch may still write the old generation: wait for it to finish."""
-    if batch_at_switch is not None:
-        deadline = time.monotonic() + LIVE_BATCH_WAIT_S
-        gone = 0  # readings in a row that saw no live pipeline: one could be a file system's hiccup
-        while True:
-            now = _live_batch(config)
-            gone = gone + 1 if now is None else 0
-            if gone >= 3 or (now is not None and now > batch_at_switch):
-                break
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.5)
+    if not _await_live_batch(config, batch_at_switch):
+        return False
     if plan.search:
         engine = search_engine(config)
         for s in plan.search.values():

@@ -18,6 +18,7 @@ from connectors.kafka.errors import TopicLost
 from derived.sinks import markers as store_markers
 from derived.sinks.errors import StoreUnavailable
 from pipelines.apply.batch import ApplyOptions, apply_truncates
+from pipelines.apply.letter_kinds import FirstLetters
 from pipelines.apply.stats import BatchStats, add_stats
 from pipelines.apply.stores import stores_from_config
 from pipelines.config import Config, load_config
@@ -133,6 +134,7 @@ def batch_writer(config: Config, on_batch: Callable | None = None, config_path: 
     cuts = TruncateCuts(config.spark.checkpoint_dir)
     known_ids = TopicIds(config.spark.checkpoint_dir)
     schema = _schema_watch(live, config_path)
+    first_letters = FirstLetters()
 
     def write(df, batch_id: int) -> None:
         if gate is None:
@@ -167,6 +169,11 @@ def batch_writer(config: Config, on_batch: Callable | None = None, config_path: 
             stats, out, stretch = _apply(df, batch_id, duty, state, live, cuts)
             fences.save(batch_id, state)
             seconds = time.monotonic() - started
+            if duty is not None and duty.targets and stats.fresh_dead_letters and duty.state.catchup_epoch:
+                # Before the status, which the rebuild's wait reads: its verdict counts these
+                # refusals of the fresh generation too (pipelines/ops/rebuild_letters.py).
+                rebuild_state.add_live_letters(config.spark.checkpoint_dir, duty.state.catchup_epoch,
+                                               stats.fresh_dead_letters)
             write_status(config.spark.checkpoint_dir, batch_id, stats, seconds)
             if stretch is not None:  # after the status: the rebuild's wait for in-flight batches reads it
                 rebuild_state.mark_live_caught_up(config.spark.checkpoint_dir, duty.state.catchup_epoch, batch_id,
@@ -174,6 +181,8 @@ def batch_writer(config: Config, on_batch: Callable | None = None, config_path: 
                 log.info("rebuild %s: catch-up stretch of %d records replayed", duty.rebuild_id, stretch["records"])
         if metrics is not None:
             metrics.batch(stats, seconds, out, live.config)
+        for line in first_letters.lines(stats.letter_kinds, lambda topic: _table_name(live.config, topic)):
+            log.warning(line)
         log.info(batch_line(batch_id, stats, seconds, gate.lag if gate else None))
         if on_batch:
             on_batch(batch_id, stats, out)
@@ -207,6 +216,11 @@ def batch_writer(config: Config, on_batch: Callable | None = None, config_path: 
         return stats, out, stretch
 
     return write
+
+
+def _table_name(config: Config, topic: str) -> str | None:
+    table = config.table_for_topic(topic)
+    return table.name if table is not None else None
 
 
 def _schema_watch(live: LiveConfig, config_path: Path | None):

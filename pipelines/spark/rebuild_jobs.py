@@ -19,6 +19,7 @@ from connectors.kafka.dead_letter_topic import DeadLetterWriter
 from connectors.kafka.offsets import begin_offsets
 from connectors.kafka.ranges import RANGE_ARROW_SCHEMA, KafkaRange, read_messages
 from derived.change import Position, Version
+from pipelines.apply import letter_kinds
 from pipelines.apply.batch import ApplyOptions, apply_changes, apply_truncates, as_documents, newest_cuts
 from pipelines.apply.rebuild_fold import PartitionFold
 from pipelines.apply.stats import BatchStats, add_stats
@@ -41,6 +42,7 @@ BULK_SCHEMA = pa.schema([
     ("cache_applied", pa.int64()), ("cache_stale", pa.int64()), ("dead_letters", pa.int64()),
     ("unresolved_toast", pa.int64()), ("fence", pa.int64()),
     ("read_seconds", pa.float64()), ("fold_seconds", pa.float64()), ("apply_seconds", pa.float64()),
+    ("letter_kinds", pa.string()),
 ])
 BULK_DDL = ddl(BULK_SCHEMA)
 RANGES_DDL = ddl(RANGE_ARROW_SCHEMA)
@@ -95,6 +97,7 @@ def bulk(spark, config: Config, plan, work: RebuildWork, on_progress: Callable[[
         for row in rows:
             previous[f"{row['topic']}-{row['partition']}"] = row
         write_bulk(work, previous)  # before anything else can fail
+        log_first_letters(config, rows)
         _advisory(lambda: on_progress(board.read(partitions, timeout_s=5)), "rebuild progress not read")
     finally:
         board.close()
@@ -110,6 +113,15 @@ def bulk(spark, config: Config, plan, work: RebuildWork, on_progress: Callable[[
         totals[k] = round(sum(r.get(k, 0) for r in previous.values()), 1)
     totals["fences"] = {fence_key(r["topic"], r["partition"]): r["fence"] for r in previous.values() if r["fence"]}
     return totals
+
+
+def log_first_letters(config: Config, rows: list[dict[str, Any]]) -> None:
+    """A WARNING line per kind of dead letter the tasks met (pipelines/apply/letter_kinds.py)."""
+    samples: list[dict[str, Any]] = []
+    for row in rows:
+        samples = letter_kinds.merge(samples, orjson.loads(row.get("letter_kinds") or "[]"), letter_kinds.REMEMBERED)
+    for line in letter_kinds.FirstLetters().lines(samples, lambda t: getattr(config.table_for_topic(t), "name", None)):
+        log.warning(line)
 
 
 def _advisory(action: Callable[[], Any], what: str) -> bool:
@@ -208,7 +220,8 @@ def _bulk_range(config_json: bytes, targets: Targets, board, rebuild_id: str, to
         "cache_applied": stats.cache_applied, "cache_stale": stats.cache_stale, "dead_letters": written,
         "unresolved_toast": sum(1 for c in survivors if c.unavailable),
         "fence": fold.fences.get(fence_key(topic, partition), 0), "read_seconds": round(read_s, 2),
-        "fold_seconds": round(fold_s, 2), "apply_seconds": round(apply_s, 2)}], schema=BULK_SCHEMA)
+        "fold_seconds": round(fold_s, 2), "apply_seconds": round(apply_s, 2),
+        "letter_kinds": orjson.dumps(letter_kinds.sample(dead)).decode() if dead else None}], schema=BULK_SCHEMA)
 
 
 def _fold_range(config: Config, board, topic: str, partition: int, start: int, end: int,
@@ -298,16 +311,21 @@ def reset_catchup(work: RebuildWork) -> None:
 
 class MarkedLetters:
     """The catch-up's dead-letter sink: only store rejections, marked as the fresh generation's.
-    Records that fail to decode were dead-lettered when the live pipeline first met them."""
+    Records that fail to decode were dead-lettered when the live pipeline first met them; they
+    are counted all the same (the count is the records the fresh generation lacks, which the
+    rebuild judges before its switch)."""
 
     def __init__(self, writer) -> None:
         self.writer = writer
 
     def write(self, letters) -> int:
+        letters = list(letters)
         rejected = [d for d in letters if d.stage == "apply"]
         for letter in rejected:
             letter.extra["generation"] = "rebuild"
-        return self.writer.write(rejected) if rejected else 0
+        if rejected:
+            self.writer.write(rejected)
+        return len(letters)
 
 
 def catchup_fn(config_json: bytes, targets: Targets, fences: dict[str, int], cuts: dict[str, Version]
@@ -374,7 +392,8 @@ def catch_up_stretch(spark, config: Config, state: RebuildState, end: dict[str, 
 
 
 def _fresh_totals() -> dict[str, int]:
-    return {"records": 0, "search_applied": 0, "search_stale": 0, "cache_applied": 0, "cache_stale": 0}
+    return {"records": 0, "search_applied": 0, "search_stale": 0, "cache_applied": 0, "cache_stale": 0,
+            "dead_letters": 0}
 
 
 def _settle_fresh(config: Config, targets: Targets, out: list[dict[str, Any]], totals: dict[str, int]) -> None:

@@ -17,7 +17,9 @@ from pipelines.state.checkpoint import CheckpointDir, RebuildWork
 from pipelines.state.json_files import read_json, write_json
 from pipelines.state.locks import file_lock
 
-PHASES = ("planned", "bulk", "catchup", "switched", "done")
+# "refused": records of the replay were dead-lettered (more than accepted), so the fresh
+# generations are dropped instead of switched; "done" follows either way.
+PHASES = ("planned", "bulk", "catchup", "switched", "refused", "done")
 
 
 @dataclass(frozen=True)
@@ -59,14 +61,21 @@ class RebuildState:
     switched_at: float | None = None
     catchup_by: str | None = None
     catchup_epoch: str | None = None       # one per hand-over of the catch-up (a rerun makes a new one)
+    # The dead letters' verdict (pipelines/ops/rebuild_letters.py), saved before the switch begins
+    # or with phase "refused": a rerun after a crash keeps to it rather than judge a half-switch again.
+    dead_letters: dict[str, Any] | None = None
 
     def as_json(self) -> dict[str, Any]:
         body = {"plan": self.plan, "phase": self.phase, "targets": self.targets.as_json(),
                 "dual_write": self.dual_write, "started_at": self.started_at, "summary": self.summary}
+        if self.dead_letters is not None:
+            body["dead_letters"] = self.dead_letters
         if self.catchup_by is not None:
             body.update(catchup_by=self.catchup_by, catchup_epoch=self.catchup_epoch)
         if self.switched_at is not None:
             body.update(live_batch_at_switch=self.live_batch_at_switch, switched_at=self.switched_at)
+        elif self.phase == "refused":   # the batch in flight the fresh generations' drop waits for
+            body["live_batch_at_switch"] = self.live_batch_at_switch
         return body
 
     @classmethod
@@ -74,7 +83,7 @@ class RebuildState:
         return cls(data.get("plan") or {}, Targets.from_json(data.get("targets")), data.get("phase", "planned"),
                    bool(data.get("dual_write")), data.get("started_at", 0.0), data.get("summary") or {},
                    data.get("live_batch_at_switch"), data.get("switched_at"), data.get("catchup_by"),
-                   data.get("catchup_epoch"))
+                   data.get("catchup_epoch"), data.get("dead_letters"))
 
 
 def load(checkpoint_dir: Path) -> RebuildState | None:
@@ -141,6 +150,16 @@ def mark_live_caught_up(checkpoint_dir: Path, epoch: str, batch_id: int, totals:
     write_json(CheckpointDir(checkpoint_dir).rebuild_live, {"epoch": epoch, "batch_id": batch_id, **totals})
 
 
+def add_live_letters(checkpoint_dir: Path, epoch: str, count: int) -> None:
+    """The live pipeline's dual writes after its catch-up: records the fresh generation refused
+    (`dual_write_dead_letters` in its report of this hand-over; the live pipeline is its only writer)."""
+    path = CheckpointDir(checkpoint_dir).rebuild_live
+    body = read_json(path) or {}
+    if body.get("epoch") == epoch:
+        body["dual_write_dead_letters"] = int(body.get("dual_write_dead_letters") or 0) + count
+        write_json(path, body)
+
+
 def work_dir(checkpoint_dir: Path, rebuild_id: str) -> RebuildWork:
     return CheckpointDir(checkpoint_dir).rebuild_work(rebuild_id)
 
@@ -194,7 +213,7 @@ def progress_totals(checkpoint_dir: Path, read_progress: Callable[[str, list[tup
     if state is None or state.phase == "done":
         return False, 0, 0
     total = int(state.plan.get("records") or 0)
-    if state.phase in ("catchup", "switched"):
+    if state.phase in ("catchup", "switched", "refused"):
         return True, total, total
     rebuild_id = str(state.plan.get("rebuild_id", ""))
     progress = read_progress(rebuild_id, plan_partitions(state.plan.get("end") or {})) if rebuild_id else {}

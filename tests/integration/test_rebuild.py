@@ -201,7 +201,19 @@ def test_rebuild_over_compacted_log_shapes(stack, tmp_path):
     plan = json.loads(dry.stdout)["plan"]
     assert plan["end"] == {topic: {"0": 9}} and plan["search"]["public.items"]["target"] == f"{name}_v1"
 
-    result = cli("rebuild", "all", "-c", str(path), "--json", timeout=300)
+    # The malformed record is a dead letter of the replay: no switch, the old generation stays and
+    # the fresh one is dropped (exit 7, naming `cdckit dlq list`).
+    refused = cli("rebuild", "all", "-c", str(path), "--json", timeout=300)
+    assert refused.returncode == 7, refused.stdout[-3000:] + refused.stderr[-3000:]
+    assert "did not switch: 1 record(s) of its replay were dead-lettered" in refused.stderr
+    assert "`cdckit dlq list`" in refused.stderr and "--accept-dead-letters 1" in refused.stderr
+    body = json.loads(refused.stdout)
+    assert body["dead_letters"] == {"count": 1, "by": {"bulk": 1}, "accepted": 0, "switch": False}
+    assert live.get(f"{name}:2") == b'{"id": 2, "name": "stale"}'
+    assert redis.Redis.from_url(own_db(stack, SPARE_DB).redis_url).dbsize() == 0
+    assert requests.head(f"{stack.search_url}/{name}_v1", timeout=10).status_code == 404
+
+    result = cli("rebuild", "all", "-c", str(path), "--json", "--accept-dead-letters", "1", timeout=300)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     summary = json.loads(result.stdout)["summary"]
     assert summary["bulk"]["dead_letters"] == 1 and summary["bulk"]["survivors"] == 2

@@ -89,6 +89,15 @@ def _holds(client: redis.Redis, label: str) -> bool:
     return held is not None and held.decode() == label
 
 
+def discard(live: redis.Redis, spare: redis.Redis, label: str) -> bool:
+    """A rebuild that did not switch: its spare database is emptied, only while it holds this
+    rebuild and the live one does not (never the live generation; a rerun finds nothing to do)."""
+    if _holds(live, label) or not _holds(spare, label):
+        return False
+    spare.flushdb()
+    return True
+
+
 def drop_old(spare: redis.Redis) -> None:
     """After the switch the spare database holds the old generation."""
     spare.flushdb()

@@ -69,3 +69,20 @@ def test_state_round_trips_through_its_file(tmp_path):
     assert rs.load(tmp_path) == state
     plain = _save(tmp_path, phase="catchup", dual_write=True)   # written before catchup_by existed
     assert rs.load(tmp_path) == plain and rs.live_duty(tmp_path).targets == TARGETS
+
+
+def test_a_refused_rebuilds_verdict_and_awaited_batch_round_trip(tmp_path):
+    verdict = {"count": 4, "by": {"bulk": 4}, "accepted": 0, "switch": False}
+    state = _save(tmp_path, phase="refused", dead_letters=verdict, live_batch_at_switch=17)
+    assert rs.load(tmp_path) == state
+    assert rs.progress_totals(tmp_path, lambda *a: {}) == (True, 0, 0)   # unfinished, past the bulk
+
+
+def test_the_live_pipelines_dual_write_letters_add_up_in_its_report_of_the_hand_over(tmp_path):
+    rs.add_live_letters(tmp_path, "e1", 2)                 # no report yet: nothing to add to
+    assert rs.live_caught_up(tmp_path, "e1") is None
+    rs.mark_live_caught_up(tmp_path, "e1", 12, {"records": 3, "dead_letters": 1})
+    rs.add_live_letters(tmp_path, "e1", 2)
+    rs.add_live_letters(tmp_path, "e1", 3)
+    rs.add_live_letters(tmp_path, "e0", 9)                 # an earlier hand-over's
+    assert rs.live_caught_up(tmp_path, "e1")["dual_write_dead_letters"] == 5
