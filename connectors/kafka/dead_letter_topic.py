@@ -103,3 +103,63 @@ def read_letters(conf: dict[str, Any], topic: str, from_offset: int = 0) -> list
     finally:
         c.close()
     return letters
+
+
+@dataclass
+class LetterTally:
+    """Letters of [start, end) counted per source topic, with each topic's first reason.
+    `read` < end - start when the reading stopped at its limit (the rest are not broken down)."""
+
+    start: int
+    end: int
+    per_topic: dict[str, int]
+    first_reason: dict[str, str]
+    read: int = 0
+    position: int = -1     # the next offset to read (-1: start)
+
+    @property
+    def total(self) -> int:
+        return max(0, self.end - self.start)   # one partition, never compacted: offsets are letters
+
+    def add(self, source_topic: str, reason: str) -> None:
+        self.per_topic[source_topic] = self.per_topic.get(source_topic, 0) + 1
+        self.first_reason.setdefault(source_topic, reason)
+        self.read += 1
+
+
+def topic_end(conf: dict[str, Any], topic: str) -> int:
+    """The dead-letter topic's end offset (0 when it does not exist yet)."""
+    return int(end_offsets(conf, [topic]).get(topic, {}).get("0", 0))
+
+
+def tally_letters(conf: dict[str, Any], topic: str, start: int, end: int | None = None,
+                  limit: int = 200_000, tally: LetterTally | None = None) -> LetterTally:
+    """Count the letters of [start, end) by source topic (headers only; at most `limit` read).
+    Given `tally`, adds to it (a poller reading on from where it stopped)."""
+    end = topic_end(conf, topic) if end is None else end
+    if tally is None or tally.start != start:
+        tally = LetterTally(start, start, {}, {})
+    tally.end = max(tally.end, end)
+    position = max(start, tally.position)
+    if end <= position or tally.read >= limit:
+        return tally
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({**conf, "group.id": "cdckit-dlq", "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition(topic, 0, position)])
+    try:
+        while position < end and tally.read < limit:
+            msgs = c.consume(1000, 5)
+            if not msgs:
+                break
+            for m in msgs:
+                if m.error() is not None or m.offset() >= end:
+                    continue
+                h = {k: (v or b"").decode(errors="replace") for k, v in (m.headers() or [])
+                     if k in ("cdckit.source.topic", "cdckit.reason")}
+                tally.add(h.get("cdckit.source.topic", ""), h.get("cdckit.reason", ""))
+                position = m.offset() + 1
+    finally:
+        c.close()
+    tally.position = position
+    return tally

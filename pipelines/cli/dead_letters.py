@@ -38,17 +38,24 @@ def dlq_list(config_path: Path, from_offset: int, limit: int, as_json: bool) -> 
 @click.option("--from-offset", type=int, default=0, show_default=True)
 @json_option
 def dlq_replay(config_path: Path, from_offset: int, as_json: bool) -> None:
-    """Apply dead letters again (after a fix). Versioned writes: older letters change nothing."""
-    from pipelines.ops.dead_letters import read_letters, replay
+    """Apply dead letters again (after a fix). Versioned writes: older letters change nothing.
+    Letters up to the first that still fails count as settled from then on (`cdckit status`)."""
+    from pipelines.ops.dead_letters import read_letters, record_replay, replay
 
     cfg = load(config_path)
-    result = replay(cfg, read_letters(cfg, from_offset))
+    letters = read_letters(cfg, from_offset)
+    result = replay(cfg, letters)
+    result["settled_below"] = record_replay(cfg, letters, result, from_offset)
     if as_json:
         print_json(result)
     else:
         say(f"replayed {result['replayed']} of {result['letters']} dead letter(s): search +{result['search_applied']}, "
             f"cache +{result['cache_applied']}, {result['stale']} already newer; "
             f"{len(result['still_failing'])} still failing")
+        if result["without_payload"]:
+            say(f"{result['without_payload']} letter(s) had nothing to replay (no key in a readable source partition, "
+                "no value): counted as dealt with")
         for f in result["still_failing"][:50]:
             say(f"  {f['source']}: {f['reason']}")
+        say(f"letters below offset {result['settled_below']} are settled (`cdckit status` counts those after it)")
     sys.exit(1 if result["still_failing"] else 0)

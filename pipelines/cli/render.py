@@ -85,11 +85,12 @@ def show_status(report) -> None:
         table.add_row(topic, t.get("cleanup_policy", "missing"), str(end), str(committed),
                       f"{t.get('lag', '-')}{' (growing)' if t.get('lag_growing') else ''}")
     out.print(table)
-    rows = Table("table", "postgres", "search docs", "cache keys")
+    rows = Table("table", "postgres", "search docs", "cache keys", "dead letters")
     for name, t in report.tables.items():
         pg = t.get("postgres_rows", t.get("postgres_rows_estimate"))
         rows.add_row(name, "-" if pg is None else (f"{pg}" if "postgres_rows" in t else f"~{pg}"),
-                     str(t.get("search_docs", "-")), str(t.get("cache_keys", "-")))
+                     str(t.get("search_docs", "-")), str(t.get("cache_keys", "-")),
+                     str(t.get("dead_letters_pending", 0)))   # not settled by a `dlq replay`
     out.print(rows)
     for w in report.warnings:
         say(f"warning: {w}")

@@ -13,6 +13,9 @@ The newest record of a key is in the same partition at an offset at or after the
 exists). Letters that still fail are reported, not written back (the originals stay in the topic).
 So a letter's own value is needed only when its key is missing or its source partition can no
 longer be read: letters written without values (`dlq.include_values: false`) replay the same.
+
+A replay moves the settled mark (pipelines/state/dead_letters.py) up to its first letter that
+still fails (`settled_mark`): `status` counts only the letters past it.
 """
 from __future__ import annotations
 
@@ -63,6 +66,40 @@ def replayable(letter: Letter, later: dict[tuple[str, int], list[dict[str, Any]]
         or letter.value is not None
 
 
+def still_failing(letters: list[Letter], failed: list[Any]) -> list[Letter]:
+    """The letters whose replay failed: their key's record in their source partition was refused
+    again (`failed`: derived.change.DeadLetter of the replayed records), or, replayed as they
+    are, the letter's own record."""
+    keys = {(d.position.topic, d.position.partition, d.key) for d in failed if d.key is not None}
+    positions = {(d.position.topic, d.position.partition, d.position.offset) for d in failed}
+    return [x for x in letters if (x.key is not None and (x.source_topic, x.source_partition, x.key) in keys)
+            or (x.source_topic, x.source_partition, x.source_offset) in positions]
+
+
+def settled_mark(letters: list[Letter], first_failing: int | None, previous: int, from_offset: int) -> int:
+    """The settled mark after replaying `letters` (read from `from_offset` on; the mark was
+    `previous`): up to the first letter still failing, else past the last one. A replay that
+    began past the mark leaves it: the letters in between were not replayed. A letter with
+    nothing to replay counts as dealt with (no replay can ever apply it; the output says so)."""
+    if not letters or from_offset > previous:
+        return previous
+    return max(previous, letters[-1].offset + 1 if first_failing is None else first_failing)
+
+
+def record_replay(config: Config, letters: list[Letter], result: dict[str, Any], from_offset: int) -> int:
+    """Move the settled mark after a replay (see settled_mark); returns it."""
+    from connectors.kafka.dead_letter_topic import topic_end
+    from pipelines.state import dead_letters as settled
+
+    ckpt = config.spark.checkpoint_dir
+    before = settled.settled_offset(ckpt)
+    previous = settled.pending_from(before, topic_end(config.kafka.client_config(), config.dead_letter_topic))
+    mark = settled_mark(letters, result.get("first_failing_offset"), previous, from_offset)
+    if mark != before:
+        settled.record_settled(ckpt, mark)
+    return mark
+
+
 def _later_records(config: Config, letters: list[Letter]) -> dict[tuple[str, int], list[dict[str, Any]]]:
     """Each lettered source partition's records from its first letter to its end now; a partition
     that can no longer be read (its topic deleted) is left out."""
@@ -108,8 +145,10 @@ def replay(config: Config, letters: list[Letter]) -> dict[str, Any]:
     stats = apply_records(rows, stores, dict(fences), collect, how=how) if rows else None
     failed = {(d.position.topic, d.position.partition, d.position.offset): d.reason for d in collect.failed}
     replayed = sum(1 for x in letters if replayable(x, later))
+    failing = still_failing(letters, collect.failed)
     return {"letters": len(letters), "replayed": replayed, "without_payload": len(letters) - replayed,
             "records_applied": len(rows),
             "search_applied": stats.search_applied if stats else 0, "cache_applied": stats.cache_applied if stats else 0,
             "stale": (stats.search_stale + stats.cache_stale) if stats else 0,
-            "still_failing": [{"source": f"{t}[{p}]@{o}", "reason": r} for (t, p, o), r in failed.items()]}
+            "still_failing": [{"source": f"{t}[{p}]@{o}", "reason": r} for (t, p, o), r in failed.items()],
+            "first_failing_offset": min((x.offset for x in failing), default=None)}

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pipelines.config import Config
+from pipelines.ops.status_rules import far_below, letter_problem, pending_by_table, shortfall_problem
 
 LAG_GROWTH_SAMPLE_S = 2.0
 
@@ -24,6 +25,7 @@ class Report:
     tables: dict[str, dict[str, Any]] = field(default_factory=dict)
     stores_lost: list[str] = field(default_factory=list)
     schema_pending: list[str] = field(default_factory=list)
+    dead_letters: dict[str, Any] = field(default_factory=dict)
 
     def problem(self, text: str) -> None:
         self.problems.append(text)
@@ -210,10 +212,67 @@ def _stores(config: Config, report: Report, exact: bool) -> None:
 
             with postgres.connect(config.postgres.reader_dsn_kwargs()) as conn:
                 row["postgres_rows"] = conn.execute(f"SELECT count(*) FROM {rows_of}").fetchone()[0]
-        want = row.get("postgres_rows", row.get("postgres_rows_estimate"))
-        for store in ("search_docs", "cache_keys"):
-            if row.get(store) == 0 and want:
-                report.warnings.append(f"{name}: {store.replace('_', ' ')} is empty but Postgres has ~{want} rows")
+        _shortfalls(config, report, name, rows_of, row)
+
+
+def _shortfalls(config: Config, report: Report, name: str, rows_of: str, row: dict[str, Any]) -> None:
+    """A store far below Postgres (status_rules.far_below) is a problem: records refused, or lost.
+    Below the estimate, the rows are counted exactly first: reltuples lags a large DELETE until
+    the next ANALYZE, and the exact count is what the problem line then names."""
+    stores = ("search_docs", "cache_keys")
+    if "postgres_rows" not in row and any(far_below(row.get(s), row.get("postgres_rows_estimate")) for s in stores):
+        from connectors import postgres
+
+        try:
+            with postgres.connect(config.postgres.reader_dsn_kwargs()) as conn:
+                row["postgres_rows"] = conn.execute(f"SELECT count(*) FROM {rows_of}").fetchone()[0]
+        except postgres.PostgresUnreachable:
+            pass  # reported by the slot's part already
+    exact = "postgres_rows" in row
+    want = row.get("postgres_rows", row.get("postgres_rows_estimate"))
+    for store in stores:
+        if far_below(row.get(store), want):
+            report.problem(shortfall_problem(name, store, row[store], want, exact))
+        elif row.get(store) == 0 and want:
+            report.warnings.append(f"{name}: {store.replace('_', ' ')} is empty but Postgres has ~{want} rows")
+
+
+def _dead_letters(config: Config, report: Report) -> None:
+    """Letters past the mark `cdckit dlq replay` left (pipelines/state/dead_letters.py), per table."""
+    from connectors.kafka.dead_letter_topic import tally_letters, topic_end
+    from pipelines.state.dead_letters import pending_from, settled_offset
+
+    conf = config.kafka.client_config()
+    try:
+        end = topic_end(conf, config.dead_letter_topic)
+        start = pending_from(settled_offset(config.spark.checkpoint_dir), end)
+        tally = tally_letters(conf, config.dead_letter_topic, start, end) if end > start else None
+    except Exception as exc:  # noqa: BLE001 - KafkaException, authorization: status goes on, saying so
+        report.warnings.append(f"dead letters not counted: {type(exc).__name__}: {str(exc)[:160]}")
+        return
+    report.dead_letters = {"topic": config.dead_letter_topic, "end": end, "settled_below": start,
+                           "pending": tally.total if tally else 0}
+    if tally is None:
+        return
+    pending = pending_by_table(tally.per_topic, tally.first_reason,
+                               lambda topic: getattr(config.table_for_topic(topic), "name", None))
+    for name, (count, reason) in sorted(pending.items()):
+        report.tables.setdefault(name, {})["dead_letters_pending"] = count
+        report.problem(letter_problem(name, count, reason))
+    if tally.read < tally.total:
+        report.problem(f"{tally.total:,} dead letters not settled in all ({tally.read:,} read for the tables above)")
+
+
+def _rebuild(config: Config, report: Report) -> None:
+    """The last rebuild refused its switch over dead letters: said, since its generation is gone."""
+    from pipelines.state import rebuild as rebuild_state
+
+    state = rebuild_state.load(config.spark.checkpoint_dir)
+    verdict = (state.dead_letters or {}) if state is not None else {}
+    if state is not None and state.phase == "done" and verdict and not verdict.get("switch"):
+        report.warnings.append(f"rebuild {state.plan.get('rebuild_id')} did not switch: {verdict.get('count', 0):,} "
+                               "records of its replay were dead-lettered (its fresh generation was dropped); "
+                               "`cdckit dlq list`, fix the cause, rebuild again")
 
 
 def _lost(config: Config, stores, report: Report) -> None:
@@ -258,8 +317,9 @@ def _index_definitions(config: Config, report: Report, compare=None) -> None:
 
 def collect(config: Config, exact: bool = False) -> Report:
     report = Report()
-    for part in (_connector, _slot, _topics, _pipeline, _schema):
+    for part in (_connector, _slot, _topics, _pipeline, _schema, _rebuild):
         part(config, report)
     _stores(config, report, exact)
+    _dead_letters(config, report)
     _index_definitions(config, report)
     return report

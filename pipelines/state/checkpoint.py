@@ -45,6 +45,8 @@ class CheckpointDir(_Folder):
     documents = _File("cdckit-documents.json", "Which folder holds the documents' query and state (state/documents.py).")
     documents_lock = _File("cdckit-documents.lock", "Held by a rebuild handing the documents over (state/documents.py).")
     rebuild_rate = _File("cdckit-rebuild-rate.json", "Events/s a finished rebuild measured (state/rebuild.py).")
+    dlq_settled = _File("cdckit-dlq-settled.json", "Up to where `cdckit dlq replay` settled the dead letters "
+                        "(pipelines/state/dead_letters.py).")
 
     def rebuild_work(self, rebuild_id: str) -> "RebuildWork":
         return RebuildWork(self.root / "rebuild" / rebuild_id)

@@ -45,3 +45,51 @@ def test_a_tombstone_letter_is_not_marked_dropped(monkeypatch):
     w = writer(monkeypatch, include_values=False)
     w.write([DeadLetter(Position("t", 0, 1), b"k", None, "decode", "r")])
     assert DROPPED not in w._producer.sent[0][2]
+
+
+class FakeMessage:
+    def __init__(self, offset, source):
+        self._offset, self._source = offset, source
+
+    def error(self):
+        return None
+
+    def offset(self):
+        return self._offset
+
+    def headers(self):
+        return [("cdckit.source.topic", self._source.encode()), ("cdckit.reason", f"reason {self._offset}".encode()),
+                ("cdckit.stage", b"apply")]
+
+
+class FakeConsumer:
+    """A dead-letter topic of letters from two source topics, read from the assigned offset."""
+
+    letters = ["cdc.public.a", "cdc.public.a", "cdc.public.b", "cdc.public.a"]
+
+    def __init__(self, conf):
+        self.at = 0
+
+    def assign(self, partitions):
+        self.at = partitions[0].offset
+
+    def consume(self, n, timeout):
+        batch = [FakeMessage(o, self.letters[o]) for o in range(self.at, min(len(self.letters), self.at + 2))]
+        self.at += len(batch)
+        return batch
+
+    def close(self):
+        pass
+
+
+def test_letters_are_tallied_by_source_topic_and_read_on_from_where_they_stopped(monkeypatch):
+    import confluent_kafka
+
+    monkeypatch.setattr(confluent_kafka, "Consumer", FakeConsumer)
+    tally = dead_letter_topic.tally_letters({}, "cdc.dlq", 1, 3)
+    assert tally.per_topic == {"cdc.public.a": 1, "cdc.public.b": 1} and tally.position == 3
+    assert tally.first_reason == {"cdc.public.a": "reason 1", "cdc.public.b": "reason 2"}
+    tally = dead_letter_topic.tally_letters({}, "cdc.dlq", 1, 4, tally=tally)
+    assert tally.per_topic == {"cdc.public.a": 2, "cdc.public.b": 1} and tally.total == 3 == tally.read
+    limited = dead_letter_topic.tally_letters({}, "cdc.dlq", 0, 4, limit=2)
+    assert limited.read == 2 and limited.total == 4

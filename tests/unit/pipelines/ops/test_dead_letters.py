@@ -48,3 +48,46 @@ def test_letters_without_values_replay_their_keys_newest_record():
     rows = newest_records(letters, later)
     assert [(r["key"], r["offset"], r["value"]) for r in rows] == [(b"a", 7, b"new")]
     assert [replayable(x, later) for x in letters] == [True, False, False]
+
+
+def _at(offset, key, source_offset, topic="t"):
+    return Letter(offset, topic, 0, source_offset, "apply", "r", key, b"v")
+
+
+def test_a_letter_still_fails_when_its_keys_replayed_record_is_refused_again():
+    from derived.change import DeadLetter, Position
+    from pipelines.ops.dead_letters import still_failing
+
+    letters = [_at(0, b"a", 5), _at(1, b"b", 6), _at(2, None, 7)]
+    failed = [DeadLetter(Position("t", 0, 9), b"a", b"v", "apply", "mapper"),      # a's newest record
+              DeadLetter(Position("t", 0, 7), None, b"v", "decode", "not JSON")]   # replayed as it is
+    assert [x.offset for x in still_failing(letters, failed)] == [0, 2]
+
+
+def test_a_replay_settles_up_to_its_first_letter_that_still_fails():
+    from pipelines.ops.dead_letters import settled_mark
+
+    letters = [_at(4, b"a", 5), _at(5, b"b", 6), _at(6, b"c", 7)]
+    assert settled_mark(letters, None, previous=4, from_offset=0) == 7
+    assert settled_mark(letters, 5, previous=4, from_offset=0) == 5
+    assert settled_mark(letters, 5, previous=6, from_offset=0) == 6       # never backwards
+    assert settled_mark(letters, None, previous=2, from_offset=4) == 2    # letters 2..3 were not replayed
+    assert settled_mark([], None, previous=3, from_offset=0) == 3
+
+
+def test_record_replay_moves_the_mark_beside_the_checkpoint(monkeypatch, tmp_path):
+    from pipelines.config import parse_config
+    from pipelines.ops.dead_letters import record_replay
+    from pipelines.state import dead_letters as settled
+    from tests.support.configs import BASE
+
+    cfg = parse_config({**BASE, "spark": {"checkpoint_dir": str(tmp_path)}})
+    monkeypatch.setattr("connectors.kafka.dead_letter_topic.topic_end", lambda conf, topic: 3)
+    assert settled.settled_offset(tmp_path) == 0
+    letters = [_at(0, b"a", 5), _at(1, b"b", 6), _at(2, b"c", 7)]
+    assert record_replay(cfg, letters, {"first_failing_offset": 1}, 0) == 1
+    assert record_replay(cfg, letters, {"first_failing_offset": None}, 0) == 3
+    assert settled.settled_offset(tmp_path) == 3
+    # The topic recreated (its end below the mark): the old mark means nothing for its letters.
+    settled.record_settled(tmp_path, 50)
+    assert record_replay(cfg, letters, {"first_failing_offset": 2}, 0) == 2
