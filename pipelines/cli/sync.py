@@ -34,8 +34,11 @@ def run_command(config_path: Path) -> None:
 @config_option
 @click.option("--once", is_flag=True, help="exit once the stores are consistent with the snapshot")
 def bootstrap_command(config_path: Path, once: bool) -> None:
-    """Snapshot the configured tables into both stores, with progress; then keep streaming."""
+    """Snapshot the configured tables into both stores, with progress; then keep streaming. A
+    snapshot that left dead letters ends it (exit 7, with or without --once): the stores are not
+    consistent with it, and streaming on would hide that."""
     from pipelines.cli.progress_view import ProgressView
+    from pipelines.errors import DeadLettersLeft
     from pipelines.ops import bootstrap, connector, preflight
     from pipelines.stopping import StopRequest
     from pipelines.spark import job
@@ -53,6 +56,8 @@ def bootstrap_command(config_path: Path, once: bool) -> None:
     say(f"connector {cfg.connector_name}: {result.action}")
     state = bootstrap.read_state(cfg)
     if state:
+        if bootstrap.snapshot_letters_pending(cfg, state):
+            raise DeadLettersLeft(bootstrap.letters_message(state.dead_letters, settled_since=True))
         say(f"already bootstrapped ({state.detected_by}, snapshot LSN {state.snapshot_lsn}); streaming")
         if once:
             return
@@ -85,6 +90,9 @@ def bootstrap_command(config_path: Path, once: bool) -> None:
                 sys.exit(0)
             for name in list(progress.tasks):
                 progress.finish(name)
+            if watch.done is not None and watch.done.dead_letters:
+                spark.stop()
+                raise DeadLettersLeft(bootstrap.letters_message(watch.done.dead_letters))
             if once and not cfg.documents:
                 spark.stop()
                 sys.exit(0)
@@ -97,6 +105,8 @@ def bootstrap_command(config_path: Path, once: bool) -> None:
             if done and not state:
                 for name in list(progress.tasks):
                     progress.finish(name)
+                if watch.done.dead_letters:
+                    return True   # not consistent: said below, rather than stream on
             if done and once and cfg.documents:  # and the nested documents built from the snapshot
                 if not documents_end:
                     documents_end.append(bootstrap.documents_topic_ends(cfg))
@@ -107,4 +117,6 @@ def bootstrap_command(config_path: Path, once: bool) -> None:
                        metrics=metrics)
     if not watch.done:
         say("stopped before the snapshot was applied; run `cdckit bootstrap` again to finish it")
+    elif not state and watch.done.dead_letters:
+        raise DeadLettersLeft(bootstrap.letters_message(watch.done.dead_letters))
     sys.exit(code)

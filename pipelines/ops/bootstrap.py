@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ from pipelines.errors import ConnectorFailed
 from pipelines.state import bootstrap as bootstrap_state
 from pipelines.state import documents as documents_state
 from pipelines.state.bootstrap import BootstrapState
+from pipelines.state.checkpoint import CheckpointDir
 from pipelines.state.offsets import batch_offsets, committed_offsets
 from pipelines.state.schema import SchemaState
 from pipelines.state.topic_ids import TopicIds
@@ -66,6 +68,7 @@ class Watch:
     started: float = field(default_factory=time.monotonic)
     sweep: bool = False   # a re-snapshot after lost topics: remove what the snapshot did not rewrite
     metrics: Any = None   # the job's PipelineMetrics: the progress as gauges, for `status --watch`
+    letters: dict[str, int] = field(default_factory=dict)   # dead letters per table until the snapshot is in
 
     def __post_init__(self) -> None:
         if self.metrics is not None and self.done is None:
@@ -76,6 +79,10 @@ class Watch:
         if self.done is not None:
             return   # later reads are a re-snapshot's (a schema change's): not this snapshot's progress
         for row in rows:
+            if row.get("dead_letters"):
+                table = self.config.table_for_topic(row["topic"])
+                name = table.name if table is not None else row["topic"]
+                self.letters[name] = self.letters.get(name, 0) + row["dead_letters"]
             if row["snapshot_reads"]:
                 self.snapshot_lsn = max(self.snapshot_lsn or 0, row["fence"])
             table = self.config.table_for_topic(row["topic"])
@@ -103,11 +110,16 @@ class Watch:
 
     def finish(self, offsets: dict[str, Any], lsn: int | None, how: str, swept: dict[str, int] | None = None) -> None:
         self.done = BootstrapState(time.time(), round(time.monotonic() - self.started, 1), lsn, offsets, how,
-                                   dict(self.totals), dict(self.reads), swept)
+                                   dict(self.totals), dict(self.reads), swept, dict(self.letters),
+                                   dead_letter_end(self.config) if self.letters else None)
         bootstrap_state.write_state(self.config.spark.checkpoint_dir, self.done)
         if self.metrics is not None:  # complete: the reads fall short where rows were deleted meanwhile
             for name, total in self.totals.items():
                 self.metrics.snapshot(name, max(total, self.reads.get(name, 0)), total)
+        if self.letters:
+            log.error("snapshot applied but NOT consistent (LSN %s, %.1f s, by the %s): %s", lsn, self.done.seconds,
+                      how, letters_message(self.letters))
+            return
         log.info("snapshot applied: the stores are consistent with it (LSN %s, %.1f s, by the %s); streaming "
                  "changes from here; watermark in %s", lsn, self.done.seconds, how, state_path(self.config))
 
@@ -164,6 +176,43 @@ class Watch:
         return self.done is not None
 
 
+def letters_message(letters: dict[str, int], settled_since: bool = False) -> str:
+    """The snapshot's dead letters as the bootstrap's last word (exit 7, errors.DeadLettersLeft)."""
+    per_table = ", ".join(f"{name} {n:,}" for name, n in sorted(letters.items(), key=lambda kv: -kv[1]))
+    since = " that no `cdckit dlq replay` has settled since" if settled_since else ""
+    return (f"the snapshot left {sum(letters.values()):,} dead letters{since} ({per_table}): the stores are not "
+            "consistent with it. `cdckit dlq list` shows why; fix the cause, then `cdckit dlq replay` and "
+            "`cdckit run` (or `cdckit bootstrap` again)")
+
+
+def letters_unsettled(state: BootstrapState, settled: int, end_now: int) -> bool:
+    """The snapshot's letters are not all below the mark a `cdckit dlq replay` left since (their end
+    unknown: every letter up to the topic's end now must be)."""
+    end = state.dead_letters_end if state.dead_letters_end is not None else end_now
+    return bool(state.dead_letters) and settled < end
+
+
+def snapshot_letters_pending(config: Config, state: BootstrapState) -> bool:
+    from connectors.kafka.dead_letter_topic import topic_end
+    from pipelines.state.dead_letters import pending_from, settled_offset
+
+    if not state.dead_letters:
+        return False
+    end = topic_end(config.kafka.client_config(), config.dead_letter_topic)
+    return letters_unsettled(state, pending_from(settled_offset(config.spark.checkpoint_dir), end), end)
+
+
+def dead_letter_end(config: Config) -> int | None:
+    """The dead-letter topic's end now (None when Kafka does not say: see letters_unsettled)."""
+    from connectors.kafka.dead_letter_topic import topic_end
+
+    try:
+        return topic_end(config.kafka.client_config(), config.dead_letter_topic)
+    except Exception as exc:  # noqa: BLE001 - KafkaException: the verdict does not depend on it
+        log.warning("dead-letter topic's end not read: %s", exc)
+        return None
+
+
 def bulk_applicable(config: Config, state: BootstrapState | None) -> bool:
     """The snapshot is applied in bulk when nothing was streamed yet: a checkpoint with committed
     batches is an earlier bootstrap through the streaming query, which that query finishes."""
@@ -195,6 +244,7 @@ def apply_in_bulk(spark, config: Config, watch: Watch, stop=None) -> None:
     bulk = bootstrap_bulk.run(spark, config, lambda b: watch.bulk_round(b.reads), lambda: snapshot_committed(config),
                               stop, watch.check_connector)
     watch.bulk_round(bulk.reads)
+    watch.letters = dict(bulk.dead_letters)
     lsn = max(bulk.fences.values(), default=0) or None
     watch.snapshot_lsn = lsn
     watch.complete(bulk.reached, lsn, f"bulk apply ({bulk.rounds} rounds)")
@@ -265,6 +315,9 @@ def start_over(config: Config) -> Path:
     aside = ckpt.with_name(f"{ckpt.name}.lost-{time.strftime('%Y%m%dT%H%M%S')}")
     os.replace(ckpt, aside)
     ckpt.mkdir(parents=True)
+    settled = CheckpointDir(aside).dlq_settled
+    if settled.exists():   # about the dead-letter topic, not the change topics: it stays true
+        shutil.copy2(settled, CheckpointDir(ckpt).dlq_settled)
     bootstrap_state.mark_resnapshot(ckpt, {"old_checkpoint": str(aside), "at": time.time()})
     client = client_for(config)
     try:

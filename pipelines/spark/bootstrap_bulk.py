@@ -34,7 +34,9 @@ from connectors.kafka.admin import matching_topics, topic_ids
 from connectors.kafka.errors import TopicLost
 from connectors.kafka.offsets import end_offsets
 from connectors.kafka.ranges import KafkaRange, log_end, pack_ranges, read_messages
+from pipelines.apply import letter_kinds
 from pipelines.apply.batch import apply_changes, as_documents
+from pipelines.apply.letter_kinds import FirstLetters
 from pipelines.apply.snapshot_reads import SnapshotReads
 from pipelines.apply.stats import BatchStats
 from pipelines.config import Config, parse_config
@@ -52,7 +54,7 @@ RESULT_SCHEMA = pa.schema([
     ("topic", pa.string()), ("partition", pa.int32()), ("start", pa.int64()), ("reached", pa.int64()),
     ("stopped", pa.bool_()),
     ("reads", pa.int64()), ("fence", pa.int64()), ("search_applied", pa.int64()), ("cache_applied", pa.int64()),
-    ("dead_letters", pa.int64()),
+    ("dead_letters", pa.int64()), ("letter_kinds", pa.string()),
 ])
 IDLE_WAIT_S = 0.3       # between rounds that found nothing new
 FOLLOW_S = 10.0         # a following task's longest stretch: the round's progress and resume point
@@ -71,6 +73,7 @@ def run(spark, config: Config, on_round: Callable[[SnapshotBulk], None], committ
     client = config.kafka.client_config()
     fn = bulk_fn(orjson.dumps(config.model_dump(mode="json")))
     known_ids = TopicIds(ckpt)
+    first_letters = FirstLetters()
     while not bulk.done:
         if stop is not None and stop.is_set():
             raise Interrupted(f"in the snapshot's bulk apply after {bulk.rounds} round(s)")
@@ -94,6 +97,9 @@ def run(spark, config: Config, on_round: Callable[[SnapshotBulk], None], committ
             frame = spark.createDataFrame(spark.sparkContext.parallelize(rows_in, len(rows_in)), ddl(GROUP_SCHEMA))
             rows = frame.mapInArrow(fn, ddl(RESULT_SCHEMA)).toArrow().to_pylist()
             settle(bulk, config, rows)
+            for line in first_letters.lines([s for r in rows for s in orjson.loads(r["letter_kinds"] or "[]")],
+                                            lambda t: getattr(config.table_for_topic(t), "name", None)):
+                log.warning(line)
             ranges = ranges or [r for r in rows if r["reached"] > r["start"]]
         for t, parts in ends.items():   # partitions met empty still get a place to start from
             for p in parts:
@@ -185,6 +191,10 @@ def settle(bulk: SnapshotBulk, config: Config, rows: list[dict[str, Any]]) -> No
         reads = sum(int(r["reads"]) for r in pieces)
         if table is not None and reads:
             bulk.reads[table.name] = bulk.reads.get(table.name, 0) + reads
+        letters = sum(int(r.get("dead_letters") or 0) for r in pieces)
+        if letters:   # by table, for the bootstrap's verdict (a topic of no table by its name)
+            name = table.name if table is not None else topic
+            bulk.dead_letters[name] = bulk.dead_letters.get(name, 0) + letters
 
 
 def bulk_fn(config_json: bytes) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
@@ -208,7 +218,7 @@ class PieceApply:
             config, topic, partition, start, end, follow)
         self.reached = start
         self.stores, self.dlq = worker_resources(config_json)
-        self.stats, self.letters = BatchStats(), []
+        self.stats, self.letters, self.kinds = BatchStats(), [], []
         self.reads = SnapshotReads({t.name: t.key for t in config.tables},
                                    {config.topic_for(t): t.name for t in config.tables}, self._write,
                                    config.postgres.truncate_table)
@@ -218,6 +228,8 @@ class PieceApply:
         as_documents(self.stores, survivors)
         apply_changes(self.stores, [], survivors, self.stats, dead, [])
         self.letters.append(self.dlq.write(dead) if dead else 0)
+        if dead:
+            self.kinds = letter_kinds.merge(self.kinds, letter_kinds.sample(dead))
 
     @property
     def stopped(self) -> bool:
@@ -241,7 +253,8 @@ class PieceApply:
                 "stopped": self.stopped, "reads": self.reads.reads,
                 "fence": self.reads.fences.get(fence_key(self.topic, self.partition), 0),
                 "search_applied": self.stats.search_applied, "cache_applied": self.stats.cache_applied,
-                "dead_letters": sum(self.letters)}
+                "dead_letters": sum(self.letters),
+                "letter_kinds": orjson.dumps(self.kinds).decode() if self.kinds else None}
 
 
 def apply_group(config_json: bytes, pieces: list[list], follow_s: float = 0.0) -> pa.RecordBatch:

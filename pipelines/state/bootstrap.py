@@ -2,7 +2,7 @@
 it, and the re-snapshot under way after lost topics."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,10 @@ class BootstrapState:
     # when the cleaner compacted a row's snapshot record away for a later change of the row.
     snapshot_reads: dict[str, int]
     removed_after_lost_topics: dict[str, int] | None = None
+    # Records dead-lettered while the snapshot was applied, per table, and the dead-letter topic's end
+    # then: until a `cdckit dlq replay` has settled the letters up to it, a rerun refuses (exit 7).
+    dead_letters: dict[str, int] = field(default_factory=dict)
+    dead_letters_end: int | None = None
 
     def as_json(self) -> dict[str, Any]:
         body = {"completed_at": self.completed_at, "seconds": self.seconds, "snapshot_lsn": self.snapshot_lsn,
@@ -32,6 +36,8 @@ class BootstrapState:
                 "rows_at_start": self.rows_at_start, "snapshot_reads_applied": self.snapshot_reads}
         if self.removed_after_lost_topics is not None:
             body["removed_after_lost_topics"] = self.removed_after_lost_topics
+        if self.dead_letters:
+            body.update(dead_letters=self.dead_letters, dead_letters_end=self.dead_letters_end)
         return body
 
     @classmethod
@@ -40,7 +46,8 @@ class BootstrapState:
                    data.get("offsets") or {}, data.get("detected_by", ""),
                    data.get("rows_at_start") or data.get("rows") or {},   # "rows": files of cdckit before 0.2
                    data.get("snapshot_reads_applied") or data.get("snapshot_reads") or {},
-                   data.get("removed_after_lost_topics"))
+                   data.get("removed_after_lost_topics"), dict(data.get("dead_letters") or {}),
+                   data.get("dead_letters_end"))
 
 
 def state_path(checkpoint_dir: Path) -> Path:
@@ -70,7 +77,7 @@ class SnapshotBulk:
     """cdckit-snapshot-bulk.json: how far the bootstrap's bulk has applied each partition's snapshot
     reads (`reached`: the next offset it would read), the partitions where they ended (`stopped`:
     a change, a tombstone or an undecodable record follows; the streaming query applies it), the
-    snapshot fences and reads per table. Written after each round's writes, so a rerun resumes it;
+    snapshot fences, reads and dead letters per table. Written after each round's writes, so a rerun resumes it;
     `done` once a round begun after Connect committed the snapshot has run. The streaming query's
     first batch then starts at `reached` (see handover)."""
 
@@ -81,16 +88,18 @@ class SnapshotBulk:
     done: bool = False
     rounds: int = 0
     seconds: float = 0.0
+    dead_letters: dict[str, int] = field(default_factory=dict)
 
     def as_json(self) -> dict[str, Any]:
         return {"reached": self.reached, "stopped": sorted(self.stopped), "fences": self.fences, "reads": self.reads,
-                "done": self.done, "rounds": self.rounds, "seconds": self.seconds}
+                "done": self.done, "rounds": self.rounds, "seconds": self.seconds, "dead_letters": self.dead_letters}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "SnapshotBulk":
         return cls({t: {str(p): int(o) for p, o in parts.items()} for t, parts in (data.get("reached") or {}).items()},
                    list(data.get("stopped") or []), dict(data.get("fences") or {}), dict(data.get("reads") or {}),
-                   bool(data.get("done")), int(data.get("rounds") or 0), float(data.get("seconds") or 0.0))
+                   bool(data.get("done")), int(data.get("rounds") or 0), float(data.get("seconds") or 0.0),
+                   dict(data.get("dead_letters") or {}))
 
 
 def read_bulk(checkpoint_dir: Path) -> SnapshotBulk | None:

@@ -36,6 +36,17 @@ def test_a_partition_hands_over_at_its_lowest_stop_and_keeps_the_fences_before_i
     assert pending_ranges(bulk, {topic: {"0": 500, "1": 90}}) == [(topic, 1, 40, 90)]
 
 
+def test_the_snapshots_dead_letters_add_up_per_table_across_rounds():
+    config = parse_config(BASE)
+    bulk = SnapshotBulk({}, [], {}, {})
+    topic = config.topic_for(config.tables[0])
+    settle(bulk, config, [{**row(0, 100, False, 100, topic=topic), "dead_letters": 3},
+                          {**row(100, 200, False, 100, partition=1, topic=topic), "dead_letters": 2},
+                          {**row(0, 10, False, 10, topic="cdc.public.cdckit_heartbeat"), "dead_letters": 1}])
+    settle(bulk, config, [{**row(100, 150, False, 50, topic=topic), "dead_letters": 4}])
+    assert bulk.dead_letters == {config.tables[0].name: 9, "cdc.public.cdckit_heartbeat": 1}
+
+
 def test_the_stream_starts_at_the_hand_over_naming_exactly_the_partitions_there_are(monkeypatch):
     import json
 
