@@ -53,6 +53,15 @@ class PipelineMetrics:
         self.rebuild_done = Gauge("cdckit_rebuild_records_done", "records the rebuild's bulk replay has read",
                                   registry=r)
         self.rebuild_total = Gauge("cdckit_rebuild_records_total", "records the rebuild's bulk replays", registry=r)
+        # What `cdckit status` judges too (pipelines/ops/status_rules.py), polled by store_health.py:
+        # letters no `cdckit dlq replay` has settled, and each store's entries beside Postgres' rows.
+        self.table_letters_pending = Gauge("cdckit_table_dead_letters_pending", "dead letters past the mark "
+                                           "`cdckit dlq replay` left, per table", ["table"], registry=r)
+        self.table_rows_estimate = Gauge("cdckit_table_rows_estimate", "Postgres' estimate of the table's rows "
+                                         "(reltuples; NaN: never analyzed)", ["table"], registry=r)
+        self.table_store_count = Gauge("cdckit_table_store_count", "entries a store holds per table (search "
+                                       "documents, cache keys)", ["table", "store"], registry=r)
+        self._pending_tables: set[str] = set()
         self.visible_lsn = Gauge("cdckit_visible_lsn", "WAL position up to which every committed change is in "
                                  "both stores (pipelines/spark/visibility.py; 0: none published yet)", registry=r)
         self.position = 0
@@ -147,6 +156,22 @@ class PipelineMetrics:
     def snapshot(self, table: str, read: int, total: int) -> None:
         self.snapshot_read.labels(table).set(read)
         self.snapshot_total.labels(table).set(total)
+
+    def letters_pending(self, by_table: dict[str, int], tables: Iterable[str] = ()) -> None:
+        """Every configured table gets a value (0: none), and a table no longer pending drops to 0."""
+        names = set(tables) | set(by_table) | self._pending_tables
+        for name in names:
+            self.table_letters_pending.labels(name).set(by_table.get(name, 0))
+        self._pending_tables = names
+
+    def store_counts(self, counts: dict[str, dict[str, float | None]]) -> None:
+        """table -> {"rows_estimate", "search", "cache"}: what is known (None: not read)."""
+        for table, c in counts.items():
+            estimate = c.get("rows_estimate")
+            self.table_rows_estimate.labels(table).set(float("nan") if estimate is None else estimate)
+            for store in ("search", "cache"):
+                if c.get(store) is not None:
+                    self.table_store_count.labels(table, store).set(c[store])
 
     def rebuild(self, active: bool, done: int = 0, total: int = 0) -> None:
         self.rebuild_active.set(1 if active else 0)

@@ -1,6 +1,7 @@
 """The source side of the running pipeline as metrics: the Debezium connector's state (Connect's
-REST status), the replication slot (Postgres), and a rebuild's progress (its state beside the
-checkpoint), polled by a daemon thread in the pipeline process.
+REST status), the replication slot (Postgres), a rebuild's progress (its state beside the
+checkpoint), unsettled dead letters and store counts (store_health.py), polled by a daemon thread
+in the pipeline process.
 
 A poll that fails never touches the sync: the gauges then say "not running / unknown" and the
 failure is logged once per kind, not every poll."""
@@ -60,9 +61,13 @@ class SourcePoller:
     """Sets the connector, slot and rebuild gauges of `metrics` every `interval_s`."""
 
     def __init__(self, metrics, connector: Callable[[], ConnectorHealth], slot: Callable[[], SlotHealth],
-                 rebuild: Callable[[], tuple[bool, int, int]], interval_s: float = POLL_S):
-        self.metrics, self.interval_s = metrics, interval_s
-        self.probes = {"connector": connector, "slot": slot, "rebuild": rebuild}
+                 rebuild: Callable[[], tuple[bool, int, int]], interval_s: float = POLL_S,
+                 letters: Callable[[], dict[str, int] | None] | None = None,
+                 stores: Callable[[], dict[str, dict] | None] | None = None, tables: tuple[str, ...] = ()):
+        """`letters`, `stores`: pipelines/spark/store_health.py's probes (None: not polled)."""
+        self.metrics, self.interval_s, self.tables = metrics, interval_s, tables
+        self.probes = {"connector": connector, "slot": slot, "rebuild": rebuild,
+                       "dead letters": letters or (lambda: None), "store counts": stores or (lambda: None)}
         self.stopping = threading.Event()
         self._failing: dict[str, str] = {}   # probe -> kind of its current failure (logged once)
 
@@ -70,6 +75,7 @@ class SourcePoller:
     def for_config(cls, config: Config, metrics, interval_s: float = POLL_S) -> "SourcePoller":
         from connectors import postgres
         from connectors.connect_client import ConnectClient
+        from pipelines.spark.store_health import STORE_POLL_S, PendingLetters, store_counts, throttled
         from pipelines.state.rebuild import progress_board, progress_totals
 
         client = ConnectClient(config.connect.url, timeout_s=config.connect.timeout_s)
@@ -92,9 +98,21 @@ class SourcePoller:
                 close_boards()  # no rebuild under way: no consumer kept
             return totals
 
+        letters = PendingLetters(config.kafka.client_config(), config.dead_letter_topic, config.spark.checkpoint_dir,
+                                 lambda topic: getattr(config.table_for_topic(topic), "name", None))
+        stores_of: list = []   # made at the first count: the poller starts before the job's stores
+
+        def counts():
+            if not stores_of:
+                from pipelines.apply.stores import stores_from_config
+
+                stores_of.append(stores_from_config(config))
+            return store_counts(config, stores_of[0], lambda: postgres.connect(config.postgres.dsn_kwargs()))
+
         return cls(metrics, lambda: connector_health(client, config.connector_name),
                    lambda: slot_health(lambda: postgres.connect(config.postgres.dsn_kwargs()), config.postgres.slot),
-                   rebuild_progress, interval_s)
+                   rebuild_progress, interval_s, letters, throttled(counts, STORE_POLL_S),
+                   tuple(t.name for t in config.tables))
 
     def start(self) -> "SourcePoller":
         threading.Thread(target=self._loop, name="cdckit-source-health", daemon=True).start()
@@ -123,6 +141,12 @@ class SourcePoller:
         rebuild = self._ask("rebuild")
         if rebuild is not None:  # unknown: keep the last reading rather than claim none runs
             self.metrics.rebuild(*rebuild)
+        letters = self._ask("dead letters")   # None (failed, or not due): the gauges stay
+        if letters is not None:
+            self.metrics.letters_pending(letters, self.tables)
+        counts = self._ask("store counts")
+        if counts is not None:
+            self.metrics.store_counts(counts)
 
     def _ask(self, probe: str):
         try:

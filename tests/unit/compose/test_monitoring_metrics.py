@@ -7,6 +7,11 @@ import prometheus_client
 from pipelines.spark.metrics import PipelineMetrics
 from tests.support.promql import KNOWN_METRICS, metric_names
 
+# Status's two rules as metrics (pipelines/spark/store_health.py); to join STATUS_METRICS in
+# tests/support/promql.py, whose owner was busy with it when they were added.
+STORE_HEALTH_METRICS = {"cdckit_table_dead_letters_pending", "cdckit_table_rows_estimate", "cdckit_table_store_count"}
+ALLOWED = KNOWN_METRICS | STORE_HEALTH_METRICS
+
 
 def _exposed(monkeypatch) -> set[str]:
     monkeypatch.setattr(prometheus_client, "start_http_server", lambda *a, **kw: None)
@@ -15,7 +20,7 @@ def _exposed(monkeypatch) -> set[str]:
 
 
 def test_every_metric_the_rules_and_dashboard_may_use_is_exposed(monkeypatch):
-    assert KNOWN_METRICS - {"up"} <= _exposed(monkeypatch)
+    assert ALLOWED - {"up"} <= _exposed(monkeypatch)
 
 
 def test_metric_names_finds_selectors_not_functions_labels_or_variables():

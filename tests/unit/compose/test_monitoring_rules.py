@@ -7,10 +7,11 @@ import re
 import yaml
 
 from tests.support.compose_tools import COMPOSE_DIR
-from tests.support.promql import (ALERTS_FILE, ALERTS_TEST_FILE, KNOWN_METRICS, MONITORING_DIR, metric_names,
-                                  run_promtool)
+from tests.support.promql import ALERTS_FILE, ALERTS_TEST_FILE, MONITORING_DIR, metric_names, run_promtool
+from tests.unit.compose.test_monitoring_metrics import ALLOWED
 
 ALERTS = {"CdckitJobDown", "CdckitFreshnessHigh", "CdckitSlotLagGrowing", "CdckitDeadLettersRising",
+          "CdckitDeadLettersUnsettled", "CdckitStoreFarBelowPostgres",
           "CdckitConnectorTaskFailed", "CdckitConnectorDown", "CdckitSlotInactive"}
 
 
@@ -61,7 +62,16 @@ def test_every_alert_has_a_severity_and_says_what_to_do():
 def test_the_rules_use_the_jobs_metric_names():
     for rule in _rules():
         used = metric_names(rule["expr"])
-        assert used and used <= KNOWN_METRICS, (rule["alert"], used - KNOWN_METRICS)
+        assert used and used <= ALLOWED, (rule["alert"], used - ALLOWED)
+
+
+def test_the_alerts_keep_status_thresholds():
+    """The store-count alert and `cdckit status` call a store short at the same share and size."""
+    from pipelines.ops.status_rules import SHORTFALL_MIN_ROWS, SHORTFALL_SHARE
+
+    [rule] = [r for r in _rules() if r["alert"] == "CdckitStoreFarBelowPostgres"]
+    assert f"{SHORTFALL_SHARE} * cdckit_table_rows_estimate" in rule["expr"]
+    assert f"cdckit_table_rows_estimate >= {SHORTFALL_MIN_ROWS}" in rule["expr"]
 
 
 def test_setup_installs_promtools_package():
