@@ -247,3 +247,15 @@ def test_a_document_index_maps_each_table_by_its_column_types():
             {"lines.product.doc_fractions": {"path_match": "lines.product.doc.*", "match_mapping_type": "double",
                                              "mapping": {"type": "double"}}}]}
     assert differences(d, d) == []
+
+
+def test_a_fields_ignore_malformed_left_out_because_the_index_says_it():
+    """OpenSearch 2.19 answers a date created with ignore_malformed under index.mapping.ignore_malformed
+    without it (measured): the same as the index's is no difference, otherwise it is."""
+    wanted = index_definition({"d": "date"}, DefinitionOptions())
+    live = {"settings": {"index": {"mapping": {"ignore_malformed": "true"}}},
+            "mappings": {"date_detection": False, "properties": {"d": {"type": "date"}}}}
+    assert differences(wanted, live) == []
+    live["settings"] = {}
+    assert differences(wanted, live) == ["settings index.mapping.ignore_malformed: config true, live not set",
+                                         "mappings properties.d.ignore_malformed: config true, live not set"]
