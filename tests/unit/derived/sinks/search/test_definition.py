@@ -180,8 +180,7 @@ def test_differences_name_each_setting_and_field():
         "settings index.refresh_interval: config 1s, live 30s",
         "mappings dynamic: config true, live strict",
         "mappings date_detection: config false, live true",
-        "mappings properties.at.type: config date, live keyword",
-        "mappings properties.at.ignore_malformed: config true, live not set",
+        "mappings properties.at.type: config date, live keyword",   # (ignore_malformed: the index's)
         'mappings properties.name: config {"fields": {"keyword": {"ignore_above": 256, "type": "keyword"}}, '
         '"type": "text"}, live not mapped',
     ]
