@@ -31,7 +31,7 @@ class ColumnReader:
         self.unsent = {name for name, _, typname, typtype, elem, elem_type in rows
                        if not debezium_sends(typname, typtype, elem, elem_type)}
         self.loaders = {name: text_loader(conn, oid) for name, oid, *_ in rows}
-        self._table_sql = sql.SQL(".").join(sql.Identifier(p) for p in table.split(".", 1))
+        self._table_sql = sql.SQL(table)  # as the config spells it (unquoted, as every query of it)
 
     def sql(self, columns: list[str] | None = None):
         from psycopg import sql
