@@ -30,7 +30,7 @@ def test_index_created_from_the_catalog_then_a_config_edit_shows(stack, tmp_path
         live = engine.index_definition(name)
         props = live["mappings"]["properties"]
         assert {f: props[f]["type"] for f in ("born", "seen", "at")} == {"born": "date", "seen": "date", "at": "date"}
-        assert props["doc"].get("type", "object") == "object"
+        assert props["doc"]["type"] == "flat_object"  # json: flattened, the default (never refused: README)
         assert props["amount"]["type"] == "scaled_float" and props["price"]["type"] == "keyword"
         assert props["remark"]["type"] == "text" and props["id"]["type"] == "long"
         assert live["settings"]["index"]["gc_deletes"] == f"{cfg.search.deleted_version_ttl_s}s"
