@@ -130,9 +130,10 @@ def json_mapping(mode: JsonMode, kind: str) -> dict[str, Any]:
     of arrays and of objects, empty objects and arrays, keys that are empty, dotted, numeric, unicode
     or whitespace, 120 levels deep, 1,500 distinct keys (the index counts one field), integers
     beyond 64 bits and numbers beyond a double. A scalar or an array of scalars as the whole value is
-    malformed for it: kept in _source through `index.mapping.ignore_malformed`. What no term can
-    hold (a leaf beyond 32 KB with its path, nesting beyond 100 levels) never reaches it:
-    connectors/typed_values.py holds such a value as its JSON text.
+    malformed for it: kept in _source through `index.mapping.ignore_malformed`. A value no term can
+    hold (a leaf beyond 32 KB with its path: refused, measured) or no document can carry (nesting
+    beyond 100 levels; orjson writes 254) never reaches it: connectors/typed_values.py holds such a
+    value as its JSON text, which the field takes as a malformed scalar.
     What a query can still do: a term (or terms, prefix, wildcard, match) on a path, `doc.a.b: 3`,
     matches the leaf's text (3 and "3" alike; 1.50 and 1.5 not); `doc: "x"` matches a leaf anywhere;
     range queries compare text (lexicographically: "10" < "5"); exists works on first-level keys
