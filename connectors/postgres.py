@@ -292,18 +292,43 @@ def drop_publication(conn: psycopg.Connection, publication: str) -> None:
     conn.execute(f'DROP PUBLICATION IF EXISTS "{publication}"')
 
 
+def server_version(conn: psycopg.Connection) -> int:
+    """server_version_num, e.g. 150004, 180000."""
+    return int(conn.execute("SHOW server_version_num").fetchone()[0])
+
+
+def generated_columns(conn: psycopg.Connection, table: str) -> list[str]:
+    """The table's stored generated columns (GENERATED ALWAYS AS (...) STORED), in column order; [] if
+    it is gone. Before PostgreSQL 18 logical replication does not publish them (pipelines/ops/table_checks.py)."""
+    return [r[0] for r in conn.execute(
+        "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s) AND attnum > 0 "
+        "AND NOT attisdropped AND attgenerated = 's' ORDER BY attnum", (table,)).fetchall()]
+
+
+# From PostgreSQL 18 a publication can publish stored generated columns; cdckit's does there.
+PUBLISHES_GENERATED = 180000
+
+
 def ensure_publication(conn: psycopg.Connection, publication: str, tables: list[str]) -> str:
-    """The pgoutput publication for exactly these tables; returns 'created', 'updated' or 'unchanged'."""
+    """The pgoutput publication for exactly these tables (on PostgreSQL 18+ with
+    publish_generated_columns = stored); returns 'created', 'updated' or 'unchanged'."""
     wanted = sorted(tables)
+    gencols = server_version(conn) >= PUBLISHES_GENERATED
     exists = conn.execute("SELECT 1 FROM pg_publication WHERE pubname = %s", (publication,)).fetchone()
     table_list = ", ".join(wanted)
     if not exists:
-        conn.execute(f'CREATE PUBLICATION "{publication}" FOR TABLE {table_list}')
+        conn.execute(f'CREATE PUBLICATION "{publication}" FOR TABLE {table_list}'
+                     + (" WITH (publish_generated_columns = stored)" if gencols else ""))
         return "created"
+    changed = False
+    if gencols and conn.execute("SELECT pubgencols FROM pg_publication WHERE pubname = %s",
+                                (publication,)).fetchone()[0] != "s":
+        conn.execute(f'ALTER PUBLICATION "{publication}" SET (publish_generated_columns = stored)')
+        changed = True
     have = sorted(f"{s}.{t}" for s, t in conn.execute(
         "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s", (publication,)).fetchall())
     if have == wanted:
-        return "unchanged"
+        return "updated" if changed else "unchanged"
     conn.execute(f'ALTER PUBLICATION "{publication}" SET TABLE {table_list}')
     return "updated"
 

@@ -3,20 +3,26 @@
 Each mistake here loses data silently later: a table without a primary key produces keyless
 records a compacted topic refuses; a Redis key placeholder that is not a key column fails the first
 batch; a custom `key:` outside the replica identity loses every delete and every key change,
-because their WAL records carry only the identity's columns (connectors/postgres.KeyIdentity).
+because their WAL records carry only the identity's columns (connectors/postgres.KeyIdentity); a
+stored generated column a kept projection includes is null in every streamed change before
+PostgreSQL 18 (logical replication does not publish it), so it is refused here.
 """
 from __future__ import annotations
 
 import string
 
-from connectors.postgres import KeyIdentity
+from connectors.postgres import PUBLISHES_GENERATED, KeyIdentity
 from pipelines.config import Config
 from pipelines.errors import ConfigError
 
 
 def check_tables(config: Config, identities: dict[str, KeyIdentity | None],
-                 types: dict[str, dict[str, str]] | None = None) -> None:
-    """`types`: each table's column types (name -> format_type), for what names columns by type."""
+                 types: dict[str, dict[str, str]] | None = None,
+                 generated: dict[str, list[str]] | None = None, server_version: int | None = None) -> None:
+    """`types`: each table's column types (name -> format_type), for what names columns by type;
+    `generated`: each table's stored generated columns (pg_attribute.attgenerated = 's'), refused
+    where a table's or a document's kept columns include one, unless `server_version` (server_version_num)
+    is 18 or later, where the publication publishes them (connectors/postgres.ensure_publication)."""
     for i, table in enumerate(config.tables):
         ident = identities.get(table.name)
         if ident is None:
@@ -40,6 +46,34 @@ def check_tables(config: Config, identities: dict[str, KeyIdentity | None],
                               f"over {list(table.key)}), or key by the primary key")
         if types is not None:
             _check_numbers(i, table.name, table.numeric_as_number, types.get(table.name, {}))
+    if generated and (server_version is None or server_version < PUBLISHES_GENERATED):
+        _check_generated(config, generated, server_version)
+
+
+def _check_generated(config: Config, generated: dict[str, list[str]], server_version: int | None) -> None:
+    """A stored generated column is not in the WAL records pgoutput sends before PostgreSQL 18:
+    kept, it would be null in every document and Redis entry after the first change of its row."""
+    def refuse(field: str, table: str, kept: list[str] | None, what: str) -> None:
+        hit = [c for c in generated.get(table, []) if kept is None or c in kept]
+        if hit:
+            version = f"PostgreSQL {server_version // 10000}" if server_version else "this PostgreSQL"
+            raise ConfigError(field, f"{table}.{hit[0]} is a stored generated column{what}, which {version}'s "
+                              f"logical replication does not publish (it would be null in every document and "
+                              f"Redis entry): leave it out with `columns:` (or compute it in the reader), or on "
+                              f"PostgreSQL 18+ publish it (publication option publish_generated_columns = stored, "
+                              f"which cdckit sets there)" + (f"; also generated: {hit[1:]}" if hit[1:] else ""))
+
+    for i, table in enumerate(config.tables):
+        refuse(f"tables.{i}.columns", table.name, table.columns, "")
+    for j, doc in enumerate(config.documents):
+        refuse(f"documents.{j}.columns", doc.root, doc.columns, f" kept by document {doc.name}")
+
+        def walk(rels, path: str) -> None:
+            for k, r in enumerate(rels):
+                refuse(f"{path}.{k}.columns", r.row_table, r.columns, f" kept by document {doc.name}")
+                walk(r.relations, f"{path}.{k}.relations")
+
+        walk(doc.relations, f"documents.{j}.relations")
 
 
 def _check_numbers(i: int, name: str, columns: list[str], types: dict[str, str]) -> None:
@@ -64,4 +98,6 @@ def check_database_tables(config: Config, conn=None) -> None:
             return check_database_tables(config, conn)
     identities = {t.name: postgres.key_identity(conn, t.name) for t in config.tables}
     types = {t.name: postgres.column_types(conn, t.name) for t in config.tables if identities[t.name] is not None}
-    check_tables(config, identities, types)
+    names = set(identities) | {name for d in config.documents for name in d.tables()}
+    generated = {name: postgres.generated_columns(conn, name) for name in sorted(names)}
+    check_tables(config, identities, types, generated, postgres.server_version(conn))
