@@ -132,7 +132,7 @@ def verify_table(config: Config, table: TableConfig, stores, sample: int | None)
                 seen["search"] += len(docs)
                 _diff(report.stores["search"], expected, docs, types, table, as_strings=False)
             if "cache" in config.sinks:
-                keys = [render_key(cache_t.key_template, {c: r[c] for c in key_cols}, i) for i, r in zip(ids, rendered)]
+                keys = [render_key(cache_t.key_template, {c: r[c] for c in key_cols}, i) for i, r in zip(ids, wire)]
                 docs = _cache_docs(stores.cache, cache_t, dict(zip(ids, keys)))
                 seen["cache"] += len(docs)
                 _diff(report.stores["cache"], expected, docs, types, table, as_strings=cache_t.format == "hash")
