@@ -102,6 +102,8 @@ def render(value: Any, pg_type: str) -> Any:
     if isinstance(value, bool):
         return value
     if isinstance(value, Decimal):
+        if not value.is_finite():  # Debezium's SpecialValueDecimal names (measured: a numeric NaN is "NAN")
+            return "NAN" if value.is_nan() else "POSITIVE_INFINITY" if value > 0 else "NEGATIVE_INFINITY"
         return format(value, "f")
     if isinstance(value, dt.datetime):
         if value.tzinfo is not None:  # ZonedTimestamp: ISO-8601 in UTC with Z
