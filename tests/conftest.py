@@ -27,9 +27,11 @@ def pytest_addoption(parser):
 
 
 def pytest_configure(config):
+    from tests.support import kafka_clients
     from tests.support.tiers import Tiers
 
     config.pluginmanager.register(Tiers(config), "cdckit-tiers")
+    kafka_clients.track()
 
 
 def pytest_collection_finish(session):
@@ -62,8 +64,12 @@ def stack():
 
 @pytest.hookimpl(trylast=True)  # after the session fixtures' teardown
 def pytest_sessionfinish(session):
+    from tests.support import kafka_clients
     from tests.support.stack import BackgroundStack
 
+    # Before the broker stops: a client still open would print reconnect lines after the run.
+    for line in kafka_clients.close_leftovers():
+        print(f"\nkafka client left open by a test, closed: {line}")
     if BackgroundStack.current is not None:
         BackgroundStack.current.stop()
 
