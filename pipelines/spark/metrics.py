@@ -12,8 +12,10 @@ TASK_STATES = ("RUNNING", "FAILED", "PAUSED", "UNASSIGNED")
 
 
 class PipelineMetrics:
-    def __init__(self, port: int, host: str = "127.0.0.1"):
-        """`port` 0: the metrics are kept but not served (tests read `registry`)."""
+    def __init__(self, port: int, host: str = "127.0.0.1", sinks: tuple[str, ...] = ("search", "cache")):
+        """`port` 0: the metrics are kept but not served (tests read `registry`). `sinks`: the stores
+        the pipeline writes (`/visible` refuses a store it does not)."""
+        self.sinks = tuple(sinks)
         from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
         self.registry = CollectorRegistry()
@@ -197,6 +199,9 @@ def visible_answer(metrics: PipelineMetrics, query: str) -> tuple[str, bytes]:
         store = args.get("store", "both")
         if store not in ("search", "cache", "both"):
             raise ValueError(f"store must be search, cache or both, not {store!r}")
+        missing = [s for s in (("search", "cache") if store == "both" else (store,)) if s not in metrics.sinks]
+        if missing:  # as `cdckit wait` refuses it: no position is ever published for such a store
+            raise ValueError(f"this pipeline does not write {', '.join(missing)} (sinks: {', '.join(metrics.sinks)})")
         timeout = min(float(args.get("timeout", 0)), MAX_WAIT_S)
     except (KeyError, ValueError) as exc:
         text = "lsn is required" if isinstance(exc, KeyError) else str(exc)
@@ -213,7 +218,7 @@ def pipeline_metrics(config) -> PipelineMetrics | None:
         return None
     from pipelines.spark.source_health import SourcePoller
 
-    metrics = PipelineMetrics(config.metrics_port, config.metrics_host)
+    metrics = PipelineMetrics(config.metrics_port, config.metrics_host, tuple(config.sinks))
     if metrics.port is not None:  # nobody could read what it polls
         SourcePoller.for_config(config, metrics).start()
     return metrics

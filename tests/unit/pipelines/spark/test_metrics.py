@@ -124,3 +124,15 @@ def test_the_visible_endpoint_answers_200_408_and_400():
     assert visible_answer(m, "store=cache")[0].startswith("400")
     assert visible_answer(m, "lsn=1&store=disk")[0].startswith("400")
     assert visible_answer(m, "lsn=zz")[0].startswith("400")
+
+
+def test_the_visible_endpoint_refuses_a_store_the_pipeline_does_not_write():
+    """#38: a cache-only pipeline answered 200 for store=search (no position is ever published there)."""
+    from pipelines.spark.metrics import PipelineMetrics, visible_answer
+
+    m = PipelineMetrics(0, sinks=("cache",))
+    m.visible_position(0x20)
+    assert visible_answer(m, "lsn=0/10&store=cache")[0].startswith("200")
+    for store in ("search", "both"):
+        status, body = visible_answer(m, f"lsn=0/10&store={store}")
+        assert status.startswith("400") and b"does not write search" in body, body
