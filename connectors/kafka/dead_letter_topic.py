@@ -3,7 +3,8 @@ in its headers; `cdckit dlq` reads the letters back."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable
+from contextlib import closing
+from typing import Any, Iterable, Iterator
 
 from connectors.kafka.admin import ensure_topic
 from connectors.kafka.errors import KafkaUnavailable
@@ -76,32 +77,37 @@ class Letter:
                 "value_bytes": None if self.value is None else len(self.value), "value_dropped": self.value_dropped}
 
 
-def read_letters(conf: dict[str, Any], topic: str, from_offset: int = 0) -> list[Letter]:
-    """The letters of the topic from an offset to its end now."""
-    end = int(end_offsets(conf, [topic]).get(topic, {}).get("0", 0))
-    letters: list[Letter] = []
-    if end <= from_offset:
-        return letters
+def _messages(conf: dict[str, Any], topic: str, start: int, end: int) -> Iterator[Any]:
+    """The topic's messages of [start, end), read with a plain consumer: the reasons travel in
+    headers, which the Spark source does not carry."""
     from confluent_kafka import Consumer, TopicPartition
 
-    # The reasons travel in headers, which the Spark source does not carry: read with a plain consumer.
     c = Consumer({**conf, "group.id": "cdckit-dlq", "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    c.assign([TopicPartition(topic, 0, from_offset)])
+    c.assign([TopicPartition(topic, 0, start)])
     try:
-        while not letters or letters[-1].offset < end - 1:
+        position = start
+        while position < end:
             msgs = c.consume(1000, 5)
             if not msgs:
                 break
             for m in msgs:
                 if m.error() is not None or m.offset() >= end:
                     continue
-                h = {k: (v or b"").decode(errors="replace") for k, v in (m.headers() or [])}
-                letters.append(Letter(m.offset(), h.get("cdckit.source.topic", ""),
-                                      int(h.get("cdckit.source.partition", 0)), int(h.get("cdckit.source.offset", -1)),
-                                      h.get("cdckit.stage", ""), h.get("cdckit.reason", ""), m.key(), m.value(),
-                                      h.get(DROPPED) == "true"))
+                position = m.offset() + 1
+                yield m
     finally:
         c.close()
+
+
+def read_letters(conf: dict[str, Any], topic: str, from_offset: int = 0) -> list[Letter]:
+    """The letters of the topic from an offset to its end now."""
+    letters: list[Letter] = []
+    for m in _messages(conf, topic, from_offset, topic_end(conf, topic)):
+        h = {k: (v or b"").decode(errors="replace") for k, v in (m.headers() or [])}
+        letters.append(Letter(m.offset(), h.get("cdckit.source.topic", ""),
+                              int(h.get("cdckit.source.partition", 0)), int(h.get("cdckit.source.offset", -1)),
+                              h.get("cdckit.stage", ""), h.get("cdckit.reason", ""), m.key(), m.value(),
+                              h.get(DROPPED) == "true"))
     return letters
 
 
@@ -143,23 +149,13 @@ def tally_letters(conf: dict[str, Any], topic: str, start: int, end: int | None 
     position = max(start, tally.position)
     if end <= position or tally.read >= limit:
         return tally
-    from confluent_kafka import Consumer, TopicPartition
-
-    c = Consumer({**conf, "group.id": "cdckit-dlq", "enable.auto.commit": False, "auto.offset.reset": "earliest"})
-    c.assign([TopicPartition(topic, 0, position)])
-    try:
-        while position < end and tally.read < limit:
-            msgs = c.consume(1000, 5)
-            if not msgs:
+    with closing(_messages(conf, topic, position, end)) as messages:  # closed at once when the limit stops it
+        for m in messages:
+            h = {k: (v or b"").decode(errors="replace") for k, v in (m.headers() or [])
+                 if k in ("cdckit.source.topic", "cdckit.reason")}
+            tally.add(h.get("cdckit.source.topic", ""), h.get("cdckit.reason", ""))
+            position = m.offset() + 1
+            if tally.read >= limit:
                 break
-            for m in msgs:
-                if m.error() is not None or m.offset() >= end:
-                    continue
-                h = {k: (v or b"").decode(errors="replace") for k, v in (m.headers() or [])
-                     if k in ("cdckit.source.topic", "cdckit.reason")}
-                tally.add(h.get("cdckit.source.topic", ""), h.get("cdckit.reason", ""))
-                position = m.offset() + 1
-    finally:
-        c.close()
     tally.position = position
     return tally
