@@ -170,8 +170,8 @@ def test_a_token_is_never_below_its_own_commit_under_synchronous_commit_off(stac
                     tokens[str(xid)] = commit_token(conn)
             finally:
                 conn.close()
-            # WAL is inspected up to the flushed position: a synchronous commit (an xid of its own) flushes it all.
-            admin.execute("SELECT txid_current()")
+            # WAL is inspected up to the flushed position: a synchronous commit that wrote a row flushes it all.
+            admin.execute(f"INSERT INTO public.{p} VALUES (-1)")
             ends = {xid: int(parse_lsn(end)) for xid, end in admin.execute(
                 "SELECT xid::text, end_lsn::text FROM pg_get_wal_records_info(%s, pg_current_wal_flush_lsn()) "
                 "WHERE resource_manager = 'Transaction' AND record_type = 'COMMIT'", (start,))}
