@@ -140,6 +140,8 @@ class TopicRecorder:
                                                       v and v["source"].get("sequence"), v and v["source"].get("lsn")))
 
     def stop(self):
+        if self.stop_flag.is_set():
+            return  # stopped already (for the failure message)
         self.stop_flag.set()
         self.thread.join()
         self.c.close()
@@ -231,7 +233,7 @@ def test_wide_table_every_change_kind_then_rebuild(stack, tmp_path):
                         redis={"url": own.redis_url, "rebuild_db": SPARE_DB},
                         spark={"checkpoint_dir": str(tmp_path / "ckpt"), "trigger": "500 ms"})
     path = write_config(tmp_path, data)
-    job = None
+    job = recorder = None
     try:
         assert cli("connector", "apply", "-c", str(path)).returncode == 0
         wait_streaming(stack, data)
@@ -281,6 +283,8 @@ def test_wide_table_every_change_kind_then_rebuild(stack, tmp_path):
         verify = cli("verify", "--json", "-c", str(path), timeout=300)
         assert verify.returncode == 0, verify.stdout[-3000:]
     finally:
+        if recorder is not None:  # its consumer, left open, was the reconnect lines after the suite
+            recorder.stop()
         if job is not None and job.poll() is None:
             os.killpg(job.pid, signal.SIGKILL)
         drop_connector(stack, data)
