@@ -22,7 +22,8 @@ import redis
 
 from tests.support.drills import Workload, converged, record
 from tests.support.integration import (batches_committed, cli, cli_json, diff_stores, drop_connector, fresh_redis_dbs,
-                                       key_history, pg, start_job, wait_for, wait_streaming, write_config)
+                                       key_history, pg, start_job, wait_batches, wait_for, wait_streaming,
+                                       write_config)
 
 pytestmark = [pytest.mark.integration, pytest.mark.drill]
 LIVE_DB, SPARE_DB = 7, 8
@@ -87,10 +88,8 @@ class Drill:
         """Until the job committed `batches` batches after the workload wrote more changes from now:
         the recovered pipeline has carried live changes (a pause after a recovery stood for this)."""
         self.written(w)
-        target = batches_committed(self.ckpt) + batches
-        wait_for(lambda: batches_committed(self.ckpt) >= target or (self.job is not None and self.job.poll() is not None),
-                 timeout_s, 0.2, f"{batches} batches committed")
-        assert self.job.poll() is None, self.log.read_text()[-3000:]
+        wait_batches(self.ckpt, batches_committed(self.ckpt) + batches, self.job, self.log, timeout_s,
+                     f"{batches} batches committed")
 
     def converge(self, workload: Workload, drill: str, **extra):
         result = converged(self.stack, self.table, f"{self.name}:", self.name, workload.deleted)

@@ -247,6 +247,14 @@ def batches_committed(checkpoint_dir: Path) -> int:
                 if p.name.isdigit()), default=0)
 
 
+def wait_batches(checkpoint_dir: Path, target: int, proc: subprocess.Popen, log: Path, timeout_s: float,
+                 what: str) -> None:
+    """Until the job's query committed batch number `target` - 1 (see batches_committed); the job
+    must still run (its log's tail shows why it did not)."""
+    wait_for(lambda: batches_committed(checkpoint_dir) >= target or proc.poll() is not None, timeout_s, 0.2, what)
+    assert proc.poll() is None, log.read_text()[-3000:]
+
+
 def wait_group_gone(pgid: int, timeout_s: float = 60) -> None:
     """Until no process of the group is left (a JVM lingers a moment after kill -9 of its group)."""
     import os
