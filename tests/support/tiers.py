@@ -17,12 +17,14 @@ import pytest
 TIERS = ("unit", "integration", "drills")
 
 
+def tier_of_path(path: str) -> int:
+    """The tier of a test file, from the folder it lives in (a node id's file part will do)."""
+    parts = Path(path).parts
+    return next((i for i, name in enumerate(TIERS) if name in parts), 0)
+
+
 def tier_of(item: pytest.Item) -> int:
-    parts = Path(str(item.path)).parts
-    for i, name in enumerate(TIERS):
-        if name in parts:
-            return i
-    return 0
+    return tier_of_path(str(item.path))
 
 
 def _fixture_from_conftest(item: pytest.Item, name: str) -> bool:
@@ -83,8 +85,7 @@ class Tiers:
     def pytest_runtest_logreport(self, report):
         self.seconds[report.nodeid.split("::", 1)[0]] += report.duration
         if report.failed:
-            tier = next((i for i, name in enumerate(TIERS) if f"/{name}/" in f"/{report.nodeid}"), 0)
-            self.failed_tiers.add(tier)
+            self.failed_tiers.add(tier_of_path(report.nodeid.split("::", 1)[0]))
 
     def pytest_terminal_summary(self, terminalreporter):
         if not self.seconds:  # nothing ran (--collect-only, or every test deselected)
