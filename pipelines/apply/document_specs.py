@@ -21,6 +21,20 @@ class ResolvedDocuments:
     def spec(self, name: str) -> DocumentSpec:
         return next(s for s in self.specs if s.name == name)
 
+    def drift(self, current: dict[str, dict[str, str]]) -> dict[str, list[str]]:
+        """Per table the documents read, how its columns now (`current`: name -> type) differ from
+        the ones the documents are rendered with; tables unchanged are left out."""
+        out: dict[str, list[str]] = {}
+        for table, before in self.types.items():
+            now = current.get(table)
+            if now is None or now == before:
+                continue
+            lines = [f"column {c} {'dropped or renamed' if c not in now else f'type {t} -> {now[c]}'}"
+                     for c, t in before.items() if now.get(c) != t]
+            lines += [f"column {c} added" for c in now if c not in before]
+            out[table] = lines
+        return out
+
 
 class Catalog:
     """What resolution reads from Postgres (a stand-in in unit tests)."""

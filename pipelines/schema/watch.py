@@ -1,7 +1,7 @@
 """The running job's watch on its tables' columns (driver side, between batches).
 
 Each check reads the catalog for every synced table (one query per table, at most every
-`interval_s`), compares with the columns last seen (pipelines/state/schema.py: kept beside the
+`interval_s`, at every batch when a table's policy is `stop`), compares with the columns last seen (pipelines/state/schema.py: kept beside the
 checkpoint, so a change made while the job was down is noticed at the next start), and acts on
 a change as the table's `on_schema_change` says (pipelines/schema/plan.py): extends the live
 index mapping, asks Debezium for an incremental snapshot of the table (every row re-read at a
@@ -49,7 +49,11 @@ class SchemaWatch:
         """Column types per table (name -> format_type), after acting on any change. Raises
         SchemaChangeError under `on_schema_change: stop`."""
         now = self.clock()
-        if self.last_check is not None and now - self.last_check < self.interval_s:
+        # A table under `stop` is read at every batch, before it is applied: its changes are in
+        # Kafka after their DDL committed, so the catalog read now shows any DDL they follow; a
+        # rate-limited check let a write made just after a DDL through in the new shape.
+        every_batch = any(t.on_schema_change == "stop" for t in config.tables)
+        if not every_batch and self.last_check is not None and now - self.last_check < self.interval_s:
             return self.types
         self.last_check = now
         tables = {t.name: t for t in config.tables}

@@ -238,6 +238,41 @@ def ensure_indexes(config: Config, stores) -> None:
             stores.search.prepare(table)
 
 
+class ColumnDrift:
+    """The live documents' own schema watch, before each batch: the documents render values with
+    the column types read at the job's start, so a table they read changing its columns under
+    `on_schema_change: stop` stops the job before a change of the new shape is folded (the tables'
+    watch is another query's, and may see the DDL later); under another policy the change is said
+    out loud, once: those documents need `cdckit rebuild all` after the table's re-read."""
+
+    def __init__(self, config: Config, resolved: ResolvedDocuments):
+        self.config, self.resolved = config, resolved
+        self.told: set[str] = set()
+
+    def check(self) -> None:
+        from connectors import postgres
+        from pipelines.errors import SchemaChangeError
+
+        try:
+            with postgres.connect(self.config.postgres.dsn_kwargs()) as conn:
+                current = {t: postgres.column_types(conn, t) for t in self.resolved.types}
+        except Exception as exc:  # noqa: BLE001 - Postgres not answering: the next batch checks
+            log.warning("documents: schema check skipped: %s: %s", type(exc).__name__, str(exc)[:200])
+            return
+        policy = {t.name: t.on_schema_change for t in self.config.tables}
+        for table, lines in self.resolved.drift(current).items():
+            what = f"{table}: {'; '.join(lines)}"
+            if policy.get(table) == "stop":
+                raise SchemaChangeError(
+                    f"{what}. on_schema_change is 'stop': the job stopped before the documents folded changes "
+                    f"of the new shape. Run `cdckit snapshot resync {table}` (re-reads every row), then "
+                    "`cdckit rebuild all` (the documents are rendered anew), or set on_schema_change: evolve")
+            if what not in self.told:
+                self.told.add(what)
+                log.error("documents: %s: documents holding this table keep its old rendering until "
+                          "`cdckit rebuild all` (run it once the table's re-read is done)", what)
+
+
 class PausedForHandover(RuntimeError):
     """A live documents' batch given up, unwritten and uncommitted, because its query is stopping."""
 
@@ -256,9 +291,13 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
     ckpt = config.spark.checkpoint_dir
     totals = totals if totals is not None else {}
 
+    drift = ColumnDrift(config, resolved) if live else None
+
     def write(df, batch_id: int) -> None:
         started = time.monotonic()
         waited = started
+        if drift is not None:
+            drift.check()
         while True:
             with ExitStack() as held:
                 if live:

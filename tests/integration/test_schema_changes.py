@@ -149,6 +149,10 @@ def test_stop_policy_stops_the_job_naming_the_change(stack, drill, tmp_path):
             conn.execute(f"ALTER TABLE {table} DROP COLUMN note")
             conn.execute(f"UPDATE {table} SET v = v + 1 WHERE id < 10")
         assert job.wait(180) == 6
+        # Stopped before the write that followed the DDL (checked at every batch, not every 5 s).
+        held = cache_docs(stack, f"{name}:")
+        assert all(held[str(i)]["v"] == 0 and "note" in held[str(i)] for i in range(1, 10)), \
+            [held[str(i)] for i in range(1, 10)]
     finally:
         if job.poll() is None:
             job.send_signal(signal.SIGTERM)

@@ -195,3 +195,15 @@ def test_an_index_definition_edit_rebuilds_search_numbers_rebuild_both(tmp_path)
     w.config_edited(config(), shared)
     assert fake.rebuilds == [(("search",), T), (("search",), T), (("search", "cache"), T), (("search",), T)]
     assert [p.what for p in SchemaState(tmp_path).pending()][-1] == f"{T}: config edit of search.index_settings"
+
+
+def test_a_stop_table_is_checked_at_every_batch_not_every_interval(tmp_path):
+    """A DDL and a write less than the interval after the last check: the batch holding the write
+    must not be applied in the new shape (it was, with checks every 5 s)."""
+    fake, clock = Fake(), Clock()
+    w = watch(tmp_path, fake, clock)
+    w.check(config("stop"))
+    fake.cols[T] = V1 + [Column(3, "note", "text", False)]
+    clock.t = 0.5                                         # well within the 5 s interval
+    with pytest.raises(SchemaChangeError, match="note"):
+        w.check(config("stop"))

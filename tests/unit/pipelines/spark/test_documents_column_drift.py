@@ -1,0 +1,67 @@
+"""The documents' own schema watch (issue #38.7 and the loud half of #38.3): a column the documents
+read changing under `on_schema_change: stop` stops the documents' batch before it folds anything;
+under another policy it is logged once, as an error naming `cdckit rebuild all`."""
+import copy
+import logging
+
+import pytest
+
+from pipelines.config import parse_config
+from pipelines.errors import SchemaChangeError
+from pipelines.spark import documents_query
+from pipelines.spark.documents_query import ColumnDrift
+from tests.support.configs import BASE
+from tests.unit.pipelines.spark.test_documents_fingerprint import RESOLVED
+
+
+def config(policy: str):
+    data = copy.deepcopy(BASE)
+    data["tables"] = [{"name": t, "on_schema_change": policy} for t in ("public.orders", "public.lines")]
+    return parse_config(data)
+
+
+@pytest.fixture
+def catalog(monkeypatch):
+    now = copy.deepcopy(RESOLVED.types)
+
+    class Conn:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+    from connectors import postgres
+    monkeypatch.setattr(postgres, "connect", lambda kwargs: Conn())
+    monkeypatch.setattr(postgres, "column_types", lambda conn, table: dict(now[table]))
+    return now
+
+
+def test_drift_names_retyped_dropped_and_added_columns():
+    now = copy.deepcopy(RESOLVED.types)
+    now["public.lines"]["price"] = "numeric(20,4)"
+    del now["public.lines"]["order_id"]
+    now["public.orders"]["note"] = "text"
+    assert RESOLVED.drift(now) == {
+        "public.orders": ["column note added"],
+        "public.lines": ["column order_id dropped or renamed", "column price type numeric(12,2) -> numeric(20,4)"]}
+    assert RESOLVED.drift(RESOLVED.types) == {}
+
+
+def test_under_stop_a_retyped_column_stops_the_batch(catalog):
+    drift = ColumnDrift(config("stop"), RESOLVED)
+    drift.check()                                           # nothing changed: the batch goes on
+    catalog["public.lines"]["price"] = "text"
+    with pytest.raises(SchemaChangeError, match=r"public.lines: column price type numeric\(12,2\) -> text"):
+        drift.check()
+
+
+def test_under_evolve_it_is_said_once(catalog, caplog):
+    drift = ColumnDrift(config("evolve"), RESOLVED)
+    catalog["public.orders"]["note"] = "text"
+    with caplog.at_level(logging.ERROR, logger=documents_query.log.name):
+        drift.check()
+        drift.check()
+    assert [r.getMessage() for r in caplog.records if "rebuild all" in r.getMessage()] == [
+        "documents: public.orders: column note added: documents holding this table keep its old rendering until "
+        "`cdckit rebuild all` (run it once the table's re-read is done)"]
