@@ -69,6 +69,7 @@ class Letter:
     key: bytes | None
     value: bytes | None
     value_dropped: bool = False
+    version: str | None = None   # a nested document's letter: the version it was written at
 
     def as_json(self) -> dict[str, Any]:
         return {"offset": self.offset, "source": f"{self.source_topic}[{self.source_partition}]@{self.source_offset}",
@@ -107,7 +108,7 @@ def read_letters(conf: dict[str, Any], topic: str, from_offset: int = 0) -> list
         letters.append(Letter(m.offset(), h.get("cdckit.source.topic", ""),
                               int(h.get("cdckit.source.partition", 0)), int(h.get("cdckit.source.offset", -1)),
                               h.get("cdckit.stage", ""), h.get("cdckit.reason", ""), m.key(), m.value(),
-                              h.get(DROPPED) == "true"))
+                              h.get(DROPPED) == "true", h.get("cdckit.version")))
     return letters
 
 

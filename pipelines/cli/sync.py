@@ -40,6 +40,7 @@ def bootstrap_command(config_path: Path, once: bool) -> None:
     from pipelines.cli.progress_view import ProgressView
     from pipelines.errors import DeadLettersLeft
     from pipelines.ops import bootstrap, connector, preflight
+    from pipelines.state import bootstrap as bootstrap_state
     from pipelines.stopping import StopRequest
     from pipelines.spark import job
     from pipelines.spark.metrics import pipeline_metrics
@@ -110,7 +111,9 @@ def bootstrap_command(config_path: Path, once: bool) -> None:
             if done and once and cfg.documents:  # and the nested documents built from the snapshot
                 if not documents_end:
                     documents_end.append(bootstrap.documents_topic_ends(cfg))
-                return bootstrap.documents_applied(cfg, documents_end[0])
+                # (a re-snapshot's sweep of the documents follows their query: see LiveDocuments.tend)
+                return (bootstrap.documents_applied(cfg, documents_end[0])
+                        and bootstrap_state.documents_sweep(cfg.spark.checkpoint_dir) is None)
             return done and once
 
         code = job.run(cfg, config_path=config_path, on_batch=watch.on_batch, once=finished, stop=stop,

@@ -106,6 +106,9 @@ class Watch:
 
     def complete(self, offsets: dict[str, Any], lsn: int | None, how: str) -> None:
         swept = sweep_below_snapshot(self.config, lsn) if self.sweep and lsn else None
+        if swept is not None and self.config.documents:   # theirs once their query has the snapshot
+            bootstrap_state.mark_documents_sweep(self.config.spark.checkpoint_dir, lsn,
+                                                 documents_topic_ends(self.config))
         self.finish(offsets, lsn, how, swept)
 
     def finish(self, offsets: dict[str, Any], lsn: int | None, how: str, swept: dict[str, int] | None = None) -> None:
@@ -350,6 +353,34 @@ def _wait_stopped(client, name: str, timeout_s: float = 60) -> None:
         if client.status(name).state == "STOPPED":
             return
         time.sleep(0.5)
+
+
+def sweep_documents_when_applied(config: Config) -> dict[str, int] | None:
+    """After a re-snapshot, the nested documents of roots deleted while the topics were lost: every
+    live root's document was rendered again from the snapshot (its version is at least the
+    snapshot's), so once the documents' query has applied the snapshot, a document below it is one
+    no row makes any more. None while there is nothing to sweep, or the query is not there yet."""
+    pending = bootstrap_state.documents_sweep(config.spark.checkpoint_dir)
+    if pending is None or not documents_applied(config, pending["ends"]):
+        return None
+    from derived.change import Change, Position, Version
+    from pipelines.apply.stores import stores_from_config
+
+    stores = stores_from_config(config)
+    cut = Version(int(pending["snapshot_lsn"]), 0, 0)
+    removed = {}
+    for doc in config.documents:
+        marker = Change(doc.store_table, "truncate", {}, "", None, cut, Position("", 0, 0))
+        removed[doc.store_table] = (stores.search.truncate(marker, stores.search_tables[doc.store_table])
+                                    + stores.cache.truncate(marker, stores.cache_tables[doc.store_table]))
+    state = read_state(config)
+    if state is not None:
+        state.removed_after_lost_topics = {**(state.removed_after_lost_topics or {}), **removed}
+        bootstrap_state.write_state(config.spark.checkpoint_dir, state)
+    bootstrap_state.clear_documents_sweep(config.spark.checkpoint_dir)
+    log.info("re-snapshot: documents of roots deleted while the topics were lost removed: %s",
+             ", ".join(f"{name} {n}" for name, n in removed.items()))
+    return removed
 
 
 def sweep_below_snapshot(config: Config, snapshot_lsn: int) -> dict[str, int]:

@@ -14,6 +14,9 @@ exists). Letters that still fail are reported, not written back (the originals s
 So a letter's own value is needed only when its key is missing or its source partition can no
 longer be read: letters written without values (`dlq.include_values: false`) replay the same.
 
+A nested document's letter has no change record behind it: the document is built again in
+Postgres and written at the letter's version (pipelines/ops/dead_letter_documents.py).
+
 A replay moves the settled mark (pipelines/state/dead_letters.py) up to its first letter that
 still fails (`settled_mark`): `status` counts only the letters past it.
 """
@@ -136,18 +139,28 @@ def replay(config: Config, letters: list[Letter]) -> dict[str, Any]:
     from pipelines.state.fences import FenceStore
     from pipelines.state.truncate_cuts import TruncateCuts
 
+    from pipelines.apply.stats import BatchStats
+    from pipelines.ops.dead_letter_documents import is_document_letter, replay_documents
+
     stores = stores_from_config(config)
     fences = FenceStore(config.spark.checkpoint_dir).before(1 << 62)
-    later = _later_records(config, letters)
-    rows = newest_records(letters, later)
+    documents = [x for x in letters if is_document_letter(x)]
+    records = [x for x in letters if not is_document_letter(x)]
+    later = _later_records(config, records)
+    rows = newest_records(records, later)
     collect = CollectedLetters()
     how = ApplyOptions(known_cuts=TruncateCuts(config.spark.checkpoint_dir).known)
     stats = apply_records(rows, stores, dict(fences), collect, how=how) if rows else None
+    if documents:   # built again from Postgres (pipelines/ops/dead_letter_documents.py)
+        stats = stats or BatchStats()
+        doc_dead: list = []
+        rewritten = replay_documents(config, documents, stores, stats, doc_dead)
+        collect.failed.extend(doc_dead)
     failed = {(d.position.topic, d.position.partition, d.position.offset): d.reason for d in collect.failed}
-    replayed = sum(1 for x in letters if replayable(x, later))
+    replayed = sum(1 for x in records if replayable(x, later)) + sum(1 for x in documents if x.key is not None)
     failing = still_failing(letters, collect.failed)
     return {"letters": len(letters), "replayed": replayed, "without_payload": len(letters) - replayed,
-            "records_applied": len(rows),
+            "records_applied": len(rows) + (rewritten if documents else 0),
             "search_applied": stats.search_applied if stats else 0, "cache_applied": stats.cache_applied if stats else 0,
             "stale": (stats.search_stale + stats.cache_stale) if stats else 0,
             "still_failing": [{"source": f"{t}[{p}]@{o}", "reason": r} for (t, p, o), r in failed.items()],

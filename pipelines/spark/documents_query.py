@@ -207,6 +207,8 @@ def write_fn(config_json: bytes, targets: Targets | None = None):
             dead: list[DeadLetter] = []
             # A document the engine refuses is dead-lettered with its id and body (see apply_changes).
             apply_changes(stores, [], changes, totals, dead, raw)
+            for letter in dead:   # `cdckit dlq replay` writes the document again at this version
+                letter.extra = {**letter.extra, "version": changes[letter.position.offset].version.redis()}
             if dead:
                 totals.dead_letters += dlq.write(dead)
         yield pa.RecordBatch.from_pylist([{
@@ -380,6 +382,9 @@ class LiveDocuments:
         self.query = start(spark, config, config_json, resolved, self.folder, stopping=self.stopping)
 
     def tend(self) -> None:
+        from pipelines.ops.bootstrap import sweep_documents_when_applied
+
+        sweep_documents_when_applied(self.config)   # after a re-snapshot: deleted roots' documents
         now = checkpoint(self.config)
         if now == self.folder:
             return

@@ -72,6 +72,20 @@ def resnapshot_pending(checkpoint_dir: Path) -> bool:
     return CheckpointDir(checkpoint_dir).resnapshot.exists() and read_state(checkpoint_dir) is None
 
 
+def mark_documents_sweep(checkpoint_dir: Path, snapshot_lsn: int, ends: dict[str, dict[str, int]]) -> None:
+    """The re-snapshot is in for the tables: the documents are swept below `snapshot_lsn` once their
+    query has applied the documents' topics up to `ends` (it runs apart from the tables' query)."""
+    write_json(CheckpointDir(checkpoint_dir).documents_sweep, {"snapshot_lsn": snapshot_lsn, "ends": ends})
+
+
+def documents_sweep(checkpoint_dir: Path) -> dict[str, Any] | None:
+    return read_json(CheckpointDir(checkpoint_dir).documents_sweep)
+
+
+def clear_documents_sweep(checkpoint_dir: Path) -> None:
+    CheckpointDir(checkpoint_dir).documents_sweep.unlink(missing_ok=True)
+
+
 @dataclass
 class SnapshotBulk:
     """cdckit-snapshot-bulk.json: how far the bootstrap's bulk has applied each partition's snapshot

@@ -36,6 +36,8 @@ class CheckpointDir(_Folder):
     truncates = _File("cdckit-truncates.json", "The truncates applied (pipelines/state/truncate_cuts.py).")
     bootstrap = _File("cdckit-bootstrap.json", "The snapshot's watermark (pipelines/state/bootstrap.py).")
     resnapshot = _File("cdckit-resnapshot.json", "A re-snapshot after lost topics under way (state/bootstrap.py).")
+    documents_sweep = _File("cdckit-documents-sweep.json", "A re-snapshot's sweep of the nested documents, "
+                            "waiting for their query to apply the snapshot (state/bootstrap.py).")
     snapshot_bulk = _File("cdckit-snapshot-bulk.json",
                           "The bootstrap's bulk apply of the snapshot reads, and where the streaming query takes over "
                           "(state/bootstrap.py).")

@@ -136,3 +136,56 @@ def test_bad_records_are_dead_lettered_and_the_rest_applied(stack, spark, tmp_pa
         for q in spark.streams.active:
             q.stop()
         drop_connector(stack, data)
+
+
+def test_a_refused_document_is_written_again_from_postgres_by_replay(stack, spark, tmp_path):
+    """Issue #38.5: a nested document's letter has no change record to replay; `dlq replay` builds
+    the document again in Postgres and writes it at the letter's version, even without values."""
+    p = f"dd{uuid.uuid4().hex[:6]}"
+    name, orders, lines = f"orders-{p}", f"public.{p}_orders", f"public.{p}_lines"
+    with pg(stack) as conn:
+        conn.execute(f"CREATE TABLE {orders} (id int PRIMARY KEY, status text)")
+        conn.execute(f"CREATE TABLE {lines} (id int PRIMARY KEY, order_id int REFERENCES {orders}, note text)")
+        conn.execute(f"INSERT INTO {orders} SELECT g, 'new' FROM generate_series(1, 3) g")
+        conn.execute(f"INSERT INTO {lines} SELECT g, g, 'short' FROM generate_series(1, 3) g")
+    data = stack.config(
+        tables=[{"name": orders, "redis_key": f"{p}o:{{id}}"}, {"name": lines, "redis_key": f"{p}l:{{id}}"}],
+        documents=[{"name": name, "root": orders, "index": name, "redis_key": f"{name}:{{id}}",
+                    "relations": [{"label": "lines", "table": lines, "type": "one_to_many",
+                                   "join": {"order_id": "id"}, "columns": ["note"]}]}],
+        spark={"checkpoint_dir": str(tmp_path / "ckpt"), "trigger": "1 second"}, dlq={"include_values": False})
+    data["search"]["max_document_bytes"] = 2048
+    cfg = parse_config(data)
+    path = write_config(tmp_path, data)
+    query = None
+    try:
+        assert cli("connector", "apply", "-c", str(path)).returncode == 0
+        wait_streaming(stack, data)
+        from pipelines.spark import job
+
+        query = job.start(spark, cfg)
+        wait_for(lambda: {"1", "2", "3"} <= set(search_docs(stack, name)), 90, 1, "the documents of the snapshot")
+        with pg(stack) as conn:   # order 1's document outgrows the limit; order 3 changes, and 2 goes
+            conn.execute(f"UPDATE {lines} SET note = repeat('x', 5000) WHERE id = 1")
+            conn.execute(f"UPDATE {orders} SET status = 'paid' WHERE id = 3")
+        wait_for(lambda: search_docs(stack, name)["3"]["status"] == "paid", 60, 1, "order 3 paid")
+        letters = wait_for(lambda: (lambda m: [x for x in m if dict(x.headers())["cdckit.source.topic"]
+                                               == f"document:{name}".encode()] or None)(
+            read_all(stack.bootstrap_servers, cfg.dead_letter_topic, 2)), 60, 0, "the document's letter")
+        assert dict(letters[0].headers()).get("cdckit.version") and letters[0].value() is None
+        assert search_docs(stack, name)["1"]["lines"] == [{"note": "short"}]   # the refused write left it
+        query.stop()
+        query = None
+
+        data["search"]["max_document_bytes"] = 1 << 20   # the fix
+        replayed = cli("dlq", "replay", "--json", "-c", str(write_config(tmp_path, data)))
+        assert replayed.returncode == 0, replayed.stdout[-2000:] + replayed.stderr[-2000:]
+        assert search_docs(stack, name)["1"]["lines"] == [{"note": "x" * 5000}]
+        result = cli("verify", "--json", "-c", str(path), timeout=300)
+        assert result.returncode == 0, result.stdout[-3000:]
+    finally:
+        if query is not None:
+            query.stop()
+        for q in spark.streams.active:
+            q.stop()
+        drop_connector(stack, data)

@@ -239,5 +239,26 @@ def test_bootstrap_once_builds_the_documents_from_the_snapshot(stack, tmp_path):
         report = json.loads(result.stdout)
         assert report["exact"], json.dumps(report)[:3000]
         assert int(r.get(f"cdckit:count:{name}:{{id}}") or 0) == 400
+
+        # The change topics lost: `bootstrap` re-snapshots, and an order deleted while they were
+        # gone leaves both stores, its document too (issue #38.4: only the tables were swept).
+        from confluent_kafka.admin import AdminClient
+
+        admin = AdminClient({"bootstrap.servers": stack.bootstrap_servers})
+        prefix = data["topic_prefix"] + "."
+        doomed = [t for t in admin.list_topics(timeout=10).topics if t.startswith(prefix) and t != prefix + "dlq"]
+        for fut in admin.delete_topics(doomed).values():
+            fut.result(30)
+        with pg(stack) as conn:
+            conn.execute(f"DELETE FROM {p}_lines WHERE order_id = 400")
+            conn.execute(f"DELETE FROM {p}_orders WHERE id = 400")   # its links go with it (cascade)
+        again = cli("bootstrap", "--once", "-c", str(path), timeout=600)
+        assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-3000:]
+        assert "re-snapshotting" in again.stdout + again.stderr
+        assert r.get(f"{name}:400") is None
+        result = cli("verify", "--json", "-c", str(path), timeout=300)
+        report = json.loads(result.stdout)
+        assert report["exact"], json.dumps(report)[:3000]
+        assert next(t for t in report["tables"] if t["table"] == f"document:{name}")["rows"] == 399
     finally:
         drop_pipeline(stack, data, *reversed(tables))
