@@ -79,7 +79,9 @@ def converter(pg_type: str, as_number: bool = False) -> Convert | None:
     if one is None:
         return None
     if element != pg_type:
-        return lambda v: [one(x) for x in v] if isinstance(v, list) else one(v)
+        def each(v):   # a multidimensional array nests lists (read from Postgres: see envelope.garbled_arrays)
+            return [each(x) for x in v] if isinstance(v, list) else one(v)
+        return each
     return one
 
 

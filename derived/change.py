@@ -54,6 +54,7 @@ class Change:
     snapshot_last: bool = False         # Debezium's marker on the initial snapshot's final record
     tombstone: bool = False             # a delete known only from its tombstone (see derived/reduce.py)
     created: bool = False               # a streamed create (op=c): no store holds an older row of this key
+    reread: bool = False                # its unavailable columns are read from Postgres whatever a store holds
 
 
 # The version of a tombstone-only delete: unknown (the stores delete whatever they hold).

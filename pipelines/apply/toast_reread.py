@@ -9,6 +9,8 @@ holds them:
   visible to other sessions (the walsender sends a commit once it is flushed, which is before the
   committing backend has published it) and then finds no row: no store holds the new key yet;
 - a rebuild folds a compacted log whose older records with the value are gone.
+A column Debezium could not render (a multidimensional array: connectors/envelope.garbled_arrays)
+is read here too, on every path, marked `reread`.
 Such columns are read here from the row as it is now. A value newer than the change is harmless:
 every later change of the column carries its full value and, being newer, overwrites it; a row
 gone since (deleted, re-keyed) is left as is: its delete follows in the log.
@@ -38,7 +40,7 @@ class ToastReread:
         """Fill the unavailable columns of created keys (or of every upsert: a rebuild's survivors),
         in place; returns how many changes were completed."""
         wanted = [c for c in changes if c.op == "upsert" and c.unavailable and not c.tombstone
-                  and (c.created or every_upsert)]
+                  and (c.created or every_upsert or c.reread)]
         if not wanted:
             return 0
         filled = 0

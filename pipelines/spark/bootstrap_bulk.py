@@ -225,6 +225,8 @@ class PieceApply:
 
     def _write(self, fold) -> None:
         survivors, dead = fold.survivors(), list(fold.dead)
+        if self.stores.toast is not None:   # columns Debezium could not render (multidimensional arrays)
+            self.stores.toast.fill(survivors)
         as_documents(self.stores, survivors)
         apply_changes(self.stores, [], survivors, self.stats, dead, [])
         self.letters.append(self.dlq.write(dead) if dead else 0)

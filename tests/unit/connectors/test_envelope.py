@@ -82,6 +82,18 @@ def test_toast_placeholder_is_not_data():
     assert ch.unavailable == ("big",) and "big" not in ch.row
 
 
+@pytest.mark.parametrize("op", ["r", "u"])
+def test_a_multidimensional_array_debezium_could_not_render_is_read_again(op):
+    # int4[][] arrives as a list of nulls, text[][] as Java's names of the inner arrays (Debezium 3.x).
+    after = {"id": 5, "grid": [None, None], "words": ["[Ljava.lang.String;@1b2c3d", "[Ljava.lang.String;@4e5f"],
+             "ok": [1, None], "empty": [], "note": "[Ljava.lang.String;@1"}
+    ch = decode(KEY, envelope(op, after=after, snapshot="true" if op == "r" else "false"), POS)
+    assert ch.reread and ch.unavailable == ("grid", "words")
+    assert ch.row == {"id": 5, "ok": [1, None], "empty": [], "note": "[Ljava.lang.String;@1"}
+    plain = decode(KEY, envelope(op, after={"id": 5, "ok": [1, None]}), POS)
+    assert not plain.reread and plain.unavailable == ()
+
+
 @pytest.mark.parametrize("key,value,reason", [
     (KEY, b"{not json", "not valid JSON"),
     (KEY, envelope("x", after={"id": 5}), "unknown op"),
