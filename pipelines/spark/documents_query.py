@@ -167,16 +167,50 @@ _decoders: dict[bytes, tuple] = {}
 
 
 def _decoding(config_json: bytes, resolved: ResolvedDocuments) -> tuple:
-    """(key columns, truncate table, typed converters) of a config, once per Python worker."""
+    """(key columns, truncate table, typed converters) of a config, once per Python worker. The
+    converters follow the catalog (issue #38.3: they were the types read at the job's start, so an
+    ALTER ... TYPE left re-read rows rendered by the old type for good)."""
     if config_json not in _decoders:
-        from connectors.typed_values import row_converter
         from pipelines.config import parse_config
+        from pipelines.spark.partition_apply import worker_resources
 
         config = parse_config(orjson.loads(config_json))
         numbers = {t.name: frozenset(t.numeric_as_number) for t in config.tables}
-        typed = {t: row_converter(types, numbers.get(t, frozenset())) for t, types in resolved.types.items()}
+        types = worker_resources(config_json)[0].types
+        typed = (LiveTypes(types, numbers, set(resolved.types)) if types is not None
+                 else _fixed_types(resolved, numbers))
         _decoders[config_json] = ({t.name: t.key for t in config.tables}, config.postgres.truncate_table, typed)
     return _decoders[config_json]
+
+
+def _fixed_types(resolved: ResolvedDocuments, numbers: dict[str, frozenset[str]]) -> dict:
+    from connectors.typed_values import row_converter
+
+    return {t: row_converter(types, numbers.get(t, frozenset())) for t, types in resolved.types.items()}
+
+
+class LiveTypes:
+    """Typed converters per table from the worker's column types (pipelines/apply/column_types.py),
+    as the tables' documents are rendered: a type change is seen within its ttl (the schema watch's
+    re-read then writes every row again), a column a row carries that was not looked for, at once."""
+
+    def __init__(self, types, numbers: dict[str, frozenset[str]], tables: set[str]):
+        self.types, self.numbers, self.tables = types, numbers, tables
+        self._made: dict[str, tuple[dict[str, str], Any]] = {}
+
+    def get(self, table: str):
+        if table not in self.tables:
+            return None
+        return lambda row: self.converter(table, row)(row)
+
+    def converter(self, table: str, row: dict[str, Any]):
+        from connectors.typed_values import row_converter
+
+        types = self.types.of({table: set(row)})[table]
+        made = self._made.get(table)
+        if made is None or made[0] is not types:   # the same dict until the types are read again
+            made = self._made[table] = (types, row_converter(types, self.numbers.get(table, frozenset())))
+        return made[1]
 
 
 def write_fn(config_json: bytes, targets: Targets | None = None):
