@@ -24,6 +24,7 @@ from pipelines.apply.stores import stores_from_config
 from pipelines.config import Config, load_config
 from pipelines.errors import CdckitError, from_spark_failure
 from pipelines.apply import index_definitions
+from pipelines.spark import restart_pause
 from pipelines.spark.visibility import VisibilityPublisher
 from pipelines.stopping import StopRequest
 from pipelines.spark.change_topics import topic_reader
@@ -407,8 +408,9 @@ def _run_queries(spark, config: Config, config_path: Path | None, on_batch, once
             error.trace = text
             spark.stop()
             raise error
-        log.warning("%s; restarting from the checkpoint in %.0f s", _first_line(text), pause)
-        if stop.wait(pause):
+        log.warning("%s; restarting from the checkpoint in %.0f s (sooner once it answers again)",
+                    _first_line(text), pause)
+        if restart_pause.pause(stop, pause, restart_pause.readiness(config, text)):
             break
         pause = min(pause * 2, 60.0)
     spark.stop()

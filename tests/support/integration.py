@@ -82,6 +82,35 @@ def read_topic(bootstrap: str, topic: str, expect: int, timeout_s: float = 60) -
     return [(k, v) for _, _, k, v in sorted(records, key=lambda r: r[:2])]
 
 
+def read_topic_to_end(bootstrap: str, topic: str, timeout_s: float = 60) -> list[tuple[Any, Any]]:
+    """As read_topic, but every partition up to its end as of the call: complete, and done as
+    soon as the records are read (read_topic with an open `expect` waits out its timeout)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "cdckit-tests", "enable.auto.commit": False})
+    deadline = time.monotonic() + timeout_s
+    records: list[tuple[int, int, Any, Any]] = []
+    try:
+        meta = consumer.list_topics(topic, timeout=10).topics[topic]
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in meta.partitions}
+        left = {p for p, end in ends.items() if end > 0}
+        consumer.assign([TopicPartition(topic, p, 0) for p in left])
+        decode = lambda b: None if b is None else json.loads(b)  # noqa: E731
+        while left and time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is None or msg.error():
+                continue
+            if msg.offset() < ends[msg.partition()]:
+                records.append((msg.partition(), msg.offset(), decode(msg.key()), decode(msg.value())))
+            if msg.offset() >= ends[msg.partition()] - 1:
+                left.discard(msg.partition())
+        if left:
+            raise TimeoutError(f"{topic}: partitions {sorted(left)} not read to their end in {timeout_s} s")
+    finally:
+        consumer.close()
+    return [(k, v) for _, _, k, v in sorted(records, key=lambda r: r[:2])]
+
+
 def by_key(records: list[tuple[Any, Any]]) -> dict[str, list[Any]]:
     """Each key's ops in log order (None for a tombstone), the key JSON-encoded."""
     out: dict[str, list[Any]] = {}

@@ -1,0 +1,90 @@
+"""The pause before the job restarts its queries after a restartable failure.
+
+The pause doubles after each failure (up to a minute) so a store or broker that stays away is not
+hammered. Waiting it out whole after the cause is gone cost up to a minute of lag each time: a
+store rebuilt after it lost its data, or a broker back after a restart, sat idle while the job
+slept. So, past a minimum, the pause also ends as soon as a probe of what failed answers: the
+stores answer and hold their markers (StoreUnavailable), the broker answers (Kafka failures). A
+probe that passes while the failure has another cause costs a restart every `minimum_s` at most.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Callable
+
+from pipelines.config import Config
+
+log = logging.getLogger("cdckit.job")
+
+MINIMUM_S = 5.0
+PROBE_EVERY_S = 1.0
+
+
+def pause(stop, seconds: float, ready: Callable[[], bool] | None, minimum_s: float = MINIMUM_S,
+          clock: Callable[[], float] = time.monotonic) -> bool:
+    """Sleep `seconds`, or from `minimum_s` on until `ready()`; True when a stop was asked."""
+    start = clock()
+    probe = _Probe(ready) if ready is not None else None
+    while True:
+        elapsed = clock() - start
+        if elapsed >= seconds:
+            return False
+        if stop.wait(min(PROBE_EVERY_S, seconds - elapsed)):
+            return True
+        if probe is not None and clock() - start >= minimum_s and probe.answered():
+            log.info("what failed answers again after %.0f s; restarting now", clock() - start)
+            return False
+
+
+class _Probe:
+    """`ready()` in a thread of its own, one at a time: a frozen server holds a probe for its
+    client's whole timeout, and the pause (and a stop request) must not wait for it."""
+
+    def __init__(self, ready: Callable[[], bool]):
+        self.ready = ready
+        self.passed = False
+        self.thread: threading.Thread | None = None
+
+    def answered(self) -> bool:
+        if self.passed:
+            return True
+        if self.thread is None or not self.thread.is_alive():
+            self.thread = threading.Thread(target=self._run, name="cdckit-restart-probe", daemon=True)
+            self.thread.start()
+            self.thread.join(0.5)   # a server that answers does so at once
+        return self.passed
+
+    def _run(self) -> None:
+        try:
+            self.passed = bool(self.ready())
+        except Exception:  # noqa: BLE001 - the probe failing is the cause still being there
+            self.passed = False
+
+
+def readiness(config: Config, failure: str) -> Callable[[], bool] | None:
+    """The probe of what a failure's text names, or None (the pause is waited out)."""
+    if "StoreUnavailable" in failure:
+        return lambda: stores_ready(config)
+    if "KafkaUnavailable" in failure or "NoFetchResponse" in failure:
+        return lambda: kafka_ready(config)
+    return None
+
+
+def stores_ready(config: Config) -> bool:
+    """Both stores answer and hold the pipeline's markers (a store that lost its data answers
+    without them until a rebuild marks it again)."""
+    from derived.sinks import markers
+    from pipelines.apply.stores import stores_from_config
+
+    stores = stores_from_config(config)
+    engine = stores.search.engine if "search" in config.sinks else None
+    client = stores.cache.r if "cache" in config.sinks else None
+    return not markers.missing(config.topic_prefix, engine, client)
+
+
+def kafka_ready(config: Config) -> bool:
+    from connectors.kafka.admin import topic_names
+
+    return bool(topic_names(config.kafka.client_config()))
