@@ -38,6 +38,12 @@ class ConnectorSettings:
     snapshot_fetch_size: int = 10_240
     snapshot_max_threads: int = 1
 
+    @property
+    def notification_topic(self) -> str:
+        """Debezium's notifications (connectors/kafka/notifications.py); one name part after the
+        prefix, so outside the change topics' pattern (schema.table: two)."""
+        return f"{self.topic_prefix}.notifications"
+
 
 def heartbeat_query(table: str) -> str:
     # Writing to the database on every heartbeat lets the slot advance on an idle database
@@ -67,6 +73,10 @@ def connector_config(s: ConnectorSettings) -> dict[str, str]:
         "table.include.list": ",".join([*s.tables, s.signal_table, s.heartbeat_table, s.truncate_table]),
         "signal.data.collection": s.signal_table,
         "signal.enabled.channels": "source",
+        # An incremental snapshot's end, exactly: a COMPLETED notification keyed by its signal's id
+        # (the schema watch and `snapshot add` waited for 10 s without a new snapshot window).
+        "notification.enabled.channels": "sink",
+        "notification.sink.topic.name": s.notification_topic,
         "snapshot.mode": "initial",
         "snapshot.fetch.size": str(s.snapshot_fetch_size),
         "snapshot.max.threads": str(s.snapshot_max_threads),

@@ -450,6 +450,11 @@ class Config(_Strict):
         return self.dlq_topic or f"{self.topic_prefix}.dlq"
 
     @property
+    def notification_topic(self) -> str:
+        """Debezium's notifications (see connectors/debezium_config.ConnectorSettings)."""
+        return f"{self.topic_prefix}.notifications"
+
+    @property
     def topic_pattern(self) -> str:
         """Every table topic of this prefix (a table added later joins without a restart). The
         heartbeat and signal tables' topics are read too though nothing of them is applied: Debezium

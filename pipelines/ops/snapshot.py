@@ -22,6 +22,15 @@ def _windows(config: Config) -> int:
         return postgres.snapshot_windows(conn, config.postgres.signal_table)
 
 
+def _completed(config: Config, signal_id: str) -> bool:
+    from connectors.kafka.notifications import completed_snapshots
+
+    try:
+        return signal_id in completed_snapshots(config.kafka.client_config(), config.notification_topic)
+    except Exception:  # noqa: BLE001 - the broker not answering: the windows decide
+        return False
+
+
 def add_table(config: Config, table_name: str, on_progress: Callable[[int, int], None] = lambda done, total: None,
               timeout_s: float = 3600) -> dict:
     table = next((t for t in config.tables if t.name == table_name), None)
@@ -55,7 +64,10 @@ def add_table(config: Config, table_name: str, on_progress: Callable[[int, int],
         if now_windows != windows:
             windows, changed_at = now_windows, time.monotonic()
         quiet = time.monotonic() - changed_at
-        if target is None and ((windows > baseline and quiet > 10) or (windows == baseline and quiet > 30)):
+        # Debezium's COMPLETED notification of this signal ends it exactly; without one (the channel
+        # off, an older Debezium), 10 s without a new snapshot window.
+        if target is None and (_completed(config, signal_id)
+                               or (windows > baseline and quiet > 10) or (windows == baseline and quiet > 30)):
             # The snapshot has emitted everything: the job must apply up to here.
             target = _end_offsets(config, config.topic_for(table))
         if target is not None:

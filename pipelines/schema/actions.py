@@ -34,6 +34,17 @@ class JobSchemaActions:
         with postgres.connect(pg.dsn_kwargs()) as conn:
             return postgres.snapshot_windows(conn, pg.signal_table)
 
+    def completed(self) -> set[str]:
+        """The signal ids of the incremental snapshots Debezium says completed."""
+        from connectors.kafka.notifications import completed_snapshots
+
+        cfg = self.config()
+        try:
+            return completed_snapshots(cfg.kafka.client_config(), cfg.notification_topic)
+        except Exception as exc:  # noqa: BLE001 - the broker not answering: the windows decide
+            log.debug("notifications not read: %s", exc)
+            return set()
+
     def extend_mapping(self, table: str, fields: dict[str, str]) -> None:
         """The new fields' mappings into the live index, in place (adding a field is allowed)."""
         cfg = self.config()

@@ -21,7 +21,9 @@ from pipelines.schema.plan import config_edits, plan
 from pipelines.state.schema import PendingWork, SchemaState
 
 log = logging.getLogger("cdckit.schema")
-QUIET_S = 10.0  # no new snapshot window for this long after the re-read began: it has emitted every row
+# Without Debezium's COMPLETED notification (its sink channel off, or an older Debezium): no new
+# snapshot window for this long after the re-read began is taken as every row emitted.
+QUIET_S = 10.0
 NO_WINDOW_S = 120.0  # no window at all this long after the signal: signal again (once); twice as long: give up
 
 
@@ -29,6 +31,7 @@ class SchemaActions(Protocol):
     def columns(self, tables: list[str]) -> dict[str, list[Column]]: ...
     def signal_resnapshot(self, table: str) -> str: ...
     def windows(self) -> int: ...
+    def completed(self) -> set[str]: ...
     def extend_mapping(self, table: str, fields: dict[str, str]) -> None: ...
     def start_rebuild(self, stores: list[str], table: str) -> None: ...
     def rebuild_finished(self, since: float) -> bool: ...
@@ -137,13 +140,20 @@ class SchemaWatch:
         if not any(w.resnapshot == "requested" for w in pending):
             return pending
         count = self.actions.windows()
+        ended = self.actions.completed()   # Debezium's COMPLETED notifications, by signal id
         if self._windows is None or self._windows[0] != count:
             self._windows = (count, now)
         quiet = now - self._windows[1]
         left = []
         for w in pending:
             silent = self.wall() - w.since  # no window since the request: lost signal, or nothing to read
-            if w.resnapshot == "requested" and count == w.windows_at_request and silent > 2 * NO_WINDOW_S:
+            if w.resnapshot == "requested" and w.signal_id in ended:
+                w.resnapshot = "done"
+                log.warning("schema change: %s: every row re-read (Debezium: incremental snapshot completed)", w.what)
+                if w.rebuild:
+                    self.actions.start_rebuild(w.rebuild, w.table)
+                    w.rebuild, w.rebuild_started_at = [], time.time()
+            elif w.resnapshot == "requested" and count == w.windows_at_request and silent > 2 * NO_WINDOW_S:
                 w.resnapshot = "done"
                 log.warning("schema change: %s: Debezium opened no snapshot window for the re-read in %.0f s "
                             "(an empty table?); taken as done: `cdckit verify` tells", w.what, silent)

@@ -16,6 +16,7 @@ class Fake:
         self.cols = {T: list(V1)}
         self.signals, self.mappings, self.rebuilds = [], [], []
         self.window_count = 0
+        self.ended: set[str] = set()
         self.rebuild_done = False
 
     def columns(self, tables):
@@ -27,6 +28,9 @@ class Fake:
 
     def windows(self):
         return self.window_count
+
+    def completed(self):
+        return set(self.ended)
 
     def extend_mapping(self, table, fields):
         self.mappings.append((table, fields))
@@ -207,3 +211,23 @@ def test_a_stop_table_is_checked_at_every_batch_not_every_interval(tmp_path):
     clock.t = 0.5                                         # well within the 5 s interval
     with pytest.raises(SchemaChangeError, match="note"):
         w.check(config("stop"))
+
+
+def test_debeziums_completed_notification_ends_the_re_read_at_once(tmp_path):
+    """No 10 s of quiet: the COMPLETED notification of the re-read's own signal ends it."""
+    fake, clock = Fake(), Clock()
+    w = watch(tmp_path, fake, clock)
+    w.check(config())
+    fake.cols[T] = [V1[0], Column(2, "name", "varchar(10)", False)]   # retyped: re-read, then search
+    clock.t = 10
+    w.check(config())
+    [work] = SchemaState(tmp_path).pending()
+    fake.window_count = 1
+    fake.ended = {"some other signal"}
+    clock.t = 16
+    w.check(config())
+    assert SchemaState(tmp_path).pending()[0].resnapshot == "requested"
+    fake.ended = {work.signal_id}
+    clock.t = 22                                          # one second after the window: far from quiet
+    w.check(config())
+    assert fake.rebuilds == [(("search",), T)]
