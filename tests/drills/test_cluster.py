@@ -105,7 +105,7 @@ def test_sync_on_the_cluster_through_a_worker_kill_a_new_worker_and_a_driver_kil
     log = tmp_path / "job.log"
     first, second = SparkWorker(settings, 1), SparkWorker(settings, 2)
     added = SparkWorker(settings, 3)
-    job, load = None, Workload(stack, table, 6000, tx_per_s=60)
+    job, load = None, Workload(stack, table, 6000, tx_per_s=30)
     try:
         assert cli("connector", "apply", "-c", str(path)).returncode == 0
         wait_streaming(stack, data)
@@ -177,7 +177,7 @@ def test_bootstrap_then_a_rebuild_beside_the_live_job_on_the_cluster(stack, clus
     data = cluster_config(stack, cluster, tmp_path, name, conf={"spark.cores.max": "1"})
     path = write_config(tmp_path, data)
     ckpt = tmp_path / "ckpt"
-    job, load = None, Workload(stack, table, 60000, tx_per_s=30)
+    job, load = None, Workload(stack, table, 60000, tx_per_s=20)
     seen: list[dict] = []
     stop_watch = threading.Event()
 

@@ -111,9 +111,9 @@ def test_orders_documents_stay_exact_through_workload_and_driver_kill(stack, tmp
                     else:  # a TOASTed line's other column: its note is not in the change
                         conn.execute(f"UPDATE {p}_lines SET sku = sku || '!' WHERE id IN (5, 6)")
                 n += 1
-                # ~20 transactions/s, each fanning out to many documents: at 0.01 s (~60/s) the
+                # ~10 transactions/s, each fanning out to many documents: at 0.01 s (~60/s) the
                 # documents' rebuild on two cores took ~9 of its 10 minutes to catch up.
-                time.sleep(0.04)
+                time.sleep(0.08)
 
     try:
         assert cli("connector", "apply", "-c", str(path)).returncode == 0

@@ -50,7 +50,7 @@ def test_every_client_reads_its_own_write_through_kill_and_rebuild(stack, tmp_pa
         with pg(stack) as conn:
             while not stop.is_set():
                 conn.execute(f"UPDATE {table} SET body = md5(random()::text) WHERE id = %s", (rnd.randint(1, 2000),))
-                time.sleep(0.005)
+                time.sleep(0.02)   # ~50 updates/s beside the clients' own writes
 
     def client(n: int):
         conn = psycopg.connect(host=stack.pg_host, port=stack.pg_port, dbname=stack.pg_database, user=stack.pg_user)
