@@ -63,8 +63,9 @@ def settle_tombstones(latest: list[Change], tombstones: Iterable[Change],
 
 
 def _fill_unavailable(newer: Change, older: Change) -> None:
-    """TOAST: an unchanged column is absent from the newer change; take it from the older one."""
-    if not newer.unavailable or older.op != "upsert" or newer.op != "upsert":
+    """TOAST: an unchanged column is absent from the newer change; take it from the older one.
+    Not a column Debezium could not render (`reread`): it changed, and is read from Postgres."""
+    if not newer.unavailable or older.op != "upsert" or newer.op != "upsert" or newer.reread:
         return
     kept = {c: older.row[c] for c in newer.unavailable if c in older.row}
     newer.row = {**kept, **newer.row}

@@ -27,31 +27,35 @@ def completed(records: Iterable[tuple[bytes | None, bytes | None]]) -> set[str]:
 
 def completed_snapshots(conf: dict[str, Any], topic: str, timeout_s: float = 10) -> set[str]:
     """The topic read to its end now; no topic yet: nothing completed."""
-    from confluent_kafka import Consumer, TopicPartition
+    import time
+
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     consumer = Consumer({**conf, "group.id": "cdckit-notifications", "enable.auto.commit": False})
     try:
         meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
         if meta is None or meta.error is not None or not meta.partitions:
             return set()
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)[1]
-                for p in meta.partitions}
-        left = {p for p, end in ends.items() if end > 0}
-        if not left:
+        ends = {}
+        for p in meta.partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
+            if high > low:
+                ends[p] = high
+        if not ends:
             return set()
-        consumer.assign([TopicPartition(topic, p, 0) for p in left])
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
         records: list[tuple[bytes | None, bytes | None]] = []
-        idle = 0
-        while left and idle < int(timeout_s / 0.5):
-            msg = consumer.poll(0.5)
-            if msg is None:
-                idle += 1
-                continue
-            if msg.error() is not None:
-                continue
-            records.append((msg.key(), msg.value()))
-            if msg.offset() >= ends[msg.partition()] - 1:
-                left.discard(msg.partition())
+        deadline = time.monotonic() + timeout_s
+        left = set(ends)
+        # Done by position, not by the last record seen: the end may be a transaction marker, and
+        # the log's start may have moved.
+        while left and time.monotonic() < deadline:
+            for m in consumer.consume(500, 0.2):
+                if m.error() is None:
+                    records.append((m.key(), m.value()))
+            for tp in consumer.position([TopicPartition(topic, p) for p in left]):
+                if tp.offset >= ends[tp.partition]:
+                    left.discard(tp.partition)
         return completed(records)
     finally:
         consumer.close()

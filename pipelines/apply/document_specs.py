@@ -6,7 +6,7 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass
 
-from derived.nested import DocumentSpec, Relation, Through
+from derived.nested import DocumentSpec, Relation, Through, join_edges
 from pipelines.config import Config
 from pipelines.document_config import RelationConfig
 from pipelines.errors import ConfigError
@@ -21,18 +21,58 @@ class ResolvedDocuments:
     def spec(self, name: str) -> DocumentSpec:
         return next(s for s in self.specs if s.name == name)
 
-    def drift(self, current: dict[str, dict[str, str]]) -> dict[str, list[str]]:
-        """Per table the documents read, how its columns now (`current`: name -> type) differ from
-        the ones the documents are rendered with; tables unchanged are left out."""
-        out: dict[str, list[str]] = {}
+    def drift(self, current: dict[str, dict[str, str]]) -> dict[str, list[tuple[str, str]]]:
+        """Per table the documents read, (column, what changed) for the columns they use whose
+        type now (`current`: name -> type) differs from the one they are rendered with, or that
+        are gone; an added column where a part shows every column. Unchanged tables left out."""
+        used = self.used_columns()
+        out: dict[str, list[tuple[str, str]]] = {}
         for table, before in self.types.items():
-            now = current.get(table)
+            now, cols = current.get(table), used.get(table)
             if now is None or now == before:
                 continue
-            lines = [f"column {c} {'dropped or renamed' if c not in now else f'type {t} -> {now[c]}'}"
-                     for c, t in before.items() if now.get(c) != t]
-            lines += [f"column {c} added" for c in now if c not in before]
-            out[table] = lines
+            lines = [(c, "dropped or renamed" if c not in now else f"type {t} -> {now[c]}")
+                     for c, t in before.items() if now.get(c) != t and (cols is None or c in cols)]
+            if cols is None:
+                lines += [(c, "added") for c in now if c not in before]
+            if lines:
+                out[table] = lines
+        return out
+
+    def used_columns(self) -> dict[str, set[str] | None]:
+        """The columns the documents read per table (None: every column, a part without `columns:`)."""
+        used: dict[str, set[str] | None] = {}
+
+        def add(table: str, cols) -> None:
+            if table in used and used[table] is None:
+                return
+            if cols is None:
+                used[table] = None
+            else:
+                used.setdefault(table, set()).update(cols)
+
+        def walk(rels) -> None:
+            for r in rels:
+                shown = r.through.table if r.through is not None else r.table
+                add(shown, r.columns)
+                if r.order_by:
+                    add(shown, [r.order_by])
+                walk(r.relations)
+
+        for spec in self.specs:
+            add(spec.root, spec.columns)
+            walk(spec.relations)
+            for table, cols in self.joined().items():
+                add(table, cols)
+        return used
+
+    def joined(self) -> dict[str, set[str]]:
+        """The key and join columns per table: the documents' state compares their rendered values."""
+        out: dict[str, set[str]] = {t: set(k) for t, k in self.keys.items()}
+        for spec in self.specs:
+            for e in join_edges(spec):
+                out.setdefault(e.table, set()).update(e.cols)
+                out.setdefault(e.parent, set()).update(e.parent_cols)
         return out
 
 

@@ -58,8 +58,9 @@ def fold_batch(state: FoldState, rows: list[dict[str, Any]], key_columns: dict[s
     ordered = sorted([*changes, *tombstones], key=lambda c: (c.position.topic, c.position.partition,
                                                              c.position.offset))
     if reread is not None:
+        # (and columns Debezium could not render, `reread`, whether the row is held or not)
         unheld = [c for c in changes if c.op == "upsert" and c.unavailable
-                  and model.held_version(c.table, _typed_key(c, typed)) is None]
+                  and (c.reread or model.held_version(c.table, _typed_key(c, typed)) is None)]
         if unheld:
             reread(unheld)
     touched: set[tuple] = set()

@@ -59,6 +59,12 @@ def key_of(doc_id: str, columns: list[str]) -> dict[str, Any]:
     return dict(zip(columns, (unquote(v) for v in doc_id.split("|"))))
 
 
+def _position(table: str, i: int) -> Position:
+    """Below every letter's source offset: a refusal of the rewrite is matched to its letters by
+    the document's id (dead_letters.still_failing), never by a position another letter has."""
+    return Position(table, 0, -1 - i)
+
+
 def replay_documents(config: Config, letters: list[Letter], stores, stats, dead: list[DeadLetter]) -> int:
     """The lettered documents into the live stores (stats and refusals added to `stats`, `dead`);
     returns how many documents were written or deleted."""
@@ -80,11 +86,11 @@ def replay_documents(config: Config, letters: list[Letter], stores, stats, dead:
             for doc_id, key, body in expected_documents(config, doc, resolved, conn):
                 if doc_id in left:
                     changes.append(Change(table, "upsert", key, doc_id, body, left.pop(doc_id),
-                                          Position(table, 0, len(changes))))
+                                          _position(table, len(changes))))
             columns = list(resolved.keys[resolved.spec(name).root])
             for doc_id, version in left.items():   # roots gone since
                 changes.append(Change(table, "delete", key_of(doc_id, columns), doc_id, None, version,
-                                      Position(table, 0, len(changes))))
+                                      _position(table, len(changes))))
     raw = [{"topic": c.table, "partition": 0, "offset": c.position.offset, "key": c.doc_id.encode(),
             "value": None if c.row is None else orjson.dumps(c.row)} for c in changes]
     if changes:

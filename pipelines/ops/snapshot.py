@@ -57,16 +57,20 @@ def add_table(config: Config, table_name: str, on_progress: Callable[[int, int],
     stores = stores_from_config(config)
     started = time.monotonic()
     total = totals[table_name]
-    windows, changed_at, target = _windows(config), time.monotonic(), None
+    windows, changed_at, target, completed_at = _windows(config), time.monotonic(), None, None
     while time.monotonic() - started < timeout_s:
         on_progress(min(_applied_count(stores, table), total), total)
         now_windows = _windows(config)
         if now_windows != windows:
             windows, changed_at = now_windows, time.monotonic()
         quiet = time.monotonic() - changed_at
-        # Debezium's COMPLETED notification of this signal ends it exactly; without one (the channel
-        # off, an older Debezium), 10 s without a new snapshot window.
-        if target is None and (_completed(config, signal_id)
+        # Debezium's COMPLETED notification of this signal ends it; without one (the channel off, an
+        # older Debezium), 10 s without a new snapshot window. The rows and the notification go to
+        # other partitions through one producer: their acknowledgements may come in either order,
+        # so the topic's ends are taken 2 s after the notification is seen.
+        if completed_at is None and _completed(config, signal_id):
+            completed_at = time.monotonic()
+        if target is None and ((completed_at is not None and time.monotonic() - completed_at >= 2)
                                or (windows > baseline and quiet > 10) or (windows == baseline and quiet > 30)):
             # The snapshot has emitted everything: the job must apply up to here.
             target = _end_offsets(config, config.topic_for(table))

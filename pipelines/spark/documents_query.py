@@ -296,13 +296,19 @@ class ColumnDrift:
             log.warning("documents: schema check skipped: %s: %s", type(exc).__name__, str(exc)[:200])
             return
         policy = {t.name: t.on_schema_change for t in self.config.tables}
-        for table, lines in self.resolved.drift(current).items():
-            what = f"{table}: {'; '.join(lines)}"
+        joined = self.resolved.joined()
+        for table, changes in self.resolved.drift(current).items():
+            what = f"{table}: {'; '.join(f'column {c} {how}' for c, how in changes)}"
             if policy.get(table) == "stop":
                 raise SchemaChangeError(
                     f"{what}. on_schema_change is 'stop': the job stopped before the documents folded changes "
                     f"of the new shape. Run `cdckit snapshot resync {table}` (re-reads every row), then "
                     "`cdckit rebuild all` (the documents are rendered anew), or set on_schema_change: evolve")
+            keyed = [c for c, _ in changes if c in joined.get(table, set())]
+            if keyed:   # the state joins rows by these columns' rendered values: they would stop matching
+                raise SchemaChangeError(
+                    f"{what}: the documents join rows by {', '.join(keyed)}, so their state no longer "
+                    "fits; run `cdckit rebuild all` (it builds the documents anew), then start the job again")
             if what not in self.told:
                 self.told.add(what)
                 log.error("documents: %s: documents holding this table keep its old rendering until "
@@ -418,7 +424,11 @@ class LiveDocuments:
     def tend(self) -> None:
         from pipelines.ops.bootstrap import sweep_documents_when_applied
 
-        sweep_documents_when_applied(self.config)   # after a re-snapshot: deleted roots' documents
+        try:   # after a re-snapshot: deleted roots' documents (the marker stays until it is done)
+            sweep_documents_when_applied(self.config)
+        except Exception as exc:  # noqa: BLE001 - a store or the broker not answering: next poll
+            log.warning("documents: the re-snapshot's sweep not done yet: %s: %s", type(exc).__name__,
+                        str(exc)[:200])
         now = checkpoint(self.config)
         if now == self.folder:
             return

@@ -3,9 +3,10 @@
 The pause doubles after each failure (up to a minute) so a store or broker that stays away is not
 hammered. Waiting it out whole after the cause is gone cost up to a minute of lag each time: a
 store rebuilt after it lost its data, or a broker back after a restart, sat idle while the job
-slept. So, past a minimum, the pause also ends as soon as a probe of what failed answers: the
-stores answer and hold their markers (StoreUnavailable), the broker answers (Kafka failures). A
-probe that passes while the failure has another cause costs a restart every `minimum_s` at most.
+slept. So, past a minimum, the pause also ends once a probe of what failed, having failed first
+in this pause, answers: the stores answer and hold their markers (StoreUnavailable), the broker
+answers (Kafka failures). A probe that passes from the start says nothing about the cause (a 429,
+a catalog read, partitions without a leader): then the pause is waited out, doubling as before.
 """
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ def pause(stop, seconds: float, ready: Callable[[], bool] | None, minimum_s: flo
             return False
         if stop.wait(min(PROBE_EVERY_S, seconds - elapsed)):
             return True
-        if probe is not None and clock() - start >= minimum_s and probe.answered():
+        # Probed from the start (a failure seen counts), ended no sooner than the minimum.
+        if probe is not None and probe.answered() and clock() - start >= minimum_s:
             log.info("what failed answers again after %.0f s; restarting now", clock() - start)
             return False
 
@@ -45,22 +47,27 @@ class _Probe:
     def __init__(self, ready: Callable[[], bool]):
         self.ready = ready
         self.passed = False
+        self.failed_once = False   # the cause seen by the probe: its passing later means it is gone
         self.thread: threading.Thread | None = None
 
     def answered(self) -> bool:
-        if self.passed:
+        if self.passed and self.failed_once:
             return True
         if self.thread is None or not self.thread.is_alive():
             self.thread = threading.Thread(target=self._run, name="cdckit-restart-probe", daemon=True)
             self.thread.start()
             self.thread.join(0.5)   # a server that answers does so at once
-        return self.passed
+        if self.thread.is_alive():  # held: a frozen server is a failure too
+            self.failed_once = True
+        return self.passed and self.failed_once
 
     def _run(self) -> None:
         try:
             self.passed = bool(self.ready())
         except Exception:  # noqa: BLE001 - the probe failing is the cause still being there
             self.passed = False
+        if not self.passed:
+            self.failed_once = True
 
 
 def readiness(config: Config, failure: str) -> Callable[[], bool] | None:

@@ -59,3 +59,18 @@ def test_an_update_after_a_create_in_one_batch_stays_created():
     update.unavailable = ("big",)
     _, latest = last_per_key([create, update])
     assert latest[0] is update and update.created and update.unavailable == ("big",)
+
+
+def test_a_column_debezium_could_not_render_is_not_taken_from_an_older_change():
+    """A TOAST placeholder is filled from the key's older change in the batch; an array Debezium
+    could not render (`reread`) changed, so it stays unavailable and is read from Postgres."""
+    older = ch(1, lsn=10)
+    older.row = {"id": 1, "tags": ["a"], "body": "long"}
+    toast = ch(2, lsn=11)
+    toast.row, toast.unavailable = {"id": 1, "tags": ["b"]}, ("body",)
+    garbled = ch(3, lsn=12)
+    garbled.row, garbled.unavailable, garbled.reread = {"id": 1, "body": "x"}, ("tags",), True
+    _, [kept] = last_per_key([older, toast])
+    assert kept.row == {"id": 1, "tags": ["b"], "body": "long"} and kept.unavailable == ()
+    _, [latest] = last_per_key([older, garbled])
+    assert latest.unavailable == ("tags",) and "tags" not in latest.row and latest.reread

@@ -37,15 +37,24 @@ def catalog(monkeypatch):
     return now
 
 
-def test_drift_names_retyped_dropped_and_added_columns():
+def test_drift_names_the_used_columns_retyped_dropped_and_added():
     now = copy.deepcopy(RESOLVED.types)
     now["public.lines"]["price"] = "numeric(20,4)"
     del now["public.lines"]["order_id"]
-    now["public.orders"]["note"] = "text"
+    now["public.lines"]["unused"] = "text"        # lines show sku and price only: no change to them
+    now["public.orders"]["note"] = "text"         # orders show every column
     assert RESOLVED.drift(now) == {
-        "public.orders": ["column note added"],
-        "public.lines": ["column order_id dropped or renamed", "column price type numeric(12,2) -> numeric(20,4)"]}
+        "public.orders": [("note", "added")],
+        "public.lines": [("order_id", "dropped or renamed"), ("price", "type numeric(12,2) -> numeric(20,4)")]}
     assert RESOLVED.drift(RESOLVED.types) == {}
+    assert RESOLVED.joined() == {"public.orders": {"id"}, "public.lines": {"id", "order_id"}}
+
+
+def test_a_join_columns_new_type_stops_under_any_policy(catalog):
+    drift = ColumnDrift(config("evolve"), RESOLVED)
+    catalog["public.lines"]["order_id"] = "text"
+    with pytest.raises(SchemaChangeError, match="join rows by order_id"):
+        drift.check()
 
 
 def test_under_stop_a_retyped_column_stops_the_batch(catalog):

@@ -35,8 +35,17 @@ def test_it_ends_past_the_minimum_once_the_probe_answers(monkeypatch):
     back = time.monotonic() + 0.3
     stopped, took = timed(Stop(), 30, lambda: time.monotonic() > back, minimum_s=0.1)
     assert not stopped and 0.3 <= took < 2
-    stopped, took = timed(Stop(), 30, lambda: True, minimum_s=0.4)   # never before the minimum
-    assert not stopped and 0.4 <= took < 2
+    back = time.monotonic() + 0.2
+    stopped, took = timed(Stop(), 30, lambda: time.monotonic() > back, minimum_s=0.6)   # never before the minimum
+    assert not stopped and 0.6 <= took < 2
+
+
+def test_a_probe_that_never_failed_says_nothing_about_the_cause(monkeypatch):
+    """A 429 or a catalog read fails the batch while the stores answer with their markers: the
+    pause is waited out (doubling), not cut to its minimum each time."""
+    monkeypatch.setattr(restart_pause, "PROBE_EVERY_S", 0.05)
+    stopped, took = timed(Stop(), 0.8, lambda: True, minimum_s=0.1)
+    assert not stopped and took >= 0.8
 
 
 def test_a_hanging_probe_holds_neither_the_pause_nor_a_stop(monkeypatch):
