@@ -165,7 +165,7 @@ def wheelhouse() -> Path:
     # Debian's Python 3.11.2 (python_full_version < 3.11.3), which the host's Python may not need.
     _checked(subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "-w", str(folder), str(ROOT),
                              "-c", str(ROOT / "requirements.lock"),
-                             "setuptools>=68", "wheel", "async-timeout>=4.0.3"],
+                             "setuptools>=77", "wheel", "async-timeout>=4.0.3"],
                             capture_output=True, text=True, timeout=3600),
              "pip wheel (the wheelhouse)")
     return folder
