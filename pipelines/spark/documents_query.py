@@ -293,6 +293,13 @@ class ColumnDrift:
             with postgres.connect(self.config.postgres.dsn_kwargs()) as conn:
                 current = {t: postgres.column_types(conn, t) for t in self.resolved.types}
         except Exception as exc:  # noqa: BLE001 - Postgres not answering: the next batch checks
+            policy = {t.name: t.on_schema_change for t in self.config.tables}
+            if any(policy.get(t) == "stop" for t in self.resolved.types):
+                from derived.sinks.errors import StoreUnavailable
+
+                # `stop` promises no batch of a new shape: unchecked, the batch waits (a restart).
+                raise StoreUnavailable(f"postgres: the documents' schema check did not read the catalog: "
+                                       f"{type(exc).__name__}: {str(exc)[:200]}") from exc
             log.warning("documents: schema check skipped: %s: %s", type(exc).__name__, str(exc)[:200])
             return
         policy = {t.name: t.on_schema_change for t in self.config.tables}

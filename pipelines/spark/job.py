@@ -243,6 +243,11 @@ def _check_schema(schema, config: Config) -> None:
     except SchemaChangeError:
         raise
     except Exception as exc:  # noqa: BLE001 - Postgres or the search engine not answering: next batch
+        if any(t.on_schema_change == "stop" for t in config.tables):
+            # `stop` promises no batch of a new shape: unchecked, the batch waits (a restart's pause).
+            raise StoreUnavailable(f"postgres: the schema check before the batch (a table under "
+                                   f"on_schema_change: stop) did not read the catalog: {type(exc).__name__}: "
+                                   f"{str(exc)[:200]}") from exc
         log.warning("schema check skipped: %s: %s", type(exc).__name__, str(exc)[:200])
 
 

@@ -74,3 +74,16 @@ def test_under_evolve_it_is_said_once(catalog, caplog):
     assert [r.getMessage() for r in caplog.records if "rebuild all" in r.getMessage()] == [
         "documents: public.orders: column note added: documents holding this table keep its old rendering until "
         "`cdckit rebuild all` (run it once the table's re-read is done)"]
+
+
+def test_an_unread_catalog_holds_the_batch_only_under_stop(monkeypatch):
+    from connectors import postgres
+    from derived.sinks.errors import StoreUnavailable
+
+    def down(kwargs):
+        raise OSError("connection refused")
+
+    monkeypatch.setattr(postgres, "connect", down)
+    with pytest.raises(StoreUnavailable, match="did not read the catalog"):
+        ColumnDrift(config("stop"), RESOLVED).check()
+    ColumnDrift(config("evolve"), RESOLVED).check()

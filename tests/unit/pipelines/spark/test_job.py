@@ -67,3 +67,23 @@ def test_one_line_per_batch_says_what_it_did():
                            "2 DEAD LETTERS (`cdckit dlq list`), lag 12, freshness 1.")
     assert line.endswith(", 0.42 s")
     assert "freshness" not in batch_line(13, BatchStats(records=1), 0.1, None)
+
+
+def test_an_unread_catalog_holds_the_batch_only_under_stop():
+    """`stop` promises no batch of a new shape: a schema check that could not read the catalog
+    fails the batch (restartable); under the other policies the batch goes on, the next checks."""
+    import pytest
+
+    from derived.sinks.errors import StoreUnavailable
+    from pipelines.config import parse_config
+    from pipelines.spark.job import _check_schema
+    from tests.support.configs import BASE, with_
+
+    class Down:
+        def check(self, config):
+            raise OSError("connection refused")
+
+    stop = parse_config(with_("tables", [{**BASE["tables"][0], "on_schema_change": "stop"}]))
+    with pytest.raises(StoreUnavailable, match="did not read the catalog"):
+        _check_schema(Down(), stop)
+    _check_schema(Down(), parse_config(BASE))
