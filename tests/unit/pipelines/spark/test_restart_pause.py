@@ -70,3 +70,11 @@ def test_what_is_probed_follows_the_failure():
     assert readiness(cfg, "StoreUnavailable: a store lost its data") is not None
     assert readiness(cfg, "KafkaUnavailable: broker down") is not None
     assert readiness(cfg, "ValueError: something else") is None
+
+
+def test_the_first_two_pauses_end_on_a_probe_that_never_failed(monkeypatch):
+    """A store rebuilt (or thawed) before the pause began answers at once: the 5 and 10 s pauses
+    end at their minimum; a longer one is waited out (test above)."""
+    monkeypatch.setattr(restart_pause, "PROBE_EVERY_S", 0.05)
+    stopped, took = timed(Stop(), 0.2, lambda: True, minimum_s=0.1)
+    assert not stopped and 0.1 <= took < 0.2
