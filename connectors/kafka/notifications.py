@@ -26,36 +26,19 @@ def completed(records: Iterable[tuple[bytes | None, bytes | None]]) -> set[str]:
 
 
 def completed_snapshots(conf: dict[str, Any], topic: str, timeout_s: float = 10) -> set[str]:
-    """The topic read to its end now; no topic yet: nothing completed."""
-    import time
+    """The topic read to its end now (connectors/kafka/ranges.read_messages: done by position,
+    whatever gaps compaction left); no topic yet: nothing completed."""
+    from connectors.kafka.admin import existing_topics
+    from connectors.kafka.offsets import begin_offsets, end_offsets
+    from connectors.kafka.ranges import KafkaRange, read_messages
 
-    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
-    consumer = Consumer({**conf, "group.id": "cdckit-notifications", "enable.auto.commit": False})
-    try:
-        meta = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
-        if meta is None or meta.error is not None or not meta.partitions:
-            return set()
-        ends = {}
-        for p in meta.partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)
-            if high > low:
-                ends[p] = high
-        if not ends:
-            return set()
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in ends])
-        records: list[tuple[bytes | None, bytes | None]] = []
-        deadline = time.monotonic() + timeout_s
-        left = set(ends)
-        # Done by position, not by the last record seen: the end may be a transaction marker, and
-        # the log's start may have moved.
-        while left and time.monotonic() < deadline:
-            for m in consumer.consume(500, 0.2):
-                if m.error() is None:
-                    records.append((m.key(), m.value()))
-            for tp in consumer.position([TopicPartition(topic, p) for p in left]):
-                if tp.offset >= ends[tp.partition]:
-                    left.discard(tp.partition)
-        return completed(records)
-    finally:
-        consumer.close()
+    if not existing_topics(conf, [topic]):
+        return set()
+    begin, end = begin_offsets(conf, [topic]).get(topic, {}), end_offsets(conf, [topic]).get(topic, {})
+    records: list[tuple[bytes | None, bytes | None]] = []
+    for partition, stop in end.items():
+        start = int(begin.get(partition, 0))
+        if int(stop) > start:
+            for msgs in read_messages(conf, KafkaRange(topic, int(partition), start, int(stop)), timeout_s):
+                records.extend((m.key(), m.value()) for m in msgs)
+    return completed(records)

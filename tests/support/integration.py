@@ -83,32 +83,25 @@ def read_topic(bootstrap: str, topic: str, expect: int, timeout_s: float = 60) -
 
 
 def read_topic_to_end(bootstrap: str, topic: str, timeout_s: float = 60) -> list[tuple[Any, Any]]:
-    """As read_topic, but every partition up to its end as of the call: complete, and done as
+    """As read_topic, but every partition up to its end as of the call, read the way the pipeline
+    reads ranges (connectors/kafka/ranges.read_messages: done by position): complete, and done as
     soon as the records are read (read_topic with an open `expect` waits out its timeout)."""
-    from confluent_kafka import Consumer, TopicPartition
+    from connectors.kafka.offsets import begin_offsets, end_offsets
+    from connectors.kafka.ranges import KafkaRange, close_readers, read_messages
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "cdckit-tests", "enable.auto.commit": False})
-    deadline = time.monotonic() + timeout_s
-    records: list[tuple[int, int, Any, Any]] = []
+    conf = {"bootstrap.servers": bootstrap}
+    begin, end = begin_offsets(conf, [topic]).get(topic, {}), end_offsets(conf, [topic]).get(topic, {})
+    decode = lambda b: None if b is None else json.loads(b)  # noqa: E731
+    out: list[tuple[Any, Any]] = []
     try:
-        meta = consumer.list_topics(topic, timeout=10).topics[topic]
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in meta.partitions}
-        left = {p for p, end in ends.items() if end > 0}
-        consumer.assign([TopicPartition(topic, p, 0) for p in left])
-        decode = lambda b: None if b is None else json.loads(b)  # noqa: E731
-        while left and time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is None or msg.error():
-                continue
-            if msg.offset() < ends[msg.partition()]:
-                records.append((msg.partition(), msg.offset(), decode(msg.key()), decode(msg.value())))
-            if msg.offset() >= ends[msg.partition()] - 1:
-                left.discard(msg.partition())
-        if left:
-            raise TimeoutError(f"{topic}: partitions {sorted(left)} not read to their end in {timeout_s} s")
+        for partition in sorted(end, key=int):
+            start, stop = int(begin.get(partition, 0)), int(end[partition])
+            if stop > start:
+                for msgs in read_messages(conf, KafkaRange(topic, int(partition), start, stop), timeout_s):
+                    out.extend((decode(m.key()), decode(m.value())) for m in msgs)
     finally:
-        consumer.close()
-    return [(k, v) for _, _, k, v in sorted(records, key=lambda r: r[:2])]
+        close_readers()   # the kept reader, which the test process would otherwise leave open
+    return out
 
 
 def by_key(records: list[tuple[Any, Any]]) -> dict[str, list[Any]]:
