@@ -133,7 +133,8 @@ class SchemaWatch:
             raise SchemaChangeError(stop)
 
     def _advance(self, pending: list[PendingWork], now: float) -> list[PendingWork]:
-        """Re-reads whose snapshot windows went quiet are done, and their rebuilds start then;
+        """Re-reads Debezium says completed, or whose snapshot windows went quiet, are done, and
+        their rebuilds start then;
         a started rebuild is done when the rebuild says so."""
         pending = [w for w in pending
                    if w.rebuild_started_at is None or not self.actions.rebuild_finished(w.rebuild_started_at)]
@@ -147,23 +148,20 @@ class SchemaWatch:
         left = []
         for w in pending:
             silent = self.wall() - w.since  # no window since the request: lost signal, or nothing to read
-            if w.resnapshot == "requested" and w.signal_id in ended:
-                w.resnapshot = "done"
-                log.warning("schema change: %s: every row re-read (Debezium: incremental snapshot completed)", w.what)
-                if w.rebuild:
-                    self.actions.start_rebuild(w.rebuild, w.table)
-                    w.rebuild, w.rebuild_started_at = [], time.time()
-            elif w.resnapshot == "requested" and count == w.windows_at_request and silent > 2 * NO_WINDOW_S:
+            completed = w.signal_id in ended
+            if w.resnapshot == "requested" and not completed and count == w.windows_at_request \
+                    and silent > 2 * NO_WINDOW_S:
                 w.resnapshot = "done"
                 log.warning("schema change: %s: Debezium opened no snapshot window for the re-read in %.0f s "
                             "(an empty table?); taken as done: `cdckit verify` tells", w.what, silent)
-            elif w.resnapshot == "requested" and count == w.windows_at_request and silent > NO_WINDOW_S \
-                    and not w.resignalled:
+            elif w.resnapshot == "requested" and not completed and count == w.windows_at_request \
+                    and silent > NO_WINDOW_S and not w.resignalled:
                 w.signal_id, w.resignalled = self.actions.signal_resnapshot(w.table), True
                 log.warning("schema change: %s: no snapshot window yet; signalled the re-read again", w.what)
-            if w.resnapshot == "requested" and count > w.windows_at_request and quiet >= QUIET_S:
+            if w.resnapshot == "requested" and (completed or (count > w.windows_at_request and quiet >= QUIET_S)):
                 w.resnapshot = "done"
-                log.warning("schema change: %s: every row re-read", w.what)
+                log.warning("schema change: %s: every row re-read%s", w.what,
+                            " (Debezium: incremental snapshot completed)" if completed else "")
                 if w.rebuild:
                     self.actions.start_rebuild(w.rebuild, w.table)
                     w.rebuild, w.rebuild_started_at = [], time.time()
