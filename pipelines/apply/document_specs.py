@@ -62,8 +62,8 @@ class ResolvedDocuments:
         for spec in self.specs:
             add(spec.root, spec.columns)
             walk(spec.relations)
-            for table, cols in self.joined().items():
-                add(table, cols)
+        for table, cols in self.joined().items():
+            add(table, cols)
         return used
 
     def joined(self) -> dict[str, set[str]]:

@@ -275,26 +275,35 @@ def ensure_indexes(config: Config, stores) -> None:
 
 
 class ColumnDrift:
-    """The live documents' own schema watch, before each batch: the documents render values with
-    the column types read at the job's start, so a table they read changing its columns under
-    `on_schema_change: stop` stops the job before a change of the new shape is folded (the tables'
-    watch is another query's, and may see the DDL later); under another policy the change is said
-    out loud, once: those documents need `cdckit rebuild all` after the table's re-read."""
+    """The live documents' own schema watch, before a batch (the tables' watch is another query's,
+    and may see a DDL later). A column the documents use changing type, or gone: under
+    `on_schema_change: stop` the job stops before a change of the new shape is folded; a key or
+    join column's new type stops it under any policy (the state joins rows by their rendered
+    values); otherwise it is said once, as an error naming `cdckit rebuild all`. Like the tables'
+    watch, the catalog is read at most every `interval_s`, and before every batch under `stop`."""
 
-    def __init__(self, config: Config, resolved: ResolvedDocuments):
-        self.config, self.resolved = config, resolved
+    def __init__(self, config: Config, resolved: ResolvedDocuments, interval_s: float = 5.0,
+                 clock=time.monotonic):
+        self.config, self.resolved, self.interval_s, self.clock = config, resolved, interval_s, clock
+        self.policy = {t.name: t.on_schema_change for t in config.tables}
+        self.joined = resolved.joined()
+        self.every_batch = any(self.policy.get(t) == "stop" for t in resolved.types)
+        self.last_check: float | None = None
         self.told: set[str] = set()
 
     def check(self) -> None:
         from connectors import postgres
         from pipelines.errors import SchemaChangeError
 
+        now = self.clock()
+        if not self.every_batch and self.last_check is not None and now - self.last_check < self.interval_s:
+            return
+        self.last_check = now
         try:
             with postgres.connect(self.config.postgres.dsn_kwargs()) as conn:
                 current = {t: postgres.column_types(conn, t) for t in self.resolved.types}
         except Exception as exc:  # noqa: BLE001 - Postgres not answering: the next batch checks
-            policy = {t.name: t.on_schema_change for t in self.config.tables}
-            if any(policy.get(t) == "stop" for t in self.resolved.types):
+            if self.every_batch:
                 from derived.sinks.errors import StoreUnavailable
 
                 # `stop` promises no batch of a new shape: unchecked, the batch waits (a restart).
@@ -302,16 +311,14 @@ class ColumnDrift:
                                        f"{type(exc).__name__}: {str(exc)[:200]}") from exc
             log.warning("documents: schema check skipped: %s: %s", type(exc).__name__, str(exc)[:200])
             return
-        policy = {t.name: t.on_schema_change for t in self.config.tables}
-        joined = self.resolved.joined()
         for table, changes in self.resolved.drift(current).items():
             what = f"{table}: {'; '.join(f'column {c} {how}' for c, how in changes)}"
-            if policy.get(table) == "stop":
+            if self.policy.get(table) == "stop":
                 raise SchemaChangeError(
                     f"{what}. on_schema_change is 'stop': the job stopped before the documents folded changes "
                     f"of the new shape. Run `cdckit snapshot resync {table}` (re-reads every row), then "
                     "`cdckit rebuild all` (the documents are rendered anew), or set on_schema_change: evolve")
-            keyed = [c for c, _ in changes if c in joined.get(table, set())]
+            keyed = [c for c, _ in changes if c in self.joined.get(table, set())]
             if keyed:   # the state joins rows by these columns' rendered values: they would stop matching
                 raise SchemaChangeError(
                     f"{what}: the documents join rows by {', '.join(keyed)}, so their state no longer "
