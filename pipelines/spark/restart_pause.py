@@ -3,8 +3,9 @@
 The pause doubles after each failure (up to a minute) so a store or broker that stays away is not
 hammered. Waiting it out whole after the cause is gone cost up to a minute of lag each time: a
 store rebuilt after it lost its data, or a broker back after a restart, sat idle while the job
-slept. So, past a minimum, the pause also ends once a probe of what failed, having failed first
-in this pause, answers: the stores answer and hold their markers (StoreUnavailable), the broker
+slept. So, past a minimum, the pause also ends once a probe of what failed answers, having failed
+first in this pause (the first two pauses need no failure first: the cause is often gone before
+they begin): the stores answer and hold their markers (StoreUnavailable), the broker
 answers (Kafka failures). A probe that passes from the start says nothing about the cause (a 429,
 a catalog read, partitions without a leader): then the pause is waited out, doubling as before.
 """
@@ -27,30 +28,30 @@ def pause(stop, seconds: float, ready: Callable[[], bool] | None, minimum_s: flo
           clock: Callable[[], float] = time.monotonic) -> bool:
     """Sleep `seconds`, or from `minimum_s` on until `ready()`; True when a stop was asked."""
     start = clock()
-    probe = _Probe(ready) if ready is not None else None
+    # The first two pauses (5 and 10 s) believe a probe that never failed: what failed is often back
+    # before the pause begins (a rebuilt store, a thawed server). Later ones need it to fail first.
+    probe = _Probe(ready, believed=seconds <= 2 * minimum_s) if ready is not None else None
     while True:
         elapsed = clock() - start
         if elapsed >= seconds:
             return False
         if stop.wait(min(PROBE_EVERY_S, seconds - elapsed)):
             return True
-        # Probed from the start (a failure seen counts), ended no sooner than the minimum. The first
-        # two pauses (5 and 10 s) also end on a probe that never failed: what failed is often back
-        # before the pause begins (a rebuilt store, a thawed server); later ones, only after a failure.
-        if probe is not None and (probe.answered() or (seconds <= 2 * minimum_s and probe.passed)) \
-                and clock() - start >= minimum_s:
+        # Probed from the start (a failure seen counts), ended no sooner than the minimum.
+        if probe is not None and probe.answered() and clock() - start >= minimum_s:
             log.info("what failed answers again after %.0f s; restarting now", clock() - start)
             return False
 
 
 class _Probe:
     """`ready()` in a thread of its own, one at a time: a frozen server holds a probe for its
-    client's whole timeout, and the pause (and a stop request) must not wait for it."""
+    client's whole timeout, and the pause (and a stop request) must not wait for it. It answers
+    once `ready()` passed, and, unless `believed`, had failed (or hung) before in this pause."""
 
-    def __init__(self, ready: Callable[[], bool]):
+    def __init__(self, ready: Callable[[], bool], believed: bool = False):
         self.ready = ready
         self.passed = False
-        self.failed_once = False   # the cause seen by the probe: its passing later means it is gone
+        self.failed_once = believed   # the cause seen by the probe: its passing later means it is gone
         self.thread: threading.Thread | None = None
 
     def answered(self) -> bool:
