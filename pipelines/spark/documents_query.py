@@ -279,31 +279,25 @@ class ColumnDrift:
     and may see a DDL later). A column the documents use changing type, or gone: under
     `on_schema_change: stop` the job stops before a change of the new shape is folded; a key or
     join column's new type stops it under any policy (the state joins rows by their rendered
-    values); otherwise it is said once, as an error naming `cdckit rebuild all`. Like the tables'
-    watch, the catalog is read at most every `interval_s`, and before every batch under `stop`."""
+    values); otherwise it is said once, as an error naming `cdckit rebuild all`. The catalog is
+    read before every batch: a join column's new type must stop the query before it folds."""
 
-    def __init__(self, config: Config, resolved: ResolvedDocuments, interval_s: float = 5.0,
-                 clock=time.monotonic):
-        self.config, self.resolved, self.interval_s, self.clock = config, resolved, interval_s, clock
+    def __init__(self, config: Config, resolved: ResolvedDocuments):
+        self.config, self.resolved = config, resolved
         self.policy = {t.name: t.on_schema_change for t in config.tables}
         self.joined = resolved.joined()
-        self.every_batch = any(self.policy.get(t) == "stop" for t in resolved.types)
-        self.last_check: float | None = None
+        self.stopping = any(self.policy.get(t) == "stop" for t in resolved.types)
         self.told: set[str] = set()
 
     def check(self) -> None:
         from connectors import postgres
         from pipelines.errors import SchemaChangeError
 
-        now = self.clock()
-        if not self.every_batch and self.last_check is not None and now - self.last_check < self.interval_s:
-            return
-        self.last_check = now
         try:
             with postgres.connect(self.config.postgres.dsn_kwargs()) as conn:
                 current = {t: postgres.column_types(conn, t) for t in self.resolved.types}
         except Exception as exc:  # noqa: BLE001 - Postgres not answering: the next batch checks
-            if self.every_batch:
+            if self.stopping:
                 from derived.sinks.errors import StoreUnavailable
 
                 # `stop` promises no batch of a new shape: unchecked, the batch waits (a restart).

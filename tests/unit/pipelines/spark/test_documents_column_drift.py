@@ -88,19 +88,3 @@ def test_an_unread_catalog_holds_the_batch_only_under_stop(monkeypatch):
         ColumnDrift(config("stop"), RESOLVED).check()
     ColumnDrift(config("evolve"), RESOLVED).check()
 
-
-def test_the_catalog_is_read_every_interval_and_before_every_batch_under_stop(catalog, monkeypatch):
-    from connectors import postgres
-
-    reads = []
-    monkeypatch.setattr(postgres, "column_types", lambda conn, table: reads.append(table) or dict(catalog[table]))
-    t = [0.0]
-    relaxed = ColumnDrift(config("evolve"), RESOLVED, interval_s=5, clock=lambda: t[0])
-    relaxed.check()
-    t[0] = 1
-    relaxed.check()                                   # within the interval: not read
-    assert len(reads) == len(RESOLVED.types)
-    strict = ColumnDrift(config("stop"), RESOLVED, interval_s=5, clock=lambda: t[0])
-    strict.check()
-    strict.check()
-    assert len(reads) == 3 * len(RESOLVED.types)
