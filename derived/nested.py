@@ -136,6 +136,29 @@ class NestedState:
             self.touched[r] = max(self.touched.get(r, ZERO), change.version)
         return roots
 
+    def prune(self) -> int:
+        """Forget deleted rows; call it only once the documents of every change folded so far are in
+        the stores (the fold calls it before a batch: the previous batch was written and committed).
+        Returns how many rows went.
+
+        Nothing needs them: a key's changes come in offset order from one partition, so no older
+        change of a deleted key can follow its delete (a truncate's `cuts` stay, for other partitions'
+        rows written before it). What is kept is the version a deleted root's document was deleted
+        at, when a part from another partition had raised it above the root's own delete: a root
+        inserted again later must not come back below it (its document would be refused). Without
+        such a part the root's next insert, later in the same partition, is above it anyway. So the
+        state holds the live rows, not the history of every row that ever was."""
+        gone = 0
+        root = self.spec.root
+        for table, rows in self.rows.items():
+            dead = [k for k, r in rows.items() if not r.live]   # never in the indexes (only live rows are)
+            for k in dead:
+                if table == root and self.touched.get(k, ZERO) <= rows[k].version:
+                    self.touched.pop(k, None)
+                del rows[k]
+            gone += len(dead)
+        return gone
+
     def held_version(self, table: str, key: dict[str, Any]) -> Version | None:
         """The version of the live row held for `key`, or None."""
         held = self.rows.get(table, {}).get(tuple(key.get(c) for c in self.keys[table]))

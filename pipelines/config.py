@@ -455,6 +455,11 @@ class Config(_Strict):
         return f"{self.topic_prefix}.notifications"
 
     @property
+    def transaction_topic(self) -> str:
+        """Debezium's transaction metadata (see connectors/debezium_config.ConnectorSettings)."""
+        return f"{self.topic_prefix}.transaction"
+
+    @property
     def topic_pattern(self) -> str:
         """Every table topic of this prefix (a table added later joins without a restart). The
         heartbeat and signal tables' topics are read too though nothing of them is applied: Debezium
@@ -471,13 +476,15 @@ class Config(_Strict):
 
     @property
     def document_topics(self) -> dict[str, list[str]]:
-        """Topic -> the documents it feeds (the truncate markers' topic feeds every document)."""
+        """Topic -> the documents it feeds (the truncate markers' topic and the transaction topic
+        feed every document)."""
         out: dict[str, list[str]] = {}
         for doc in self.documents:
             for table in doc.tables():
                 out.setdefault(f"{self.topic_prefix}.{table}", []).append(doc.name)
         if self.documents:
             out[self.truncate_topic] = [d.name for d in self.documents]
+            out[self.transaction_topic] = [d.name for d in self.documents]
         return out
 
     def table_for_topic(self, topic: str) -> TableConfig | None:

@@ -14,6 +14,7 @@ from connectors.envelope import document_id
 from derived.change import UNKNOWN, Change, Version
 from derived.nested import NestedState
 from pipelines.apply.decode import decode_records
+from pipelines.apply.transaction_gate import TransactionGate
 
 
 @dataclass
@@ -21,6 +22,7 @@ class FoldState:
     """What the operator keeps per document between batches (pickled into the state store)."""
     model: NestedState
     fences: dict[str, int] = field(default_factory=dict)   # snapshot fence per topic-partition (see decode)
+    gate: TransactionGate | None = None    # whole transactions only (see transaction_gate); None: as read
 
 
 @dataclass
@@ -39,6 +41,11 @@ class FoldStats:
     documents: int = 0
     widest_fan_out: int = 0          # the most documents one change touched
     fan_out_documents: int = 0       # documents touched by changes to rows shared between documents
+    pruned: int = 0                  # deleted rows forgotten before the batch (written by the batch before)
+    held: int = 0                    # records waiting for the rest of their transaction
+    late: int = 0                    # transactions let through incomplete (transaction_gate: compaction, a lost END)
+    late_example: str = ""           # the first of them, and what it lacked
+    holding: dict[str, dict[str, int]] = field(default_factory=dict)   # topic -> partition -> lowest held offset
     timings: dict[str, float] = field(default_factory=dict)   # filled by the caller (state load/save)
 
 
@@ -51,6 +58,14 @@ def fold_batch(state: FoldState, rows: list[dict[str, Any]], key_columns: dict[s
     key's first record after a primary-key change, or after compaction kept only an update."""
     model = state.model
     stats = FoldStats(records=len(rows))
+    # The previous batch is written and committed (a state is only ever loaded from a committed batch):
+    # the rows it deleted are in every store, so the state forgets them (issue #38.8).
+    stats.pruned = model.prune()
+    gate = getattr(state, "gate", None)    # a state pickled before the gate existed has none
+    if gate is not None:
+        rows, passed = gate.admit(rows)
+        stats.held, stats.late, stats.holding = passed.held, passed.late, gate.holding()
+        stats.late_example = passed.example
     tombstones: list[Change] = []
     tables = set(model.rows)
     changes, dead, _, _ = decode_records(rows, state.fences, key_columns, tables, tombstones, truncate_table)

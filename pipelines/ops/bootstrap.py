@@ -255,13 +255,14 @@ def apply_in_bulk(spark, config: Config, watch: Watch, stop=None) -> None:
 
 def documents_topic_ends(config: Config) -> dict[str, dict[str, int]]:
     """The end offsets of the topics the nested documents read (see documents_applied)."""
-    topics = existing_topics(config.kafka.client_config(), list(config.document_topics))
+    topics = existing_topics(config.kafka.client_config(),
+                             [t for t in config.document_topics if t != config.transaction_topic])
     return end_offsets(config.kafka.client_config(), topics) if topics else {}
 
 
 def documents_applied(config: Config, ends: dict[str, dict[str, int]]) -> bool:
     """The documents' query has committed every record up to `ends`."""
-    committed = committed_offsets(documents_state.current(config.spark.checkpoint_dir)) or {}
+    committed = documents_state.applied(documents_state.current(config.spark.checkpoint_dir)) or {}
     return all(int(committed.get(t, {}).get(p, 0)) >= int(o) for t, parts in ends.items() for p, o in parts.items())
 
 

@@ -39,6 +39,7 @@ from derived.change import Change, DeadLetter, Position, Version
 from derived.nested import join_edges
 from pipelines.apply.document_specs import ResolvedDocuments
 from pipelines.apply.nested_fold import FoldState, FoldStats, fold_batch
+from pipelines.apply.transaction_gate import LATE_MS
 from pipelines.config import Config
 from pipelines.errors import ConfigError
 from pipelines.state import documents as documents_state
@@ -108,6 +109,7 @@ def stream(spark, config: Config):
     records = topic_reader(spark, config, pattern, ranges=False).load()
     return records.select("key", "value", "topic", F.col("partition").cast("int").alias("partition"),
                           F.col("offset").cast("long").alias("offset"),
+                          F.expr("unix_millis(timestamp)").alias("timestamp"),
                           F.explode(F.element_at(route, F.col("topic"))).alias("document"))
 
 
@@ -120,8 +122,11 @@ def fold_fn(config_json: bytes, resolved: ResolvedDocuments):
         name = key[0]
         t0 = time.perf_counter()
         held = _load(state, resolved, name)
+        if getattr(held, "gate", None) is None:
+            held.gate = _gate(config_json)
         t1 = time.perf_counter()
-        rows = [r for f in frames for r in f[["key", "value", "topic", "partition", "offset"]].to_dict("records")]
+        rows = [r for f in frames
+                for r in f[["key", "value", "topic", "partition", "offset", "timestamp"]].to_dict("records")]
         outs, stats, _ = fold_batch(held, rows, *_decoding(config_json, resolved), reread=_rereader(config_json))
         t2 = time.perf_counter()
         blob = pickle.dumps(held, protocol=pickle.HIGHEST_PROTOCOL)
@@ -153,6 +158,18 @@ def _load(state, resolved: ResolvedDocuments, name: str) -> FoldState:
         return pickle.loads(state.get[0])
     spec = resolved.spec(name)
     return FoldState(NestedState(spec, {t: resolved.keys[t] for t in spec.tables()}))
+
+
+def _gate(config_json: bytes):
+    """Whole transactions only (pipelines/apply/transaction_gate.py) for every table topic a document
+    reads, the truncate markers' included (a TRUNCATE and the rows written after it in one transaction
+    go together)."""
+    from pipelines.apply.transaction_gate import TransactionGate
+    from pipelines.config import parse_config
+
+    config = parse_config(orjson.loads(config_json))
+    gated = frozenset(t for t in config.document_topics if t != config.transaction_topic)
+    return TransactionGate(config.topic_prefix, gated, config.transaction_topic)
 
 
 def _rereader(config_json: bytes):
@@ -374,6 +391,20 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
                             "mid-way? rerun `cdckit rebuild all`)", batch_id, documents_state.pending(ckpt))
             time.sleep(0.5)
         folds = [f for r in rows for f in orjson.loads(r["fold"])]
+        holding: dict[str, dict[str, int]] = {}
+        for f in folds:
+            for topic, parts in (f.get("holding") or {}).items():
+                mine = holding.setdefault(topic, {})
+                for p, o in parts.items():
+                    mine[p] = min(mine.get(p, o), o)
+        documents_state.save_held(folder, holding)   # before Spark commits the batch (see save_held)
+        waiting = sum(f.get("held", 0) for f in folds)
+        late = sum(f.get("late", 0) for f in folds)
+        if late:
+            example = next((f["late_example"] for f in folds if f.get("late_example")), "")
+            log.warning("documents batch %d: %d transaction(s) folded incomplete after waiting %d s of record "
+                        "time for the rest (compacted away, or their END record lost); %s", batch_id, late,
+                        LATE_MS // 1000, example)
         total = {k: sum(r[k] for r in rows) for k in WRITE_STATS.names[:-1]}
         records = sum(f["records"] for f in folds)
         totals["records"] = totals.get("records", 0) + records
@@ -389,9 +420,15 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
                  f"{total['search_applied']:,}", f"{total['search_stale']:,}", f"{total['cache_applied']:,}",
                  f"{total['cache_stale']:,}",
                  (f", {total['dead_letters']} DEAD LETTERS" if total["dead_letters"] else "")
+                 + (f", {waiting:,} held for their transactions" if waiting else "")
                  + (f", {undecodable} undecodable (dead-lettered by the tables' query)" if undecodable else ""),
                  time.monotonic() - started, fold_s, state_mb)
 
+    # The session's shuffle partitions (`spark.shuffle_partitions`) are the state's partitions too:
+    # most hold no document and cost an empty state-store commit per batch. Setting the session's
+    # setting to one per document for the start and back again raced the other query's (or this
+    # one's first) batch serializing it: a task failed to deserialize (java.io.OptionalDataException)
+    # after a restart. A query with a checkpoint keeps the count it started with.
     grouped = stream(spark, config).groupBy("document").applyInPandasWithState(
         fold_fn(config_json, resolved), OUT_DDL, STATE_DDL, "append", GroupStateTimeout.NoTimeout)
     writer = grouped.writeStream.foreachBatch(write).option("checkpointLocation", str(folder / "query"))
@@ -399,14 +436,7 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=config.spark.trigger)
-    # One state partition per document (more would only be empty state stores each batch opens and
-    # commits); the query takes the setting at its start, the session keeps its own.
-    previous = spark.conf.get("spark.sql.shuffle.partitions")
-    spark.conf.set("spark.sql.shuffle.partitions", str(len(config.documents)))
-    try:
-        return writer.queryName("cdckit-documents" if live else "cdckit-rebuild-documents").start()
-    finally:
-        spark.conf.set("spark.sql.shuffle.partitions", previous)
+    return writer.queryName("cdckit-documents" if live else "cdckit-rebuild-documents").start()
 
 
 def resolve(config: Config) -> ResolvedDocuments:

@@ -143,7 +143,7 @@ class VisibilityPublisher:
         if not self.config.documents:
             return tables
         folder = documents_state.current(ckpt)
-        documents = committed_offsets(folder) or {}
+        documents = documents_state.applied(folder) or {}   # held transactions are not applied yet
         if documents_state.current(ckpt) != folder:
             return None
         merged = {t: dict(p) for t, p in tables.items()}

@@ -29,6 +29,7 @@ from pipelines.state.json_files import read_json, write_json
 from pipelines.state.locks import file_lock
 
 FIRST = "documents"
+HELD = "cdckit-documents-held.json"   # per partition, the lowest offset of a record waiting for its transaction
 
 
 def _read(checkpoint_dir: Path) -> dict:
@@ -79,3 +80,23 @@ def remove_stale(checkpoint_dir: Path, keep: set[Path]) -> list[Path]:
             shutil.rmtree(folder, ignore_errors=True)
             gone.append(folder)
     return gone
+
+
+def save_held(folder: Path, holding: dict[str, dict[str, int]]) -> None:
+    """Written by each batch before Spark commits it: a committed offset says the record was read,
+    not that it reached the stores (pipelines/apply/transaction_gate.py holds incomplete transactions)."""
+    write_json(Path(folder) / HELD, holding)
+
+
+def applied(folder: Path) -> dict[str, dict[str, int]] | None:
+    """Offsets up to which the documents' stores hold every record: the query's last commit, capped at
+    the records still held for their transactions (the held file may be a batch newer than the
+    commit: lower, never higher, than the truth)."""
+    from pipelines.state.offsets import committed_offsets
+
+    committed = committed_offsets(Path(folder))
+    if committed is None:
+        return None
+    held = read_json(Path(folder) / HELD, {}) or {}
+    return {t: {p: min(int(o), int(held.get(t, {}).get(str(p), o))) for p, o in parts.items()}
+            for t, parts in committed.items()}

@@ -53,7 +53,7 @@ def cluster_config(stack, cluster, tmp_path: Path, name: str, **spark):
     return stack.config(
         tables=[{"name": table, "redis_key": f"{name}:{{id}}", "index": name}],
         kafka={"bootstrap_servers": stack.bootstrap_servers, "partitions": 6,
-               "topic_config": {"segment.ms": 2000, "min.cleanable.dirty.ratio": 0.01}},
+               "topic_config": {"segment.ms": 2000, "min.cleanable.dirty.ratio": 0.01, "min.compaction.lag.ms": 0}},
         spark={"master": settings.spark_master_url, "checkpoint_dir": str(tmp_path / "ckpt"), "trigger": "500 ms",
                "conf": conf, **spark},
         metrics_port=0)

@@ -23,7 +23,7 @@ PARTITIONS = 3
 # A segment rolls 2 s after its first record (when the next record comes) and the cleaner (every
 # second on the local broker) compacts any closed segment: records superseded by a newer one of
 # their key in a closed segment are gone seconds later. Tombstones stay for delete.retention.ms.
-FAST_COMPACTION = {"segment.ms": 2000, "min.cleanable.dirty.ratio": 0.01}
+FAST_COMPACTION = {"segment.ms": 2000, "min.cleanable.dirty.ratio": 0.01, "min.compaction.lag.ms": 0}
 # The suite starts ~60 short-lived Spark drivers on two cores shared with every server: without the
 # optimizing compiler (C2) a driver's start-up and first jobs took 10.9 CPU-s instead of 18.7 and
 # 8.8 s instead of 11.7 s (measured on this machine, idle). A test's few thousand changes never make

@@ -1,3 +1,5 @@
+import re
+
 from connectors.debezium_config import diff
 from pipelines.ops.connector import masked, wanted_config
 from pipelines.config import parse_config
@@ -73,3 +75,19 @@ def test_topic_config_reaches_the_topics_debezium_creates():
     assert c["topic.creation.default.segment.ms"] == "1000"
     assert c["topic.creation.default.min.cleanable.dirty.ratio"] == "0.01"
     assert c["topic.creation.default.cleanup.policy"] == "compact"
+
+
+def test_transactions_are_described_and_changes_stay_uncompacted_for_a_while():
+    """The nested documents fold whole transactions (pipelines/apply/transaction_gate.py): every change
+    names its transaction, END records count them in a one-partition topic trimmed by time, and a
+    record is not compacted away before a job a few minutes behind has read it."""
+    c = wanted_config(parse_config(BASE))
+    assert c["provide.transaction.metadata"] == "true"
+    prefix = c["topic.prefix"]
+    assert c["topic.transaction"] == "transaction" and c["topic.creation.groups"] == "transactions"
+    assert re.fullmatch(c["topic.creation.transactions.include"], f"{prefix}.transaction")
+    assert not re.fullmatch(c["topic.creation.transactions.include"], f"{prefix}.public.customers")
+    assert (c["topic.creation.transactions.partitions"], c["topic.creation.transactions.cleanup.policy"]) == ("1", "delete")
+    assert c["topic.creation.default.min.compaction.lag.ms"] == "600000"
+    fast = wanted_config(parse_config(with_("kafka.topic_config", {"min.compaction.lag.ms": 0})))
+    assert fast["topic.creation.default.min.compaction.lag.ms"] == "0"   # the user's setting wins
