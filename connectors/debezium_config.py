@@ -39,6 +39,7 @@ class ConnectorSettings:
     topic_config: dict[str, Any] = field(default_factory=dict)
     snapshot_fetch_size: int = 10_240
     snapshot_max_threads: int = 1
+    transaction_metadata: bool = False   # nested documents configured: they fold whole transactions
 
     @property
     def notification_topic(self) -> str:
@@ -85,17 +86,6 @@ def connector_config(s: ConnectorSettings) -> dict[str, str]:
         # (the schema watch and `snapshot add` waited for 10 s without a new snapshot window).
         "notification.enabled.channels": "sink",
         "notification.sink.topic.name": s.notification_topic,
-        # Each streamed change names its transaction, and an END record per transaction counts its
-        # changes per table: the nested documents fold whole transactions only (issue #38.9). Its topic
-        # has one partition (the ENDs in commit order) and is trimmed by time: every key is new.
-        "provide.transaction.metadata": "true",
-        "topic.transaction": "transaction",
-        "topic.creation.groups": "transactions",
-        "topic.creation.transactions.include": re.escape(s.transaction_topic),
-        "topic.creation.transactions.partitions": "1",
-        "topic.creation.transactions.replication.factor": str(s.replication_factor),
-        "topic.creation.transactions.cleanup.policy": "delete",
-        "topic.creation.transactions.retention.ms": str(7 * 24 * 3600 * 1000),
         "snapshot.mode": "initial",
         "snapshot.fetch.size": str(s.snapshot_fetch_size),
         "snapshot.max.threads": str(s.snapshot_max_threads),
@@ -141,6 +131,21 @@ def connector_config(s: ConnectorSettings) -> dict[str, str]:
         "producer.override.linger.ms": "20",
         "producer.override.batch.size": "1048576",
     }
+    if s.transaction_metadata:
+        # Each streamed change names its transaction, and an END record per transaction counts its
+        # changes per table: the nested documents fold whole transactions only (issue #38.9). Its
+        # topic has one partition (the ENDs in commit order) and is trimmed by time: every key is new.
+        # Only with documents: three records instead of one per one-row transaction otherwise.
+        out.update({
+            "provide.transaction.metadata": "true",
+            "topic.transaction": "transaction",
+            "topic.creation.groups": "transactions",
+            "topic.creation.transactions.include": re.escape(s.transaction_topic),
+            "topic.creation.transactions.partitions": "1",
+            "topic.creation.transactions.replication.factor": str(s.replication_factor),
+            "topic.creation.transactions.cleanup.policy": "delete",
+            "topic.creation.transactions.retention.ms": str(7 * 24 * 3600 * 1000),
+        })
     if s.password is not None:
         out["database.password"] = s.password
     return out

@@ -41,7 +41,8 @@ def connector_settings(config: Config) -> ConnectorSettings:
         str(pg.sslrootcert) if pg.sslrootcert else None, pg.slot, pg.publication, [t.name for t in config.tables],
         pg.signal_table, pg.heartbeat_table, pg.truncate_table, config.connect.heartbeat_interval_ms,
         config.kafka.replication_factor, config.kafka.partitions, dict(config.kafka.topic_config),
-        config.connect.snapshot_fetch_size, config.connect.snapshot_max_threads)
+        config.connect.snapshot_fetch_size, config.connect.snapshot_max_threads,
+        transaction_metadata=bool(config.documents))
 
 
 def wanted_config(config: Config) -> dict[str, str]:

@@ -81,7 +81,10 @@ def test_transactions_are_described_and_changes_stay_uncompacted_for_a_while():
     """The nested documents fold whole transactions (pipelines/apply/transaction_gate.py): every change
     names its transaction, END records count them in a one-partition topic trimmed by time, and a
     record is not compacted away before a job a few minutes behind has read it."""
-    c = wanted_config(parse_config(BASE))
+    assert "provide.transaction.metadata" not in wanted_config(parse_config(BASE))   # no documents: off
+    data = with_("documents", [{"name": "orders", "root": "public.customers", "relations": [
+        {"label": "self", "table": "public.customers", "type": "many_to_one", "join": {"id": "id"}}]}])
+    c = wanted_config(parse_config(data))
     assert c["provide.transaction.metadata"] == "true"
     prefix = c["topic.prefix"]
     assert c["topic.transaction"] == "transaction" and c["topic.creation.groups"] == "transactions"
