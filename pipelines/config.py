@@ -356,7 +356,8 @@ class SparkConfig(_Strict):
     max_offsets_per_trigger: int | None = Field(None, gt=0)
     kafka_source: Literal["python", "jvm"] = Field(
         "python", description="'jvm' uses Spark's built-in kafka source when its jar is on the class path")
-    shuffle_partitions: int = Field(4, ge=1)
+    shuffle_partitions: int = Field(4, ge=1, description="Spark SQL shuffle partitions; with nested "
+                                    "documents, one per document (their state's partitions)")
     conf: dict[str, str | int | float | bool] = Field(default_factory=dict, description=(
         "more Spark settings, as spark-submit's --conf takes them (executor memory and cores, "
         "spark.pyspark.python: the Python the executors run, ...); set after cdckit's own"))

@@ -424,11 +424,7 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
                  + (f", {undecodable} undecodable (dead-lettered by the tables' query)" if undecodable else ""),
                  time.monotonic() - started, fold_s, state_mb)
 
-    # The session's shuffle partitions (`spark.shuffle_partitions`) are the state's partitions too:
-    # most hold no document and cost an empty state-store commit per batch. Setting the session's
-    # setting to one per document for the start and back again raced the other query's (or this
-    # one's first) batch serializing it: a task failed to deserialize (java.io.OptionalDataException)
-    # after a restart. A query with a checkpoint keeps the count it started with.
+    # One state partition per document: the session is built with it (session.shuffle_partitions).
     grouped = stream(spark, config).groupBy("document").applyInPandasWithState(
         fold_fn(config_json, resolved), OUT_DDL, STATE_DDL, "append", GroupStateTimeout.NoTimeout)
     writer = grouped.writeStream.foreachBatch(write).option("checkpointLocation", str(folder / "query"))

@@ -31,6 +31,14 @@ log = logging.getLogger("cdckit.spark")
 SPARK_LOG_LEVEL = {"level": "ERROR"}
 
 
+def shuffle_partitions(config) -> int:
+    """The only SQL shuffle cdckit's queries make is the nested documents' grouping, whose partitions
+    are the state's: one per document (more would be empty state stores each batch commits). Set once
+    for the session: switching it around the documents' query start raced a batch serializing the
+    settings (java.io.OptionalDataException). A query with a checkpoint keeps its count."""
+    return len(config.documents) if config.documents else config.spark.shuffle_partitions
+
+
 def set_verbose(verbose: bool) -> None:
     """`--verbose`: Spark's warnings and the JVM's stderr as they are."""
     SPARK_LOG_LEVEL["level"] = "WARN" if verbose else "ERROR"
@@ -79,7 +87,7 @@ def spark_conf(config: Config, jars: list[Path]):
     if not submitted():  # under spark-submit its --master decides (and ships the code: --py-files)
         conf.setMaster(config.spark.master)
     conf = (conf.setAppName("cdckit")
-            .set("spark.sql.shuffle.partitions", str(config.spark.shuffle_partitions))
+            .set("spark.sql.shuffle.partitions", str(shuffle_partitions(config)))
             .set("spark.ui.enabled", "false")
             .set("spark.ui.showConsoleProgress", "false")   # cdckit draws its own progress
             .set("spark.sql.streaming.stopGracefullyOnShutdown", "true")
