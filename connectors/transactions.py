@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 import orjson
 
+from connectors.envelope import RecordError, envelope_of
+
 _TX = b'"transaction":'
 _ID = b'{"id":"'
 _SNAPSHOT = b'"snapshot":"'
@@ -75,11 +77,9 @@ def transaction_end(value: bytes | None) -> TransactionEnd | None:
     if not value:
         return None
     try:
-        body = orjson.loads(value)
-    except orjson.JSONDecodeError:
+        body = envelope_of(value)   # a schema/payload wrapper taken off
+    except RecordError:
         return None
-    if isinstance(body, dict) and "payload" in body and "schema" in body:
-        body = body["payload"]
     if not isinstance(body, dict) or body.get("status") != "END" or body.get("id") is None:
         return None
     counts: dict[str, int] = {}

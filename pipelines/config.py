@@ -488,6 +488,12 @@ class Config(_Strict):
             out[self.transaction_topic] = [d.name for d in self.documents]
         return out
 
+    @property
+    def document_change_topics(self) -> list[str]:
+        """The topics of changes the documents read: all theirs but the transaction topic (its records
+        are no changes, and it grows with every heartbeat)."""
+        return [t for t in self.document_topics if t != self.transaction_topic]
+
     def table_for_topic(self, topic: str) -> TableConfig | None:
         return next((t for t in self.tables if self.topic_for(t) == topic), None)
 

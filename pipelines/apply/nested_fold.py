@@ -61,7 +61,7 @@ def fold_batch(state: FoldState, rows: list[dict[str, Any]], key_columns: dict[s
     # The previous batch is written and committed (a state is only ever loaded from a committed batch):
     # the rows it deleted are in every store, so the state forgets them (issue #38.8).
     stats.pruned = model.prune()
-    gate = getattr(state, "gate", None)    # a state pickled before the gate existed has none
+    gate = state.gate
     if gate is not None:
         rows, passed = gate.admit(rows)
         stats.held, stats.late, stats.holding = passed.held, passed.late, gate.holding()

@@ -255,8 +255,7 @@ def apply_in_bulk(spark, config: Config, watch: Watch, stop=None) -> None:
 
 def documents_topic_ends(config: Config) -> dict[str, dict[str, int]]:
     """The end offsets of the topics the nested documents read (see documents_applied)."""
-    topics = existing_topics(config.kafka.client_config(),
-                             [t for t in config.document_topics if t != config.transaction_topic])
+    topics = existing_topics(config.kafka.client_config(), config.document_change_topics)
     return end_offsets(config.kafka.client_config(), topics) if topics else {}
 
 

@@ -57,10 +57,8 @@ def wait_applied(config: Config, timeout_s: float) -> tuple[int, float]:
     end = end_offsets(config.kafka.client_config(), [config.topic_for(t) for t in config.tables])
     _wait_committed(config.spark.checkpoint_dir, end, started, timeout_s)
     if config.documents:  # and the documents' query, over the topics it reads
-        # The transaction topic grows with every heartbeat, and a query that stopped (`bootstrap --once`)
-        # reads none of it: its records are no changes.
-        end = end_offsets(config.kafka.client_config(),
-                          [t for t in config.document_topics if t != config.transaction_topic])
+        # Not the transaction topic: a query that stopped (`bootstrap --once`) reads none of its heartbeats.
+        end = end_offsets(config.kafka.client_config(), config.document_change_topics)
         _wait_committed(documents_state.current(config.spark.checkpoint_dir), end, started, timeout_s,
                         documents_state.applied)
     return target, time.monotonic() - started

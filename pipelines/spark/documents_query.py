@@ -121,9 +121,7 @@ def fold_fn(config_json: bytes, resolved: ResolvedDocuments):
 
         name = key[0]
         t0 = time.perf_counter()
-        held = _load(state, resolved, name)
-        if getattr(held, "gate", None) is None:
-            held.gate = _gate(config_json)
+        held = _load(state, resolved, name, config_json)
         t1 = time.perf_counter()
         rows = [r for f in frames
                 for r in f[["key", "value", "topic", "partition", "offset", "timestamp"]].to_dict("records")]
@@ -151,13 +149,16 @@ def _stats_row(name: str, stats: FoldStats) -> dict[str, Any]:
             "kind": None, "lsn": None, "stats": orjson.dumps(stats.__dict__)}
 
 
-def _load(state, resolved: ResolvedDocuments, name: str) -> FoldState:
+def _load(state, resolved: ResolvedDocuments, name: str, config_json: bytes) -> FoldState:
     from derived.nested import NestedState
 
     if state.exists:
-        return pickle.loads(state.get[0])
+        held = pickle.loads(state.get[0])
+        if getattr(held, "gate", None) is None:   # a state pickled before the gate existed
+            held.gate = _gate(config_json)
+        return held
     spec = resolved.spec(name)
-    return FoldState(NestedState(spec, {t: resolved.keys[t] for t in spec.tables()}))
+    return FoldState(NestedState(spec, {t: resolved.keys[t] for t in spec.tables()}), gate=_gate(config_json))
 
 
 def _gate(config_json: bytes):
@@ -168,8 +169,7 @@ def _gate(config_json: bytes):
     from pipelines.config import parse_config
 
     config = parse_config(orjson.loads(config_json))
-    gated = frozenset(t for t in config.document_topics if t != config.transaction_topic)
-    return TransactionGate(config.topic_prefix, gated, config.transaction_topic)
+    return TransactionGate(config.topic_prefix, frozenset(config.document_change_topics), config.transaction_topic)
 
 
 def _rereader(config_json: bytes):
