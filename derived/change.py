@@ -55,6 +55,7 @@ class Change:
     tombstone: bool = False             # a delete known only from its tombstone (see derived/reduce.py)
     created: bool = False               # a streamed create (op=c): no store holds an older row of this key
     reread: bool = False                # its unavailable columns are read from Postgres whatever a store holds
+    hidden: tuple[str, ...] = ()        # the stores whose row filter leaves this row out: a delete there
 
 
 # The version of a tombstone-only delete: unknown (the stores delete whatever they hold).

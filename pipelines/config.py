@@ -196,6 +196,15 @@ class TableSearchConfig(_Strict):
         return _no_gc_deletes(v)
 
 
+class SoftDelete(_Strict):
+    """A row marked deleted is removed from the stores, and comes back when unmarked (issue #39)."""
+    column: str = Field(description="the marking column: a boolean (true: deleted), or any column whose value "
+                                    "marks the row (not null: deleted, e.g. deleted_at)")
+    value: str | int | float | bool | None = Field(
+        None, description="the value that marks a row deleted (e.g. 'deleted' of a status column); default: "
+                          "true for a boolean column, any non-null value otherwise")
+
+
 class TableConfig(_Strict):
     name: QualifiedTable = Field(description="schema.table")
     key: list[str] | None = Field(None, min_length=1, description="key columns; default: the primary key")
@@ -215,6 +224,25 @@ class TableConfig(_Strict):
                               "change), rebuild (re-read and rebuild both stores), stop (stop the job, naming it)")
     search: TableSearchConfig = Field(default_factory=TableSearchConfig,
                                       description="the table's index definition: settings, mappings, options")
+    where: str | dict[str, str] | None = Field(
+        None, description="row filter: the rows the stores hold, a predicate over the row's columns (README, "
+                          "Row filters), e.g. \"status in ('paid', 'shipped') and total > 0\"; a mapping "
+                          "{search: ..., cache: ...} filters each store on its own (a store left out holds every row)")
+    soft_delete: SoftDelete | None = Field(None, description="rows marked deleted leave both stores")
+
+    @field_validator("where")
+    @classmethod
+    def _where_parses(cls, v):
+        from derived.row_filter import FilterError, parse_filter
+
+        if isinstance(v, dict) and not set(v) <= {"search", "cache"}:
+            raise ValueError(f"keys are the stores, search and cache; not {sorted(set(v) - {'search', 'cache'})}")
+        for store, text in (v.items() if isinstance(v, dict) else [(None, v)] if v is not None else []):
+            try:
+                parse_filter(text)
+            except FilterError as exc:
+                raise ValueError(f"{store + ': ' if store else ''}{exc}") from None
+        return v
 
     @field_validator("search")
     @classmethod
@@ -264,6 +292,16 @@ class TableConfig(_Strict):
     @property
     def redis_key_template(self) -> str:
         return self.redis_key or f"{self.name}:{{_id}}"
+
+    def row_filter(self, store: str) -> tuple[str | None, tuple[str, Any] | None]:
+        """(where, soft delete as (column, value)) for one store: "search" or "cache"."""
+        where = self.where.get(store) if isinstance(self.where, dict) else self.where
+        soft = (self.soft_delete.column, self.soft_delete.value) if self.soft_delete else None
+        return where, soft
+
+    @property
+    def filtered(self) -> bool:
+        return self.where is not None or self.soft_delete is not None
 
 
 class SearchConfig(_Strict):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
 import pyarrow as pa
@@ -55,11 +55,10 @@ def apply_records(rows: list[dict[str, Any]], stores: Stores, fences: dict[str, 
         latest = [c for c in latest if not (c.table in how.known_cuts and c.version < how.known_cuts[c.table])]
     deletes_at = {(c.position.topic, c.position.partition, c.position.offset) for c in changes if c.op == "delete"}
     latest = settle_tombstones(latest, tombstones, deletes_at)
-    if stores.toast is not None:
-        # While a rebuild fills a fresh generation, that generation may not hold a key's older row
-        # yet (the catch-up writes it, in parallel): there every unchanged TOAST column is read.
-        stats.toast_reread = stores.toast.fill(latest, every_upsert=rebuild is not None or how.fresh_generation)
-    as_documents(stores, latest)
+    # While a rebuild fills a fresh generation, that generation may not hold a key's older row
+    # yet (the catch-up writes it, in parallel): there every unchanged TOAST column is read.
+    stats.toast_reread, stats.filtered_out = prepare(stores, latest, every_upsert=rebuild is not None
+                                                     or how.fresh_generation)
     if how.defer_truncates:
         stats.truncate_cuts, truncates = newest_cuts(truncates), []
         stats.truncates = len(stats.truncate_cuts)
@@ -83,6 +82,28 @@ def apply_records(rows: list[dict[str, Any]], stores: Stores, fences: dict[str, 
 
 
 VISIBLE_SAMPLES = 200
+
+
+def prepare(stores: Stores, changes: list[Change], every_upsert: bool = False) -> tuple[int, int]:
+    """What every path (the live batch, the bootstrap's bulk, the rebuild) does to its reduced
+    changes before the stores see them, in this order: unchanged TOAST columns read where no store
+    can fill them (`every_upsert`: none can), each store's row filter judged on the complete row as
+    Debezium sends it, then the values typed as documents hold them. Returns (rows read, store
+    writes filtered out)."""
+    filters = stores.filters
+    if filters is not None:
+        filters.mark_rereads(changes)
+    reread = stores.toast.fill(changes, every_upsert=every_upsert) if stores.toast is not None else 0
+    filtered = filters.judge(changes, read_failed=bool(getattr(stores.toast, "failed", False))) if filters else 0
+    as_documents(stores, changes)
+    return reread, filtered
+
+
+def for_store(changes: list[Change], store: str) -> list[Change]:
+    """The changes as one store applies them: an upsert its row filter leaves out is a delete of
+    the key at the same version (the row may have matched before)."""
+    return [replace(c, op="delete", row=None, unavailable=(), hidden=()) if store in c.hidden else c
+            for c in changes]
 
 
 def as_documents(stores: Stores, changes: list[Change]) -> None:
@@ -110,8 +131,8 @@ def apply_changes(stores: Stores, truncates: list[Change], latest: list[Change],
     a truncate removes what is older than it, so a change of the same batch that it cuts must be
     written first (a newer one survives it by version)."""
     # The two stores are independent: write them at the same time (each waits on its server).
-    to_search = [c for c in latest if c.table in stores.search_tables]
-    to_cache = [c for c in latest if c.table in stores.cache_tables]
+    to_search = for_store([c for c in latest if c.table in stores.search_tables], "search")
+    to_cache = for_store([c for c in latest if c.table in stores.cache_tables], "cache")
     pending_search = _writers.submit(stores.search.apply, to_search, stores.search_tables)
     cache = stores.cache.apply(to_cache, stores.cache_tables)
     search = pending_search.result()

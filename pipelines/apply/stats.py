@@ -23,6 +23,7 @@ class BatchStats:
     snapshot_last_lsn: int = 0          # set when the batch held the snapshot's final record
     newest_source_ts_ms: int | None = None
     visible_ms: list[int] = field(default_factory=list)  # sampled commit-to-applied times of streamed changes
+    filtered_out: int = 0               # upserts a store's row filter turned into deletes (per store)
     toast_reread: int = 0               # changes whose unchanged TOAST columns were read from Postgres
     fresh_dead_letters: int = 0         # of dead_letters: a rebuild's fresh generation's own refusals
     # The first letter of each kind (pipelines/apply/letter_kinds.py), for the driver's WARNING lines.

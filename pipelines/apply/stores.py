@@ -9,6 +9,7 @@ from derived.sinks.cache.sink import CacheTable, RedisCache
 from derived.sinks.protocol import Sink
 from derived.sinks.search.sink import SearchSink, SearchTable
 from pipelines.apply.column_types import ColumnTypes
+from pipelines.apply.row_filters import RowFilters
 from pipelines.apply.toast_reread import ToastReread
 from pipelines.config import Config
 from pipelines.state.rebuild import Targets
@@ -26,6 +27,7 @@ class Stores:
     # Documents are rendered by column type (pipelines/apply/documents.py); None: rows as Debezium sends them (tests).
     types: ColumnTypes | None = None
     numbers: dict[str, frozenset[str]] = field(default_factory=dict)  # numeric columns rendered as numbers
+    filters: Any = None   # pipelines.apply.row_filters.RowFilters: the tables' row filters, or None
 
     @property
     def tables(self) -> set[str]:
@@ -85,4 +87,5 @@ def stores_from_config(config: Config, targets: Targets | None = None) -> Stores
     types = ColumnTypes(config.postgres.dsn_kwargs())
     return Stores(search, cache, search_tables, cache_tables, {t.name: t.key for t in config.tables},
                   config.postgres.truncate_table, ToastReread(config.postgres.dsn_kwargs(), types.table), types,
-                  {t.name: frozenset(t.numeric_as_number) for t in config.tables})
+                  {t.name: frozenset(t.numeric_as_number) for t in config.tables},
+                  RowFilters.from_config(config, types.table))

@@ -35,12 +35,14 @@ class ToastReread:
         self._conn = None
         self._types: dict[str, dict[str, str]] = {}
         self._types_of = types
+        self.failed = False   # the last fill could not read Postgres (a row filter then cannot judge)
 
     def fill(self, changes: Iterable[Change], every_upsert: bool = False) -> int:
         """Fill the unavailable columns of created keys (or of every upsert: a rebuild's survivors),
         in place; returns how many changes were completed."""
         wanted = [c for c in changes if c.op == "upsert" and c.unavailable and not c.tombstone
                   and (c.created or every_upsert or c.reread)]
+        self.failed = False
         if not wanted:
             return 0
         filled = 0
@@ -56,6 +58,7 @@ class ToastReread:
                 c.unavailable = ()
                 filled += 1
         except Exception as exc:  # noqa: BLE001 - the database unreachable or the key not bindable
+            self.failed = True
             self.close()
             log.warning("unchanged TOAST columns of %d change(s) not read from Postgres: %s",
                         len(wanted) - filled, str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__)

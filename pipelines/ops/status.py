@@ -212,7 +212,32 @@ def _stores(config: Config, report: Report, exact: bool) -> None:
 
             with postgres.connect(config.postgres.reader_dsn_kwargs()) as conn:
                 row["postgres_rows"] = conn.execute(f"SELECT count(*) FROM {rows_of}").fetchone()[0]
-        _shortfalls(config, report, name, rows_of, row)
+        table = next((t for t in config.tables if t.name == name), None)
+        if table is not None and table.filtered:
+            _filtered_shortfalls(config, report, table, row)
+        else:
+            _shortfalls(config, report, name, rows_of, row)
+
+
+def _filtered_shortfalls(config: Config, report: Report, table, row: dict[str, Any]) -> None:
+    """A filtered table's stores are held against the rows their filters keep, counted exactly
+    (derived/row_filter.store_sql), and only when a store is far below the table's estimate."""
+    from connectors import postgres
+    from derived.row_filter import store_sql
+
+    for store, sink in (("search_docs", "search"), ("cache_keys", "cache")):
+        if sink not in config.sinks or not far_below(row.get(store), row.get("postgres_rows_estimate") or 0):
+            continue
+        try:
+            with postgres.connect(config.postgres.reader_dsn_kwargs()) as conn:
+                where = store_sql(*table.row_filter(sink), postgres.column_types(conn, table.name))
+                kept = conn.execute(f"SELECT count(*) FROM {table.name}" + (f" WHERE {where}" if where else "")
+                                    ).fetchone()[0]
+        except postgres.PostgresUnreachable:
+            continue
+        row[f"postgres_rows_kept_{sink}"] = kept
+        if far_below(row.get(store), kept):
+            report.problem(shortfall_problem(table.name, store, row[store], kept, True) + " (its row filter kept)")
 
 
 def _shortfalls(config: Config, report: Report, name: str, rows_of: str, row: dict[str, Any]) -> None:

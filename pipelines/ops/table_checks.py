@@ -46,6 +46,9 @@ def check_tables(config: Config, identities: dict[str, KeyIdentity | None],
                               f"over {list(table.key)}), or key by the primary key")
         if types is not None:
             _check_numbers(i, table.name, table.numeric_as_number, types.get(table.name, {}))
+            unpublished = (generated or {}).get(table.name, []) if (
+                server_version is None or server_version < PUBLISHES_GENERATED) else []
+            _check_filter(i, table, types.get(table.name, {}), unpublished)
     if generated and (server_version is None or server_version < PUBLISHES_GENERATED):
         _check_generated(config, generated, server_version)
 
@@ -74,6 +77,29 @@ def _check_generated(config: Config, generated: dict[str, list[str]], server_ver
                 walk(r.relations, f"{path}.{k}.relations")
 
         walk(doc.relations, f"documents.{j}.relations")
+
+
+def _check_filter(i: int, table, types: dict[str, str], unpublished: list[str]) -> None:
+    """A row filter or soft delete fits the table's columns and their types (derived/row_filter.py),
+    and reads no column the WAL does not carry (a stored generated one before PostgreSQL 18)."""
+    from derived.row_filter import FilterError, predicate_columns, store_predicate
+
+    for store in ("search", "cache"):
+        where, soft = table.row_filter(store)
+        field = f"tables.{i}.where" + (f".{store}" if isinstance(table.where, dict) else "")
+        if soft is not None and soft[0] not in types:
+            raise ConfigError(f"tables.{i}.soft_delete.column", f"{soft[0]!r} is not a column of {table.name}")
+        try:
+            store_predicate(where, soft, types)
+        except FilterError as exc:
+            at = f"tables.{i}.soft_delete" if soft is not None and exc.column == soft[0] and (
+                where is None or exc.column not in predicate_columns(where, None)) else field
+            raise ConfigError(at, f"{table.name}: {exc}") from None
+        hit = sorted(predicate_columns(where, soft) & set(unpublished))
+        if hit:
+            raise ConfigError(field, f"{table.name}.{hit[0]} is a stored generated column, which logical replication "
+                              "before PostgreSQL 18 does not publish: a filter on it would judge every change by a "
+                              "null; filter on the columns it is computed from")
 
 
 def _check_numbers(i: int, name: str, columns: list[str], types: dict[str, str]) -> None:

@@ -124,23 +124,36 @@ def verify_table(config: Config, table: TableConfig, stores, sample: int | None)
         key_cols = table.key or _primary_key(conn, table.name)
         # The pipeline's own typing of Debezium's rendering (ids and keys stay in the rendering).
         typed = row_converter(types, frozenset(table.numeric_as_number))
+        # Each store's row filter, judged on the same rendering as the pipeline judges it.
+        keeps = _filters(config, table, types)
         for chunk in chunks(_rows(conn, reader, sample), BATCH):
             report.rows += len(chunk)
             wire = [{c: rendered(v, types.get(c, "")) for c, v in row.items()} for row in chunk]
             ids = [document_id({c: r[c] for c in key_cols}, key_cols) for r in wire]
-            expected = {i: shape(typed(r), table) for i, r in zip(ids, wire)}
+            shaped = [shape(typed(r), table) for r in wire]
+            kept = {s: [keep is None or keep(r) for r in wire] for s, keep in keeps.items()}
             if "search" in config.sinks:
-                docs = stores.search.engine.mget(search_t.alias, ids)
+                expected = {i: d for i, d, k in zip(ids, shaped, kept["search"]) if k}
+                docs = stores.search.engine.mget(search_t.alias, list(expected))
                 seen["search"] += len(docs)
                 _diff(report.stores["search"], expected, docs, types, table, as_strings=False)
             if "cache" in config.sinks:
-                keys = [render_key(cache_t.key_template, {c: r[c] for c in key_cols}, i) for i, r in zip(ids, wire)]
-                docs = _cache_docs(stores.cache, cache_t, dict(zip(ids, keys)))
+                rows = [(i, d, r) for i, d, r, k in zip(ids, shaped, wire, kept["cache"]) if k]
+                expected = {i: d for i, d, _ in rows}
+                keys = [render_key(cache_t.key_template, {c: r[c] for c in key_cols}, i) for i, _, r in rows]
+                docs = _cache_docs(stores.cache, cache_t, dict(zip(expected, keys)))
                 seen["cache"] += len(docs)
                 _diff(report.stores["cache"], expected, docs, types, table, as_strings=cache_t.format == "hash")
     if sample is None:
-        _extras(report, stores, search_t, cache_t, seen, config, table, key_cols)
+        _extras(report, stores, search_t, cache_t, seen, config, table, key_cols, keeps)
     return report
+
+
+def _filters(config: Config, table: TableConfig, types: dict[str, str]) -> dict[str, Any]:
+    """store -> its row filter of the table, None for every row."""
+    from derived.row_filter import store_predicate
+
+    return {s: store_predicate(*table.row_filter(s), types) if table.filtered else None for s in config.sinks}
 
 
 def _diff(diff: StoreDiff, expected, docs, types, table, as_strings: bool) -> None:
@@ -166,39 +179,46 @@ def _cache_docs(cache, table, keys: dict[str, str]) -> dict[str, dict[str, Any]]
     return {i: {k.decode(): v.decode() for k, v in h.items()} for i, h in zip(keys, pipe.execute()) if h}
 
 
-def _extras(report, stores, search_t, cache_t, seen, config, table, key_cols) -> None:
-    """Documents the database no longer has. Counted first; enumerated only when counts disagree."""
+def _extras(report, stores, search_t, cache_t, seen, config, table, key_cols, keeps) -> None:
+    """Documents the database no longer has, or that the store's row filter leaves out. Counted
+    first; enumerated only when counts disagree."""
     if "search" in config.sinks:
         stores.search.engine.refresh(search_t.alias)
         if stores.search.engine.count(search_t.alias) > seen["search"]:
-            present = set(_all_ids(config, table, key_cols))
+            present = {i for i, _ in _all_keys(config, table, key_cols, keeps["search"])}
             for doc_id in stores.search.engine.scan_ids(search_t.alias):
                 if doc_id not in present:
                     report.stores["search"].add("extra", doc_id)
     if "cache" in config.sinks:
         if stores.cache.count(cache_t, exact=True) > seen["cache"]:
-            present_keys = {render_key(cache_t.key_template, k, i) for i, k in _all_keys(config, table, key_cols)}
+            present_keys = {render_key(cache_t.key_template, k, i)
+                            for i, k in _all_keys(config, table, key_cols, keeps["cache"])}
             for key in stores.cache.r.scan_iter(match=cache_t.pattern(), count=1000):
                 key = key.decode()
                 if not key.startswith("cdckit:") and key not in present_keys:
                     report.stores["cache"].add("extra", key)
 
 
-def _all_keys(config: Config, table: TableConfig, key_cols: list[str]):
+def _all_keys(config: Config, table: TableConfig, key_cols: list[str], keep=None):
+    """(id, key) of every row (the filter `keep` holds)."""
+    from derived.row_filter import predicate_columns
+
     with postgres.connect(config.postgres.reader_dsn_kwargs(), autocommit=False) as conn:
         types = postgres.column_types(conn, table.name)
         postgres.load_as_debezium(conn)
         reader = ColumnReader(conn, table.name)
+        extra = sorted(set().union(*(predicate_columns(*table.row_filter(s)) for s in config.sinks))
+                       - set(key_cols)) if keep is not None else []
+        columns = key_cols + [c for c in extra if c in types]
         with conn.cursor(name="cdckit_verify_keys") as cur:
             cur.itersize = 20000
-            cur.execute(reader.sql(key_cols))
+            cur.execute(reader.sql(columns))
             for row in cur:
-                key = {c: render(v, types.get(c, "")) for c, v in reader.row(row, key_cols).items()}
+                values = {c: rendered(v, types.get(c, "")) for c, v in reader.row(row, columns).items()}
+                if keep is not None and not keep(values):
+                    continue
+                key = {c: values[c] for c in key_cols}
                 yield document_id(key, key_cols), key
-
-
-def _all_ids(config, table, key_cols):
-    return (i for i, _ in _all_keys(config, table, key_cols))
 
 
 def verify(config: Config, table: str | None = None, sample: int | None = None, timeout_s: float = 120

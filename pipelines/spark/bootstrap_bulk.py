@@ -35,7 +35,7 @@ from connectors.kafka.errors import TopicLost
 from connectors.kafka.offsets import end_offsets
 from connectors.kafka.ranges import KafkaRange, log_end, pack_ranges, read_messages
 from pipelines.apply import letter_kinds
-from pipelines.apply.batch import apply_changes, as_documents
+from pipelines.apply.batch import apply_changes, prepare
 from pipelines.apply.letter_kinds import FirstLetters
 from pipelines.apply.snapshot_reads import SnapshotReads
 from pipelines.apply.stats import BatchStats
@@ -225,9 +225,9 @@ class PieceApply:
 
     def _write(self, fold) -> None:
         survivors, dead = fold.survivors(), list(fold.dead)
-        if self.stores.toast is not None:   # columns Debezium could not render (multidimensional arrays)
-            self.stores.toast.fill(survivors)
-        as_documents(self.stores, survivors)
+        # Columns Debezium could not render (multidimensional arrays) are read; the row filters judged.
+        _, filtered = prepare(self.stores, survivors)
+        self.stats.filtered_out += filtered
         apply_changes(self.stores, [], survivors, self.stats, dead, [])
         self.letters.append(self.dlq.write(dead) if dead else 0)
         if dead:

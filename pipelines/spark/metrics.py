@@ -60,7 +60,7 @@ class PipelineMetrics:
         self.table_letters_pending = Gauge("cdckit_table_dead_letters_pending", "dead letters past the mark "
                                            "`cdckit dlq replay` left, per table", ["table"], registry=r)
         self.table_rows_estimate = Gauge("cdckit_table_rows_estimate", "Postgres' estimate of the table's rows "
-                                         "(reltuples; NaN: never analyzed)", ["table"], registry=r)
+                                         "(reltuples; NaN: never analyzed, or the table has a row filter)", ["table"], registry=r)
         self.table_store_count = Gauge("cdckit_table_store_count", "entries a store holds per table (search "
                                        "documents, cache keys)", ["table", "store"], registry=r)
         self._pending_tables: set[str] = set()

@@ -20,7 +20,7 @@ from connectors.kafka.offsets import begin_offsets
 from connectors.kafka.ranges import RANGE_ARROW_SCHEMA, KafkaRange, read_messages
 from derived.change import Position, Version
 from pipelines.apply import letter_kinds
-from pipelines.apply.batch import ApplyOptions, apply_changes, apply_truncates, as_documents, newest_cuts
+from pipelines.apply.batch import ApplyOptions, apply_changes, apply_truncates, newest_cuts, prepare
 from pipelines.apply.rebuild_fold import PartitionFold
 from pipelines.apply.stats import BatchStats, add_stats
 from pipelines.apply.stores import stores_from_config
@@ -201,9 +201,8 @@ def _bulk_range(config_json: bytes, targets: Targets, board, rebuild_id: str, to
     survivors = fold.survivors()
     stats, dead = BatchStats(records=fold.records, tombstones=fold.tombstones), list(fold.dead)
     stores = worker_resources(config_json, targets)
-    if stores.toast is not None:  # TOAST values the compacted log no longer holds (pipelines/apply/toast_reread.py)
-        stores.toast.fill(survivors, every_upsert=True)
-    as_documents(stores, survivors)
+    # TOAST values the compacted log no longer holds (pipelines/apply/toast_reread.py); the row filters.
+    stats.toast_reread, stats.filtered_out = prepare(stores, survivors, every_upsert=True)
     for first in range(0, len(survivors), APPLY_CHUNK):
         apply_changes(stores, [], survivors[first:first + APPLY_CHUNK], stats, dead, [])
         board.report(topic, partition, end, read=fold.records, applied=min(first + APPLY_CHUNK, len(survivors)),

@@ -180,3 +180,80 @@ def test_a_token_is_never_below_its_own_commit_under_synchronous_commit_off(stac
     assert set(tokens) <= set(ends), sorted(set(tokens) - set(ends))[:3]
     below = [(xid, format_lsn(tokens[xid]), format_lsn(ends[xid])) for xid in tokens if tokens[xid] < ends[xid]]
     assert not below, (len(below), below[:3])
+
+
+def _end_offset(bootstrap: str, topic: str) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"ends{uuid.uuid4().hex[:6]}"})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+    finally:
+        c.close()
+
+
+def test_the_slot_never_passes_a_record_whose_acknowledgement_is_held(stack, tmp_path):
+    """Issue #38.1: the argument in connectors/visibility.py against the real worker. One topic's
+    produce requests are refused with a retriable error (min.insync.replicas above its replication
+    factor: the producer retries, nothing is acknowledged) while later transactions of another topic
+    are acknowledged and read back. The slot's confirmed position, the watermark's whole basis, must
+    stay below the held transaction's token until the hold ends, and pass it after."""
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+    from connectors import postgres
+    from tests.support.integration import wait_streaming
+
+    p = f"ack{uuid.uuid4().hex[:6]}"
+    held_t, free_t = f"public.{p}_held", f"public.{p}_free"
+    with pg(stack) as conn:
+        for t in (held_t, free_t):
+            conn.execute(f"CREATE TABLE {t} (id int PRIMARY KEY, body text)")
+    data = stack.config(tables=[{"name": t, "index": t.split(".")[1], "redis_key": f"{t}:{{id}}"}
+                                for t in (held_t, free_t)], prefix=p)
+    path = write_config(tmp_path, data)
+    held_topic, free_topic = f"{p}.{held_t}", f"{p}.{free_t}"
+    admin = AdminClient({"bootstrap.servers": stack.bootstrap_servers})
+
+    def min_isr(op: AlterConfigOpType) -> None:
+        entry = ConfigEntry("min.insync.replicas", "2", incremental_operation=op)
+        list(admin.incremental_alter_configs([ConfigResource("topic", held_topic, incremental_configs=[entry])])
+             .values())[0].result(15)
+
+    def confirmed() -> int:
+        with pg(stack) as conn:
+            return int(postgres.slot_info(conn, data["postgres"]["slot"]).confirmed_flush_lsn)
+
+    def write(table: str, row: int) -> int:
+        with pg(stack) as conn:
+            conn.execute(f"INSERT INTO {table} VALUES (%s, 'x')", (row,))
+            conn.commit()
+            return commit_token(conn)
+
+    try:
+        assert cli("connector", "apply", "-c", str(path)).returncode == 0
+        wait_streaming(stack, data)
+        # Both topics exist (Connect creates a topic before its first record) before the hold.
+        first = max(write(held_t, 0), write(free_t, 0))
+        wait_for(lambda: _end_offset(stack.bootstrap_servers, held_topic) == 1
+                 and _end_offset(stack.bootstrap_servers, free_topic) == 1, 60, 0.5, "the first records")
+        wait_for(lambda: confirmed() >= first, 60, 0.5, "the slot to confirm the first records")
+        min_isr(AlterConfigOpType.SET)
+        try:
+            held = write(held_t, 1)
+            frees = [write(free_t, i) for i in range(1, 21)]
+            # Later transactions are acknowledged and read (Connect flushes offsets every second).
+            wait_for(lambda: _end_offset(stack.bootstrap_servers, free_topic) == 21, 60, 0.5,
+                     "the later transactions to be acknowledged")
+            seen = []
+            deadline = time.monotonic() + 8
+            while time.monotonic() < deadline:
+                seen.append(confirmed())
+                time.sleep(0.5)
+            assert _end_offset(stack.bootstrap_servers, held_topic) == 1, "the hold did not hold the record"
+            assert max(seen) < held, (format_lsn(max(seen)), format_lsn(held))
+        finally:
+            min_isr(AlterConfigOpType.DELETE)
+        wait_for(lambda: _end_offset(stack.bootstrap_servers, held_topic) == 2, 120, 0.5, "the held record")
+        wait_for(lambda: confirmed() >= max(frees), 60, 0.5, "the slot to pass every transaction")
+    finally:
+        drop_pipeline(stack, data, held_t, free_t)

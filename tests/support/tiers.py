@@ -62,6 +62,7 @@ class Tiers:
         self.config = config
         self.failed_tiers: set[int] = set()
         self.seconds: dict[str, float] = defaultdict(float)
+        self.test_seconds: dict[str, float] = defaultdict(float)
         self.started = time.monotonic()
 
     @pytest.hookimpl(tryfirst=True)
@@ -84,6 +85,7 @@ class Tiers:
 
     def pytest_runtest_logreport(self, report):
         self.seconds[report.nodeid.split("::", 1)[0]] += report.duration
+        self.test_seconds[report.nodeid] += report.duration
         if report.failed:
             self.failed_tiers.add(tier_of_path(report.nodeid.split("::", 1)[0]))
 
@@ -91,22 +93,26 @@ class Tiers:
         if not self.seconds:  # nothing ran (--collect-only, or every test deselected)
             return
         total = time.monotonic() - self.started
-        slowest = sorted(self.seconds.items(), key=lambda kv: -kv[1])[:15]
+        files = sorted(self.seconds.items(), key=lambda kv: -kv[1])
+        tests = sorted(self.test_seconds.items(), key=lambda kv: -kv[1])
         out = os.environ.get("CDCKIT_TEST_TIMES")
-        if out:  # scripts/test prints it last, after the drills' table
+        if out:  # scripts/test prints it last, after the drills' table; the file keeps every one
             Path(out).parent.mkdir(parents=True, exist_ok=True)
-            Path(out).write_text(json.dumps({"files": slowest, "total": total}))
+            Path(out).write_text(json.dumps({"files": files, "tests": tests, "total": total}))
             return
-        terminalreporter.write_line(slowest_files_table(slowest, total))
+        terminalreporter.write_line(slowest_files_table(files, total, tests))
 
 
-def slowest_files_table(slowest: list, total: float) -> str:
+def slowest_files_table(files: list, total: float, tests: list | None = None) -> str:
     lines = ["slowest test files (setup + call + teardown, seconds):"]
-    lines += [f"{seconds:8.1f}  {path}" for path, seconds in slowest]
+    lines += [f"{seconds:8.1f}  {path}" for path, seconds in files[:15]]
+    if tests:
+        lines.append("slowest tests:")
+        lines += [f"{seconds:8.1f}  {nodeid}" for nodeid, seconds in tests[:10]]
     lines.append(f"{total:8.1f}  total (wall clock of the pytest session)")
     return "\n".join(lines)
 
 
-if __name__ == "__main__":  # scripts/test: the table CDCKIT_TEST_TIMES holds
+if __name__ == "__main__":  # scripts/test: the table CDCKIT_TEST_TIMES holds (every file and test)
     data = json.loads(Path(os.environ["CDCKIT_TEST_TIMES"]).read_text())
-    print(slowest_files_table(data["files"], data["total"]))
+    print(slowest_files_table(data["files"], data["total"], data.get("tests")))

@@ -39,6 +39,10 @@ def test_topic_pattern_takes_every_table_topic_of_the_prefix():
     ("kafka.topic_config", {"cleanup.policy": "delete"}, "kafka.topic_config"),
     ("kafka.topic_config", {"Segment MS": 1}, "kafka.topic_config"),
     ("postgres.truncate_table", "truncates", "postgres.truncate_table"),
+    ("tables.0.where", "status = ", "tables.0.where"),
+    ("tables.0.where", {"search": "a ~ 1"}, "tables.0.where"),
+    ("tables.0.where", {"index": "a = 1"}, "tables.0.where"),
+    ("tables.0.soft_delete", {"value": 1}, "tables.0.soft_delete.column"),
 ])
 def test_mistake_names_the_field(path, value, field):
     with pytest.raises(ConfigError) as exc:

@@ -58,3 +58,28 @@ def test_numeric_as_number_names_numeric_columns():
     assert exc.value.field == "tables.0.numeric_as_number" and "fees is text" in str(exc.value)
     with pytest.raises(ConfigError, match="'fees' is not a column"):
         check_tables(cfg, {"public.customers": DEFAULT}, {"public.customers": {"price": "numeric"}})
+
+
+TYPES = {"public.customers": {"id": "integer", "email": "text", "deleted_at": "timestamp with time zone",
+                              "total": "numeric(12,2)", "active": "boolean", "full_name": "text"}}
+
+
+@pytest.mark.parametrize("table, field, words", [
+    ({"where": "emial = 'x'"}, "tables.0.where", "no column 'emial'"),
+    ({"where": {"cache": "total > 'lots'"}}, "tables.0.where.cache", "total is numeric"),
+    ({"soft_delete": {"column": "removed"}}, "tables.0.soft_delete.column", "not a column"),
+    ({"soft_delete": {"column": "active", "value": "no"}}, "tables.0.soft_delete", "active is boolean"),
+    ({"where": "full_name starts with 'A'"}, "tables.0.where", "generated column"),
+])
+def test_row_filters_are_checked_against_the_columns_types(table, field, words):
+    with pytest.raises(ConfigError) as exc:
+        check_tables(config(**table), {"public.customers": DEFAULT}, TYPES,
+                     {"public.customers": ["full_name"]}, 170000)
+    assert exc.value.field == field and words in str(exc.value), str(exc.value)
+
+
+def test_a_fitting_filter_passes_and_a_generated_column_is_fine_from_postgres_18():
+    check_tables(config(where="total > 0 and email starts with 'a'", soft_delete={"column": "deleted_at"}),
+                 {"public.customers": DEFAULT}, TYPES)
+    check_tables(config(where="full_name is not null"), {"public.customers": DEFAULT}, TYPES,
+                 {"public.customers": ["full_name"]}, 180000)

@@ -1,0 +1,72 @@
+"""The tables' row filters and soft deletes (derived/row_filter.py) where changes are applied.
+
+A row a store's filter leaves out is deleted from that store at the change's version: a row that
+stops matching leaves, one that starts matching is written whole, in whatever order the changes
+arrive (the versions order them). To judge a row, and to write a row that starts matching into a
+store that never held it, an upsert of a filtered table needs every column: its unchanged TOAST
+columns are read from Postgres (marked `reread` before the fill), and a batch whose read failed is
+retried rather than judged on a partial row. Filters are compiled against the columns' types,
+read again after a DDL; a filter that no longer fits its table (a column dropped) stops the batch,
+naming it.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+from derived.change import Change
+from derived.row_filter import FilterError, predicate_columns, store_predicate
+from derived.sinks.errors import StoreUnavailable
+
+STORES = ("search", "cache")
+Spec = tuple[str | None, tuple[str, Any] | None]   # (where, soft delete (column, value))
+
+
+class RowFilters:
+    def __init__(self, specs: dict[str, dict[str, Spec]], types: Callable[[str], dict[str, str]]):
+        """specs: table -> store -> (where, soft delete), only for tables with a filter;
+        types: a table's column types (pipelines/apply/column_types.ColumnTypes.table)."""
+        self.specs = specs
+        self.types = types
+        self._compiled: dict[str, tuple[dict[str, str], dict[str, Any]]] = {}
+        self.columns = {t: set().union(*(predicate_columns(*spec) for spec in stores.values()))
+                        for t, stores in specs.items()}
+
+    @classmethod
+    def from_config(cls, config, types: Callable[[str], dict[str, str]]) -> "RowFilters | None":
+        specs = {t.name: {s: t.row_filter(s) for s in STORES} for t in config.tables if t.filtered}
+        return cls(specs, types) if specs else None
+
+    def predicates(self, table: str) -> dict[str, Any]:
+        types = self.types(table)
+        cached = self._compiled.get(table)
+        if cached is None or cached[0] != types:
+            try:
+                compiled = {s: store_predicate(where, soft, types) for s, (where, soft) in self.specs[table].items()}
+            except FilterError as exc:
+                raise FilterError(f"the row filter of {table} no longer fits the table: {exc} (fix tables.where / "
+                                  f"soft_delete, then `cdckit rebuild all --table {table}`)", exc.column) from None
+            cached = self._compiled[table] = (dict(types), {s: p for s, p in compiled.items() if p is not None})
+        return cached[1]
+
+    def mark_rereads(self, changes: Iterable[Change]) -> None:
+        """Upserts of filtered tables read their unchanged TOAST columns (see the module's doc)."""
+        for c in changes:
+            if c.op == "upsert" and c.unavailable and c.table in self.specs:
+                c.reread = True
+
+    def judge(self, changes: Iterable[Change], read_failed: bool) -> int:
+        """Each filtered upsert's `hidden` stores; returns how many store writes became deletes.
+        `read_failed`: the TOAST read failed, so a row still missing a column is not judged."""
+        hidden = 0
+        for c in changes:
+            if c.op != "upsert" or c.row is None or c.table not in self.specs:
+                continue
+            missing = set(c.unavailable) & self.columns[c.table]
+            if missing and read_failed:
+                raise StoreUnavailable(f"postgres: unchanged TOAST columns {sorted(missing)} of {c.table} not read, "
+                                       "and its row filter needs them")
+            out = tuple(s for s, keep in self.predicates(c.table).items() if missing or not keep(c.row))
+            # A row still missing a column the filter reads is gone from Postgres: its delete follows.
+            c.hidden = out
+            hidden += len(out)
+        return hidden
