@@ -86,13 +86,15 @@ VISIBLE_SAMPLES = 200
 
 def prepare(stores: Stores, changes: list[Change], every_upsert: bool = False) -> tuple[int, int]:
     """What every path (the live batch, the bootstrap's bulk, the rebuild) does to its reduced
-    changes before the stores see them, in this order: unchanged TOAST columns read where no store
-    can fill them (`every_upsert`: none can), each store's row filter judged on the complete row as
+    changes before the stores see them, in this order: unchanged TOAST columns (and what Debezium
+    could not render) read where no store can fill them (`every_upsert`: none can), each store's row filter judged on the complete row as
     Debezium sends it, then the values typed as documents hold them. Returns (rows read, store
     writes filtered out)."""
     filters = stores.filters
     if filters is not None:
         filters.mark_rereads(changes)
+    if stores.toast is not None and hasattr(stores.toast, "mark_snapshot_dates"):
+        stores.toast.mark_snapshot_dates(changes)   # BC dates the snapshot lost the era of
     reread = stores.toast.fill(changes, every_upsert=every_upsert) if stores.toast is not None else 0
     filtered = filters.judge(changes, read_failed=bool(getattr(stores.toast, "failed", False))) if filters else 0
     as_documents(stores, changes)
