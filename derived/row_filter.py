@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 import re
+import struct
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any, Callable, Mapping
@@ -265,8 +266,10 @@ def columns_of(node) -> set[str]:
 # --- values by type --------------------------------------------------------------------------------
 
 def type_class(pg_type: str) -> str:
-    """int, numeric, float, bool, text, date, timestamp (µs or ms by precision), timestamptz, json,
-    array or other; from format_type's spelling (connectors/postgres.column_types)."""
+    """int, numeric, float, real, bool, text, bpchar, citext, uuid, date, timestamp (µs or ms by
+    precision), timestamptz, json, array, label (a user-defined type: an enum when the catalog says
+    so, `config check`) or other (compared only with the null tests), from format_type's spelling
+    (connectors/postgres.column_types: a domain by its base type)."""
     t = pg_type.strip().lower()
     if t.endswith("[]"):
         return "array"
@@ -274,12 +277,20 @@ def type_class(pg_type: str) -> str:
         return "int"
     if re.fullmatch(r"numeric(\(\d+(,\s*-?\d+)?\))?|money", t):
         return "numeric"
-    if t in ("real", "double precision"):
+    if t == "double precision":
         return "float"
+    if t == "real":
+        return "real"
     if t == "boolean":
         return "bool"
-    if t in ("text", "citext", "name") or re.fullmatch(r"(character varying|character|bpchar|varchar|char)(\(\d+\))?", t):
+    if t in ("text", "name") or re.fullmatch(r"(character varying|varchar)(\(\d+\))?", t):
         return "text"
+    if re.fullmatch(r"(character|bpchar|char)(\(\d+\))?", t):
+        return "bpchar"
+    if t == "citext":
+        return "citext"
+    if t == "uuid":
+        return "uuid"
     if t == "date":
         return "date"
     if re.fullmatch(r"timestamp(\(\d\))?( without time zone)?", t):
@@ -288,10 +299,20 @@ def type_class(pg_type: str) -> str:
         return "timestamptz"
     if t in ("json", "jsonb", "hstore"):
         return "json"
-    return "other"
+    if t in _BUILTIN_OTHER or re.match(r"^(time|interval|bit|bit varying|character varying)\b", t):
+        return "other"
+    return "label"
 
 
-_ORDERED = {"int", "numeric", "float", "text", "date", "timestamp", "timestamptz"}
+# Built-in types whose wire form is not their text (time in µs, intervals, ...) or has no order
+# worth offering: only the null tests apply to them.
+_BUILTIN_OTHER = {"bytea", "inet", "cidr", "macaddr", "macaddr8", "xml", "tsvector", "tsquery", "point", "line",
+                  "lseg", "box", "path", "polygon", "circle", "int4range", "int8range", "numrange", "tsrange",
+                  "tstzrange", "daterange", "int4multirange", "int8multirange", "nummultirange", "tsmultirange",
+                  "tstzmultirange", "datemultirange", "pg_lsn", "txid_snapshot", "pg_snapshot", "ltree", "geometry",
+                  "geography", "oidvector", "regclass", "regtype", "jsonpath"}
+_ORDERED = {"int", "numeric", "float", "real", "text", "bpchar", "date", "timestamp", "timestamptz"}
+_EQUALITY = _ORDERED | {"citext", "uuid", "label", "bool"}
 
 
 def _millis_precision(pg_type: str) -> bool:
@@ -299,43 +320,97 @@ def _millis_precision(pg_type: str) -> bool:
     return m is not None and int(m.group(1)) <= 3
 
 
+_NUMERIC_NAMES = {"NAN": Decimal("NaN"), "POSITIVE_INFINITY": Decimal("Infinity"),
+                  "NEGATIVE_INFINITY": Decimal("-Infinity")}
+
+
 def _wire_key(cls: str, pg_type: str) -> Callable[[Any], Any]:
-    """A wire value (Debezium's JSON form) to a comparable Python value; None stays None."""
-    from connectors.typed_values import (DATE_INFINITY, DATE_INFINITY_SNAPSHOT, DATE_MINUS_INFINITY,
-                                         TIMESTAMP_MS_INFINITY, TIMESTAMP_MS_MINUS_INFINITY,
-                                         TIMESTAMP_US_INFINITY, TIMESTAMP_US_MINUS_INFINITY)
+    """A wire value (Debezium's JSON form) to a comparable Python value. None, and a value of
+    another JSON type than the column's (a record still in a column's old type, around an ALTER
+    COLUMN TYPE: the schema watch re-reads those rows), are unknown (None)."""
+    convert = _wire_converter(cls, pg_type)
+
+    def key(v):
+        if v is None:
+            return None
+        try:
+            return convert(v)
+        except (TypeError, ValueError, ArithmeticError, AttributeError):
+            return None
+    return key
+
+
+def _wire_converter(cls: str, pg_type: str) -> Callable[[Any], Any]:
+    from connectors.typed_values import DATE_INFINITY_SNAPSHOT, DATE_MAX_DAYS, DATE_MIN_DAYS
+
+    def exact_int(v):
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise TypeError
+        return v
 
     if cls == "int":
-        return lambda v: v if v is None or isinstance(v, int) else int(v)
+        return exact_int
     if cls == "numeric":
         def numeric(v):
-            if v is None:
-                return None
-            try:
-                d = Decimal(str(v).replace("$", "").replace(",", ""))
-            except InvalidOperation:
-                return None
-            return _number(d)
+            if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+                raise TypeError
+            text = str(v).replace("$", "").replace(",", "")
+            return _number(_NUMERIC_NAMES.get(text) or Decimal(text))
         return numeric
-    if cls == "float":
+    if cls in ("float", "real"):
         def flt(v):
-            # Kafka's JsonConverter writes 'NaN' and '±Infinity' as strings
-            return None if v is None else _number(float(v))
+            if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+                raise TypeError
+            x = float(v)   # Kafka's JsonConverter writes 'NaN' and '±Infinity' as strings
+            if cls == "real" and math.isfinite(x):
+                x = struct.unpack("f", struct.pack("f", x))[0]   # a real's own value, as Postgres widens it
+            return _number(x)
         return flt
     if cls == "bool":
-        return lambda v: v if v is None else bool(v)
+        def boolean(v):
+            if not isinstance(v, bool):
+                raise TypeError
+            return v
+        return boolean
     if cls == "date":
-        ends = {DATE_INFINITY: math.inf, DATE_INFINITY_SNAPSHOT: math.inf, DATE_MINUS_INFINITY: -math.inf}
-        return lambda v: v if v is None else ends.get(v, v)
+        def days(v):
+            v = exact_int(v)
+            if v > DATE_MAX_DAYS:
+                return math.inf
+            if v < DATE_MIN_DAYS:   # the snapshot's int overflows (typed_values._date)
+                return math.inf if abs(v - DATE_INFINITY_SNAPSHOT) <= 2 else -math.inf
+            return v
+        return days
     if cls == "timestamp":
-        if _millis_precision(pg_type):
-            ends = {TIMESTAMP_MS_INFINITY: math.inf, TIMESTAMP_MS_MINUS_INFINITY: -math.inf}
-            return lambda v: v if v is None else ends.get(v, v * 1000)
-        ends = {TIMESTAMP_US_INFINITY: math.inf, TIMESTAMP_US_MINUS_INFINITY: -math.inf}
-        return lambda v: v if v is None else ends.get(v, v)
+        per = 1000 if _millis_precision(pg_type) else 1
+
+        def stamp(v):
+            v = exact_int(v)
+            if abs(v) >= (1 << 63) - 1 or (per == 1000 and abs(v) > 10 ** 18):   # typed_values._timestamp
+                return math.inf if v > 0 else -math.inf
+            return v * per
+        return stamp
     if cls == "timestamptz":
-        return lambda v: v if v is None else _instant(v)
+        def instant(v):
+            if not isinstance(v, str):
+                raise TypeError
+            return _instant(v)
+        return instant
+    if cls in ("text", "label"):
+        def text(v):
+            if not isinstance(v, str):
+                raise TypeError
+            return v
+        return text
+    if cls == "bpchar":
+        return lambda v: v.rstrip(" ") if isinstance(v, str) else _raise(TypeError)
+    if cls in ("citext", "uuid"):
+        return lambda v: v.lower() if isinstance(v, str) else _raise(TypeError)
     return lambda v: v
+
+
+def _raise(exc: type[Exception]):
+    raise exc
 
 
 def _number(x) -> tuple[int, Any]:
@@ -385,7 +460,7 @@ def _literal_key(cls: str, pg_type: str, lit: Literal, column: str) -> Any:
             if isinstance(v, bool) or not isinstance(v, (int, Decimal)):
                 raise ValueError
             return _number(Decimal(v))
-        if cls == "float":
+        if cls in ("float", "real"):
             if isinstance(v, bool) or not isinstance(v, (int, Decimal)):
                 raise ValueError
             return _number(float(v))
@@ -409,13 +484,29 @@ def _literal_key(cls: str, pg_type: str, lit: Literal, column: str) -> Any:
             us = timestamp_micros(text)
             return (math.inf if us.positive else -math.inf) if isinstance(us, Infinite) else int(us)
         if cls == "timestamptz":
-            if not isinstance(v, str) or not _valid_day(v):
+            # With its zone: Postgres would read a zone-less literal in the session's TimeZone.
+            if not isinstance(v, str) or not _valid_day(v) or not (
+                    v.strip() in ("infinity", "-infinity") or re.search(r"\d(Z|[+-]\d\d(:?\d\d)?)( BC)?$", v.strip())):
                 raise ValueError
             return _instant(v)
-        if cls in ("text", "other"):
+        if cls in ("text", "label"):
             if not isinstance(v, str):
                 raise ValueError
             return v
+        if cls == "bpchar":
+            if not isinstance(v, str):
+                raise ValueError
+            return v.rstrip(" ")
+        if cls == "citext":
+            if not isinstance(v, str):
+                raise ValueError
+            return v.lower()
+        if cls == "uuid":
+            import uuid
+
+            if not isinstance(v, str):
+                raise ValueError
+            return str(uuid.UUID(v))
     except (ValueError, TypeError, AttributeError, InvalidOperation):
         pass
     raise FilterError(f"{column} is {pg_type}: {_show(v)} is not a value of it{_hint(cls)}", column)
@@ -443,10 +534,12 @@ def _show(v: Any) -> str:
 def _hint(cls: str) -> str:
     return {"date": " (write 'YYYY-MM-DD')",
             "timestamp": " (write 'YYYY-MM-DD HH:MM:SS', without a zone)",
-            "timestamptz": " (write 'YYYY-MM-DD HH:MM:SS+00')",
+            "timestamptz": " (write 'YYYY-MM-DD HH:MM:SS+00', with its zone)",
+            "uuid": " (write a 'uuid')",
             "bool": " (write true or false)",
             "int": " (write a number)", "numeric": " (write a number)", "float": " (write a number)",
-            "text": " (write a 'string')", "other": " (write a 'string')"}.get(cls, "")
+            "real": " (write a number)", "text": " (write a 'string')", "bpchar": " (write a 'string')",
+            "citext": " (write a 'string')", "label": " (write a 'string')"}.get(cls, "")
 
 
 # --- compiling -------------------------------------------------------------------------------------
@@ -526,11 +619,11 @@ def _compile(node, types: Mapping[str, str]) -> Tri:
             v = key(row.get(name))
             return (v is want) != negated
         return is_bool
-    if cls in ("json", "array"):
+    if cls not in _EQUALITY:
         raise FilterError(f"{name} is {pg_type}: only 'is null' and 'is not null' apply to it", name)
     if isinstance(node, Compare):
         if node.op not in ("=", "!=") and cls not in _ORDERED:
-            raise FilterError(f"{name} is {pg_type}: it has no order here, use = != in or starts with", name)
+            raise FilterError(f"{name} is {pg_type}: it has no order here, use = != or in", name)
         want = _literal_key(cls, pg_type, node.value, name)
         op = _OPS[node.op]
 
@@ -547,13 +640,13 @@ def _compile(node, types: Mapping[str, str]) -> Tri:
             return None if v is None else (v in wanted) != negated
         return in_
     if isinstance(node, StartsWith):
-        if cls not in ("text", "other"):
+        if cls not in ("text", "bpchar", "label"):
             raise FilterError(f"{name} is {pg_type}: 'starts with' applies to text", name)
         prefix = node.prefix.value
 
         def starts(row):
-            v = row.get(name)
-            return None if v is None else str(v).startswith(prefix)
+            v = key(row.get(name))
+            return None if v is None else v.startswith(prefix)
         return starts
     raise FilterError(f"cannot compile {node!r}")   # pragma: no cover - every node is handled above
 
@@ -584,6 +677,27 @@ def store_predicate(where: str | None, soft_delete: tuple[str, Any] | None,
     return lambda row: tri(row) is True
 
 
+def literals_by_column(where: str | None) -> dict[str, set[Any]]:
+    """The literals each column is compared with (`config check` holds an enum's to its labels)."""
+    out: dict[str, set[Any]] = {}
+
+    def walk(node):
+        if isinstance(node, (And, Or)):
+            for a in node.args:
+                walk(a)
+        elif isinstance(node, Not):
+            walk(node.arg)
+        elif isinstance(node, Compare):
+            out.setdefault(node.column.name, set()).add(node.value.value)
+        elif isinstance(node, In):
+            out.setdefault(node.column.name, set()).update(v.value for v in node.values)
+        elif isinstance(node, StartsWith):
+            out.setdefault(node.column.name, set())
+    if where is not None:
+        walk(parse_filter(where))
+    return out
+
+
 def predicate_columns(where: str | None, soft_delete: tuple[str, Any] | None) -> set[str]:
     out = columns_of(parse_filter(where)) if where is not None else set()
     return out | ({soft_delete[0]} if soft_delete is not None else set())
@@ -610,9 +724,11 @@ def node_sql(node, types: Mapping[str, str]) -> str:
     if isinstance(node, Not):
         return f"(NOT {node_sql(node.arg, types)})"
     col = _sql_name(node.column.name)
+    if types.get(node.column.name, "").strip().lower() == "money":
+        col = f"{col}::numeric"   # money has no operators with a number
     if isinstance(node, Compare):
         # Text is ordered by code point here, whatever the database's collation.
-        ordered_text = node.op not in ("=", "!=") and type_class(types.get(node.column.name, "")) == "text"
+        ordered_text = node.op not in ("=", "!=") and type_class(types.get(node.column.name, "")) in ("text", "bpchar")
         collate = ' COLLATE "C"' if ordered_text else ""
         return f"({col}{collate} {'<>' if node.op == '!=' else node.op} {_sql_literal(node.value.value)})"
     if isinstance(node, IsNull):

@@ -205,6 +205,41 @@ class SoftDelete(_Strict):
                           "true for a boolean column, any non-null value otherwise")
 
 
+class TableTransform(_Strict):
+    """What documents hold besides the row's own columns, and what a store leaves out (issue #39)."""
+    fields: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="computed fields: name -> one of concat, lower, upper, map, date_part, "
+        "constant (README: Transforms), e.g. {full_name: {concat: [first, {text: ' '}, last]}}")
+    remove: list[str] | dict[str, list[str]] = Field(
+        default_factory=list, description="document fields left out: a list for both stores, or "
+                                          "{search: [...], cache: [...]}")
+    hook: str | None = Field(None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$",
+                             description="module:function(row) -> row, for what the fields cannot say: given the "
+                                         "typed row, run where changes are applied; its exceptions are dead letters")
+
+    @field_validator("fields")
+    @classmethod
+    def _fields_well_formed(cls, v):
+        from derived.transforms import TransformError, check
+
+        for name, spec in v.items():
+            try:
+                check(spec)
+            except TransformError as exc:
+                raise ValueError(f"{name}: {exc}") from None
+        return v
+
+    @field_validator("remove")
+    @classmethod
+    def _stores(cls, v):
+        if isinstance(v, dict) and not set(v) <= {"search", "cache"}:
+            raise ValueError(f"keys are the stores, search and cache; not {sorted(set(v) - {'search', 'cache'})}")
+        return v
+
+    def removed(self, store: str) -> tuple[str, ...]:
+        return tuple(self.remove.get(store, []) if isinstance(self.remove, dict) else self.remove)
+
+
 class TableConfig(_Strict):
     name: QualifiedTable = Field(description="schema.table")
     key: list[str] | None = Field(None, min_length=1, description="key columns; default: the primary key")
@@ -229,6 +264,8 @@ class TableConfig(_Strict):
                           "Row filters), e.g. \"status in ('paid', 'shipped') and total > 0\"; a mapping "
                           "{search: ..., cache: ...} filters each store on its own (a store left out holds every row)")
     soft_delete: SoftDelete | None = Field(None, description="rows marked deleted leave both stores")
+    transform: TableTransform = Field(default_factory=TableTransform,
+                                      description="computed fields, fields a store leaves out, a Python hook")
 
     @field_validator("where")
     @classmethod
@@ -302,6 +339,19 @@ class TableConfig(_Strict):
     @property
     def filtered(self) -> bool:
         return self.where is not None or self.soft_delete is not None
+
+    @property
+    def whole_rows(self) -> bool:
+        """Its upserts need every column where they are applied (a filter judges the row, a computed
+        field or the hook reads it): unchanged TOAST columns are read from Postgres."""
+        return self.filtered or bool(self.transform.hook) or any(
+            self._reads(spec) for spec in self.transform.fields.values())
+
+    @staticmethod
+    def _reads(spec) -> bool:
+        from derived.transforms import columns_read
+
+        return bool(columns_read(spec))
 
 
 class SearchConfig(_Strict):

@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from derived.change import Change, DeadLetter, Position, Version
 from derived.reduce import last_per_key, merge_cuts, settle_tombstones
+from derived.sinks.errors import StoreUnavailable
 from pipelines.apply import letter_kinds
 from pipelines.apply.decode import decode_records
 from pipelines.apply.documents import columns_seen, type_rows
@@ -58,7 +59,13 @@ def apply_records(rows: list[dict[str, Any]], stores: Stores, fences: dict[str, 
     # While a rebuild fills a fresh generation, that generation may not hold a key's older row
     # yet (the catch-up writes it, in parallel): there every unchanged TOAST column is read.
     stats.toast_reread, stats.filtered_out = prepare(stores, latest, every_upsert=rebuild is not None
-                                                     or how.fresh_generation)
+                                                     or how.fresh_generation, dead=dead)
+    if stores.hooks:   # a hook's letters carry their record, for `dlq replay`
+        raw = {(r["topic"], r["partition"], r["offset"]): r for r in rows}
+        for letter in dead:
+            src = raw.get((letter.position.topic, letter.position.partition, letter.position.offset))
+            if letter.stage == "transform" and src is not None:
+                letter.key, letter.value = src.get("key"), src.get("value")
     if how.defer_truncates:
         stats.truncate_cuts, truncates = newest_cuts(truncates), []
         stats.truncates = len(stats.truncate_cuts)
@@ -84,28 +91,44 @@ def apply_records(rows: list[dict[str, Any]], stores: Stores, fences: dict[str, 
 VISIBLE_SAMPLES = 200
 
 
-def prepare(stores: Stores, changes: list[Change], every_upsert: bool = False) -> tuple[int, int]:
+def prepare(stores: Stores, changes: list[Change], every_upsert: bool = False,
+            dead: list[DeadLetter] | None = None) -> tuple[int, int]:
     """What every path (the live batch, the bootstrap's bulk, the rebuild) does to its reduced
     changes before the stores see them, in this order: unchanged TOAST columns (and what Debezium
-    could not render) read where no store can fill them (`every_upsert`: none can), each store's row filter judged on the complete row as
-    Debezium sends it, then the values typed as documents hold them. Returns (rows read, store
-    writes filtered out)."""
+    could not render) read where no store can fill them (`every_upsert`: none can; a table whose
+    filter or transform reads the row: every column is read), each store's row filter judged on the
+    complete row as Debezium sends it, the values typed as documents hold them, then the tables'
+    transform hooks (an exception is a dead letter in `dead`, and the change is not applied).
+    Returns (rows read, store writes filtered out)."""
     filters = stores.filters
-    if filters is not None:
-        filters.mark_rereads(changes)
+    whole = stores.whole_rows | (set(filters.specs) if filters is not None else set())
+    if whole:
+        for c in changes:
+            if c.op == "upsert" and c.unavailable and c.table in whole:
+                c.reread = True
     if stores.toast is not None and hasattr(stores.toast, "mark_snapshot_dates"):
         stores.toast.mark_snapshot_dates(changes)   # BC dates the snapshot lost the era of
     reread = stores.toast.fill(changes, every_upsert=every_upsert) if stores.toast is not None else 0
+    if whole and getattr(stores.toast, "failed", False):
+        partial = next((c for c in changes if c.op == "upsert" and c.unavailable and c.table in whole), None)
+        if partial is not None:   # a filter or transform would judge or compute on part of the row: retry
+            raise StoreUnavailable(f"postgres: unchanged TOAST columns {sorted(partial.unavailable)} of "
+                                   f"{partial.table} not read, and its filter or transform needs the whole row")
     filtered = filters.judge(changes, read_failed=bool(getattr(stores.toast, "failed", False))) if filters else 0
     as_documents(stores, changes)
+    if stores.hooks:
+        from pipelines.apply.hooks import run_hooks
+
+        changes[:] = run_hooks(changes, stores.hooks, dead if dead is not None else [])
     return reread, filtered
 
 
 def for_store(changes: list[Change], store: str) -> list[Change]:
     """The changes as one store applies them: an upsert its row filter leaves out is a delete of
-    the key at the same version (the row may have matched before)."""
+    the key at the same version (the row may have matched before), or nothing at all for a created
+    key (no store holds an older row of it: a delete would only leave a version behind)."""
     return [replace(c, op="delete", row=None, unavailable=(), hidden=()) if store in c.hidden else c
-            for c in changes]
+            for c in changes if not (store in c.hidden and c.created)]
 
 
 def as_documents(stores: Stores, changes: list[Change]) -> None:

@@ -4,7 +4,7 @@ A row a store's filter leaves out is deleted from that store at the change's ver
 stops matching leaves, one that starts matching is written whole, in whatever order the changes
 arrive (the versions order them). To judge a row, and to write a row that starts matching into a
 store that never held it, an upsert of a filtered table needs every column: its unchanged TOAST
-columns are read from Postgres (marked `reread` before the fill), and a batch whose read failed is
+columns are read from Postgres (marked `reread` before the fill: pipelines/apply/batch.prepare), and a batch whose read failed is
 retried rather than judged on a partial row. Filters are compiled against the columns' types,
 read again after a DDL; a filter that no longer fits its table (a column dropped) stops the batch,
 naming it.
@@ -38,6 +38,8 @@ class RowFilters:
 
     def predicates(self, table: str) -> dict[str, Any]:
         types = self.types(table)
+        if not types:   # the table is gone from the database: its records are a replay, passed as they are
+            return {}
         cached = self._compiled.get(table)
         if cached is None or cached[0] != types:
             try:
@@ -48,23 +50,18 @@ class RowFilters:
             cached = self._compiled[table] = (dict(types), {s: p for s, p in compiled.items() if p is not None})
         return cached[1]
 
-    def mark_rereads(self, changes: Iterable[Change]) -> None:
-        """Upserts of filtered tables read their unchanged TOAST columns (see the module's doc)."""
-        for c in changes:
-            if c.op == "upsert" and c.unavailable and c.table in self.specs:
-                c.reread = True
-
     def judge(self, changes: Iterable[Change], read_failed: bool) -> int:
         """Each filtered upsert's `hidden` stores; returns how many store writes became deletes.
-        `read_failed`: the TOAST read failed, so a row still missing a column is not judged."""
+        `read_failed`: the TOAST read failed, so a row still missing a column is not judged, nor
+        written (a store that never held it would get a partial row): the batch is retried."""
         hidden = 0
         for c in changes:
             if c.op != "upsert" or c.row is None or c.table not in self.specs:
                 continue
+            if c.unavailable and read_failed:
+                raise StoreUnavailable(f"postgres: unchanged TOAST columns {sorted(c.unavailable)} of {c.table} not "
+                                       "read, and its row filter needs the whole row")
             missing = set(c.unavailable) & self.columns[c.table]
-            if missing and read_failed:
-                raise StoreUnavailable(f"postgres: unchanged TOAST columns {sorted(missing)} of {c.table} not read, "
-                                       "and its row filter needs them")
             out = tuple(s for s, keep in self.predicates(c.table).items() if missing or not keep(c.row))
             # A row still missing a column the filter reads is gone from Postgres: its delete follows.
             c.hidden = out

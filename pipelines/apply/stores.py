@@ -28,6 +28,8 @@ class Stores:
     types: ColumnTypes | None = None
     numbers: dict[str, frozenset[str]] = field(default_factory=dict)  # numeric columns rendered as numbers
     filters: Any = None   # pipelines.apply.row_filters.RowFilters: the tables' row filters, or None
+    whole_rows: frozenset[str] = frozenset()   # tables whose upserts need every column (filters, transforms)
+    hooks: dict[str, str] = field(default_factory=dict)   # table -> its transform hook, "module:function"
 
     @property
     def tables(self) -> set[str]:
@@ -65,9 +67,11 @@ def stores_from_config(config: Config, targets: Targets | None = None) -> Stores
     rebuild's fresh generations."""
     from derived.sinks.memory import NullStore
 
-    search_tables = {t.name: SearchTable(t.index_name, t.columns, dict(t.rename)) for t in config.tables}
+    search_tables = {t.name: SearchTable(t.index_name, t.columns, dict(t.rename), dict(t.transform.fields),
+                                         t.transform.removed("search")) for t in config.tables}
     cache_tables = {t.name: CacheTable(t.redis_key_template, t.redis_format, t.redis_ttl_s, t.columns,
-                                       dict(t.rename)) for t in config.tables}
+                                       dict(t.rename), computed=dict(t.transform.fields),
+                                       remove=t.transform.removed("cache")) for t in config.tables}
     # Nested documents (pipelines/spark/documents_query.py) beside the tables, by their store names.
     search_tables.update({d.store_table: SearchTable(d.index_name, None, {}) for d in config.documents})
     cache_tables.update({d.store_table: CacheTable(d.redis_key_template, "json", None, None, {}, equal_replaces=True)
@@ -79,7 +83,7 @@ def stores_from_config(config: Config, targets: Targets | None = None) -> Stores
                  else NullStore())
     else:
         indexes = dict(targets.search)
-        search_tables = {name: SearchTable(indexes[name], t.columns, t.rename)
+        search_tables = {name: SearchTable(indexes[name], t.columns, t.rename, t.computed, t.remove)
                          for name, t in search_tables.items() if name in indexes}
         search = _search_sink(config, live=False) if indexes else NullStore()
         cache = (RedisCache(redis_client(config, targets.cache_db), rc.deleted_version_ttl_s)
@@ -88,4 +92,6 @@ def stores_from_config(config: Config, targets: Targets | None = None) -> Stores
     return Stores(search, cache, search_tables, cache_tables, {t.name: t.key for t in config.tables},
                   config.postgres.truncate_table, ToastReread(config.postgres.dsn_kwargs(), types.table), types,
                   {t.name: frozenset(t.numeric_as_number) for t in config.tables},
-                  RowFilters.from_config(config, types.table))
+                  RowFilters.from_config(config, types.table),
+                  frozenset(t.name for t in config.tables if t.whole_rows),
+                  {t.name: t.transform.hook for t in config.tables if t.transform.hook})

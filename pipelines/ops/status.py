@@ -235,6 +235,10 @@ def _filtered_shortfalls(config: Config, report: Report, table, row: dict[str, A
                                     ).fetchone()[0]
         except postgres.PostgresUnreachable:
             continue
+        except Exception as exc:  # noqa: BLE001 - a filter the table no longer fits (a column dropped, ...)
+            report.problem(f"{table.name}: its row filter cannot be counted in Postgres ({type(exc).__name__}: "
+                           f"{str(exc).splitlines()[0][:160]}): `cdckit config check` names the mistake")
+            continue
         row[f"postgres_rows_kept_{sink}"] = kept
         if far_below(row.get(store), kept):
             report.problem(shortfall_problem(table.name, store, row[store], kept, True) + " (its row filter kept)")

@@ -18,11 +18,13 @@ from pipelines.errors import ConfigError
 
 def check_tables(config: Config, identities: dict[str, KeyIdentity | None],
                  types: dict[str, dict[str, str]] | None = None,
-                 generated: dict[str, list[str]] | None = None, server_version: int | None = None) -> None:
+                 generated: dict[str, list[str]] | None = None, server_version: int | None = None,
+                 enums: dict[str, list[str]] | None = None) -> None:
     """`types`: each table's column types (name -> format_type), for what names columns by type;
     `generated`: each table's stored generated columns (pg_attribute.attgenerated = 's'), refused
     where a table's or a document's kept columns include one, unless `server_version` (server_version_num)
-    is 18 or later, where the publication publishes them (connectors/postgres.ensure_publication)."""
+    is 18 or later, where the publication publishes them (connectors/postgres.ensure_publication);
+    `enums`: enum type name (as format_type spells it) -> its labels, for the filters' literals."""
     for i, table in enumerate(config.tables):
         ident = identities.get(table.name)
         if ident is None:
@@ -48,7 +50,8 @@ def check_tables(config: Config, identities: dict[str, KeyIdentity | None],
             _check_numbers(i, table.name, table.numeric_as_number, types.get(table.name, {}))
             unpublished = (generated or {}).get(table.name, []) if (
                 server_version is None or server_version < PUBLISHES_GENERATED) else []
-            _check_filter(i, table, types.get(table.name, {}), unpublished)
+            _check_filter(i, table, types.get(table.name, {}), unpublished, enums or {})
+            _check_transform(i, table, types.get(table.name, {}), unpublished)
     if generated and (server_version is None or server_version < PUBLISHES_GENERATED):
         _check_generated(config, generated, server_version)
 
@@ -79,10 +82,12 @@ def _check_generated(config: Config, generated: dict[str, list[str]], server_ver
         walk(doc.relations, f"documents.{j}.relations")
 
 
-def _check_filter(i: int, table, types: dict[str, str], unpublished: list[str]) -> None:
+def _check_filter(i: int, table, types: dict[str, str], unpublished: list[str],
+                  enums: dict[str, list[str]]) -> None:
     """A row filter or soft delete fits the table's columns and their types (derived/row_filter.py),
-    and reads no column the WAL does not carry (a stored generated one before PostgreSQL 18)."""
-    from derived.row_filter import FilterError, predicate_columns, store_predicate
+    compares an enum only with its labels (another user-defined type only with the null tests), and
+    reads no column the WAL does not carry (a stored generated one before PostgreSQL 18)."""
+    from derived.row_filter import FilterError, literals_by_column, predicate_columns, store_predicate, type_class
 
     for store in ("search", "cache"):
         where, soft = table.row_filter(store)
@@ -95,11 +100,61 @@ def _check_filter(i: int, table, types: dict[str, str], unpublished: list[str]) 
             at = f"tables.{i}.soft_delete" if soft is not None and exc.column == soft[0] and (
                 where is None or exc.column not in predicate_columns(where, None)) else field
             raise ConfigError(at, f"{table.name}: {exc}") from None
+        compared = literals_by_column(where)
+        if soft is not None and soft[1] is not None:
+            compared.setdefault(soft[0], set()).add(soft[1])
+        for column, values in compared.items():
+            pg_type = types.get(column, "")
+            if type_class(pg_type) != "label":
+                continue
+            if pg_type not in enums:
+                raise ConfigError(field, f"{table.name}: {column} is {pg_type}, not an enum: only 'is null' and "
+                                  "'is not null' apply to it")
+            unknown = sorted(str(v) for v in values if v not in enums[pg_type])
+            if unknown:
+                raise ConfigError(field, f"{table.name}: {unknown} are not labels of {pg_type} "
+                                  f"({enums[pg_type]}): the filter would keep or drop every row")
         hit = sorted(predicate_columns(where, soft) & set(unpublished))
         if hit:
             raise ConfigError(field, f"{table.name}.{hit[0]} is a stored generated column, which logical replication "
                               "before PostgreSQL 18 does not publish: a filter on it would judge every change by a "
                               "null; filter on the columns it is computed from")
+
+
+def _check_transform(i: int, table, types: dict[str, str], unpublished: list[str]) -> None:
+    """Computed fields read columns the table has (not unpublished generated ones) and do not take a
+    column's field name; removed fields exist; the hook imports (derived/transforms.py, pipelines/apply/hooks.py)."""
+    from derived.transforms import columns_read
+
+    t = table.transform
+    kept = [c for c in (table.columns or list(types))]
+    fields = {table.rename.get(c, c) for c in kept}
+    for name, spec in t.fields.items():
+        at = f"tables.{i}.transform.fields.{name}"
+        if name in fields:
+            raise ConfigError(at, f"{table.name}: {name!r} is already a field of its documents (a column): name the "
+                              "computed field otherwise, or leave the column out with `columns:`")
+        for column in sorted(columns_read(spec)):
+            if column not in types:
+                raise ConfigError(at, f"{table.name}: no column {column!r} (computed fields read columns by their "
+                                  "Postgres names, before renames)")
+            if column in unpublished:
+                raise ConfigError(at, f"{table.name}.{column} is a stored generated column, which logical "
+                                  "replication before PostgreSQL 18 does not publish")
+    known = fields | set(t.fields)
+    for store in ("search", "cache"):
+        unknown = [f for f in t.removed(store) if f not in known]
+        if unknown:
+            raise ConfigError(f"tables.{i}.transform.remove", f"{table.name}: {unknown} are not fields of its "
+                              f"documents (fields: {sorted(known)[:20]})")
+    if t.hook:
+        from pipelines.apply.hooks import HookError, load_hook
+
+        try:
+            load_hook(t.hook)
+        except HookError as exc:
+            raise ConfigError(f"tables.{i}.transform.hook", f"{table.name}: {exc} (the module must be importable "
+                              "by the job's Python, on the driver and every executor)") from None
 
 
 def _check_numbers(i: int, name: str, columns: list[str], types: dict[str, str]) -> None:
@@ -126,4 +181,7 @@ def check_database_tables(config: Config, conn=None) -> None:
     types = {t.name: postgres.column_types(conn, t.name) for t in config.tables if identities[t.name] is not None}
     names = set(identities) | {name for d in config.documents for name in d.tables()}
     generated = {name: postgres.generated_columns(conn, name) for name in sorted(names)}
-    check_tables(config, identities, types, generated, postgres.server_version(conn))
+    enums = dict(conn.execute("SELECT format_type(t.oid, NULL), array_agg(e.enumlabel ORDER BY e.enumsortorder) "
+                              "FROM pg_type t JOIN pg_enum e ON e.enumtypid = t.oid GROUP BY t.oid").fetchall()) \
+        if any(t.filtered for t in config.tables) else {}
+    check_tables(config, identities, types, generated, postgres.server_version(conn), enums)

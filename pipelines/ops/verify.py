@@ -130,15 +130,16 @@ def verify_table(config: Config, table: TableConfig, stores, sample: int | None)
             report.rows += len(chunk)
             wire = [{c: rendered(v, types.get(c, "")) for c, v in row.items()} for row in chunk]
             ids = [document_id({c: r[c] for c in key_cols}, key_cols) for r in wire]
-            shaped = [shape(typed(r), table) for r in wire]
+            docs_of = [_hooked(typed(r), table, report) for r in wire]   # None: the hook refused it
             kept = {s: [keep is None or keep(r) for r in wire] for s, keep in keeps.items()}
             if "search" in config.sinks:
-                expected = {i: d for i, d, k in zip(ids, shaped, kept["search"]) if k}
+                expected = {i: shape(d, search_t) for i, d, k in zip(ids, docs_of, kept["search"]) if k and d is not None}
                 docs = stores.search.engine.mget(search_t.alias, list(expected))
                 seen["search"] += len(docs)
                 _diff(report.stores["search"], expected, docs, types, table, as_strings=False)
             if "cache" in config.sinks:
-                rows = [(i, d, r) for i, d, r, k in zip(ids, shaped, wire, kept["cache"]) if k]
+                rows = [(i, shape(d, cache_t), r) for i, d, r, k in zip(ids, docs_of, wire, kept["cache"])
+                        if k and d is not None]
                 expected = {i: d for i, d, _ in rows}
                 keys = [render_key(cache_t.key_template, {c: r[c] for c in key_cols}, i) for i, _, r in rows]
                 docs = _cache_docs(stores.cache, cache_t, dict(zip(expected, keys)))
@@ -147,6 +148,21 @@ def verify_table(config: Config, table: TableConfig, stores, sample: int | None)
     if sample is None:
         _extras(report, stores, search_t, cache_t, seen, config, table, key_cols, keeps)
     return report
+
+
+def _hooked(row: dict[str, Any], table: TableConfig, report: TableReport) -> dict[str, Any] | None:
+    """The row as the table's transform hook makes it (pipelines/apply/hooks.py); None, counted as a
+    difference in both stores, when the hook refuses it (the pipeline dead-lettered it too)."""
+    if not table.transform.hook:
+        return row
+    from pipelines.apply.hooks import call_hook, load_hook
+
+    try:
+        return call_hook(load_hook(table.transform.hook), row)
+    except Exception as exc:  # noqa: BLE001 - a user's function
+        for diff in report.stores.values():
+            diff.add("different", {"field": "(transform hook)", "postgres": f"{type(exc).__name__}: {str(exc)[:200]}"})
+        return None
 
 
 def _filters(config: Config, table: TableConfig, types: dict[str, str]) -> dict[str, Any]:

@@ -226,7 +226,7 @@ class PieceApply:
     def _write(self, fold) -> None:
         survivors, dead = fold.survivors(), list(fold.dead)
         # Columns Debezium could not render (multidimensional arrays) are read; the row filters judged.
-        _, filtered = prepare(self.stores, survivors)
+        _, filtered = prepare(self.stores, survivors, dead=dead)
         self.stats.filtered_out += filtered
         apply_changes(self.stores, [], survivors, self.stats, dead, [])
         self.letters.append(self.dlq.write(dead) if dead else 0)

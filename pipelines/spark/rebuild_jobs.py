@@ -202,7 +202,7 @@ def _bulk_range(config_json: bytes, targets: Targets, board, rebuild_id: str, to
     stats, dead = BatchStats(records=fold.records, tombstones=fold.tombstones), list(fold.dead)
     stores = worker_resources(config_json, targets)
     # TOAST values the compacted log no longer holds (pipelines/apply/toast_reread.py); the row filters.
-    stats.toast_reread, stats.filtered_out = prepare(stores, survivors, every_upsert=True)
+    stats.toast_reread, stats.filtered_out = prepare(stores, survivors, every_upsert=True, dead=dead)
     for first in range(0, len(survivors), APPLY_CHUNK):
         apply_changes(stores, [], survivors[first:first + APPLY_CHUNK], stats, dead, [])
         board.report(topic, partition, end, read=fold.records, applied=min(first + APPLY_CHUNK, len(survivors)),

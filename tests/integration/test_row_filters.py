@@ -19,7 +19,8 @@ pytestmark = pytest.mark.integration
 
 COLUMNS = {"i": "integer", "n": "numeric(14,3)", "f": "double precision", "b": "boolean", "t": "text",
            "d": "date", "ts3": "timestamp(3) without time zone", "ts": "timestamp without time zone",
-           "tz": "timestamp with time zone", "k": "KIND"}
+           "tz": "timestamp with time zone", "k": "KIND", "c": "character(4)", "r": "real", "m": "money",
+           "u": "uuid"}
 KINDS = ["new", "paid", "void"]
 
 texts = st.sampled_from(["", "a", "ab", "abc", "b", "B", "é", "a b", "it's", "Z"])
@@ -32,7 +33,8 @@ VALUES = {"i": st.integers(-2**31, 2**31 - 1), "n": st.one_of(numbers, st.just(D
           "f": st.one_of(st.floats(-1e6, 1e6), st.sampled_from([float("nan"), float("inf"), float("-inf")])),
           "b": st.booleans(), "t": texts, "d": dates, "ts3": stamps, "ts": stamps,
           "tz": stamps.map(lambda s: s if "inf" in s else s.replace(" BC", "+02 BC") if s.endswith(" BC") else s + "+02"),
-          "k": st.sampled_from(KINDS)}
+          "k": st.sampled_from(KINDS), "c": texts, "r": st.floats(-1e6, 1e6, width=32),
+          "m": st.decimals(-10**6, 10**6, places=2, allow_nan=False), "u": st.uuids().map(str)}
 rows = st.lists(st.fixed_dictionaries({c: st.one_of(st.none(), v) for c, v in VALUES.items()}), min_size=1, max_size=25)
 
 # Literals per column, in the language's spelling.
@@ -43,15 +45,17 @@ LITERALS = {"i": st.integers(-2**31, 2**31 - 1).map(str), "n": numbers.map(str),
             "ts3": st.datetimes(dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31)).map(lambda x: f"'{x.isoformat(' ')}'"),
             "ts": st.datetimes(dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31)).map(lambda x: f"'{x.isoformat(' ')}'"),
             "tz": st.datetimes(dt.datetime(1, 1, 1), dt.datetime(9999, 12, 31)).map(lambda x: f"'{x.isoformat(' ')}+05'"),
-            "k": st.sampled_from(KINDS).map(lambda s: f"'{s}'")}
+            "k": st.sampled_from(KINDS).map(lambda s: f"'{s}'"), "c": texts.map(lambda s: "'" + s.replace("'", "''") + "'"),
+            "r": st.floats(-1e6, 1e6).map(repr), "m": st.decimals(-10**6, 10**6, places=2, allow_nan=False).map(str),
+            "u": st.uuids().map(lambda u: f"'{str(u).upper() if u.int % 2 else u}'")}
 
 
 @st.composite
 def tests_(draw):
     col = draw(st.sampled_from(sorted(COLUMNS)))
     lit = LITERALS[col]
-    ordered = col not in ("b", "k")
-    kind = draw(st.sampled_from(["cmp", "null", "in"] + (["starts"] if col in ("t", "k") else [])
+    ordered = col not in ("b", "k", "u")
+    kind = draw(st.sampled_from(["cmp", "null", "in"] + (["starts"] if col in ("t", "k", "c") else [])
                                 + (["bool", "truth"] if col == "b" else [])))
     if kind == "cmp":
         op = draw(st.sampled_from(["=", "!=", "<>", "<", "<=", ">", ">="] if ordered else ["=", "!="]))

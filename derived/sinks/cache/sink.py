@@ -24,6 +24,8 @@ class CacheTable:
     ttl_s: int | None = None
     columns: list[str] | None = None
     rename: dict[str, str] = field(default_factory=dict)
+    computed: dict[str, Any] = field(default_factory=dict)   # field -> spec (derived/transforms.py)
+    remove: tuple[str, ...] = ()                              # fields this store leaves out
     # Nested documents: an equal version replaces the held value (see upsert.lua).
     equal_replaces: bool = False
 

@@ -31,6 +31,8 @@ class SearchTable:
     alias: str
     columns: list[str] | None = None
     rename: dict[str, str] = field(default_factory=dict)
+    computed: dict[str, Any] = field(default_factory=dict)   # field -> spec (derived/transforms.py)
+    remove: tuple[str, ...] = ()                              # fields this store leaves out
     # The index definition {"settings", "mappings"} `prepare` creates a first generation with; built
     # on the driver from the catalog (pipelines/apply/index_definitions.py), None on executors.
     definition: dict[str, Any] | None = None

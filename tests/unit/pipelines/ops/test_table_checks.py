@@ -83,3 +83,16 @@ def test_a_fitting_filter_passes_and_a_generated_column_is_fine_from_postgres_18
                  {"public.customers": DEFAULT}, TYPES)
     check_tables(config(where="full_name is not null"), {"public.customers": DEFAULT}, TYPES,
                  {"public.customers": ["full_name"]}, 180000)
+
+
+def test_an_enum_is_compared_only_with_its_labels():
+    types = {"public.customers": {"id": "integer", "tier": "customer_tier", "shape": "box_type"}}
+    enums = {"customer_tier": ["gold", "silver"]}
+    check_tables(config(where="tier in ('gold', 'silver')"), {"public.customers": DEFAULT}, types, enums=enums)
+    with pytest.raises(ConfigError) as exc:
+        check_tables(config(where="tier = 'golden'"), {"public.customers": DEFAULT}, types, enums=enums)
+    assert "['golden'] are not labels of customer_tier" in str(exc.value)
+    with pytest.raises(ConfigError) as exc:
+        check_tables(config(soft_delete={"column": "shape", "value": "x"}), {"public.customers": DEFAULT}, types,
+                     enums=enums)
+    assert "not an enum" in str(exc.value)
