@@ -12,6 +12,19 @@ pipeline's queries have committed offsets at or past E in every partition, their
 before Spark records the commit, have applied those records: L = C. Offsets only grow, so the
 newest sample covered wins and the watermark never goes back.
 
+What this rests on, and where it is held: Debezium's Postgres task confirms to the slot only what
+Kafka Connect committed (it ignores `commitRecord`; `commit()` flushes the last committed offset's
+LSN), and Connect commits a source partition's offsets only up to the first record the producer has
+not acknowledged (its SubmittedRecords), whatever order acknowledgements arrive in. Debezium's
+Postgres connector has one source partition, so one record held back holds every later position.
+Shown on Kafka Connect 4.3.1 with Debezium 3.7.0.Final by
+tests/integration/test_read_your_writes.py::test_the_slot_never_passes_a_record_whose_acknowledgement_is_held:
+one topic's produce requests are refused with a retriable error (min.insync.replicas above its
+replication factor) while later transactions on another topic are acknowledged, and the slot's
+confirmed position stays below the held transaction until the hold ends. A Connect or Debezium
+upgrade (or another source connector) that changes either half fails that test, not read-your-writes
+silently; the property model in tests/unit/connectors/test_visibility.py assumes the same.
+
 Not valid during the initial snapshot: its reads are not confirmed through the slot (the slot
 starts at the snapshot's consistent point), so the publisher waits for the snapshot to be
 committed (pipelines/spark/visibility.py).

@@ -4,7 +4,6 @@ id of the execute-snapshot signal that started it, and comes after every row of 
 handed to Kafka Connect. Keyed by that id, so a compacted topic keeps each snapshot's last word."""
 from __future__ import annotations
 
-import json
 from typing import Any, Iterable
 
 INCREMENTAL = "Incremental Snapshot"
@@ -13,13 +12,13 @@ INCREMENTAL = "Incremental Snapshot"
 def completed(records: Iterable[tuple[bytes | None, bytes | None]]) -> set[str]:
     """The signal ids whose incremental snapshot completed, from (key, value) records in order."""
     done: set[str] = set()
+    from connectors.envelope import RecordError, envelope_of
+
     for _, value in records:
         try:
-            body = json.loads(value) if value else None
-        except ValueError:
+            body = envelope_of(value) if value else None   # the schema/payload wrapper off, as for changes
+        except RecordError:
             continue
-        if isinstance(body, dict) and "payload" in body and "schema" in body:
-            body = body["payload"]
         if isinstance(body, dict) and body.get("aggregate_type") == INCREMENTAL and body.get("type") == "COMPLETED":
             done.add(str(body.get("id")))
     return done

@@ -4,6 +4,7 @@ the rows the filter keeps, judged on the values as Debezium renders them (what t
 (derived/row_filter.store_sql, which `status` counts with)."""
 import datetime as dt
 import uuid
+from pathlib import Path
 from decimal import Decimal
 
 import psycopg
@@ -118,11 +119,13 @@ def test_a_filter_keeps_exactly_the_rows_postgres_where_keeps(table, drawn_rows,
 BIG = "(SELECT string_agg(md5(random()::text), '') FROM generate_series(1, 300))"   # ~9,600 chars: TOASTed
 
 
-def test_filtered_rows_stay_exact_through_bootstrap_live_changes_and_rebuild(stack, tmp_path):
+def test_filtered_rows_stay_exact_through_bootstrap_live_changes_and_rebuild(stack, tmp_path, monkeypatch):
     """The search index holds paid or shipped orders over 10 that are not soft-deleted; the cache
     every order not soft-deleted. Rows move in and out of both filters (by a TOASTed row's other
     columns too: it comes back whole), are deleted, re-inserted and truncated; after the bootstrap,
-    the live job and `rebuild all`, each store equals Postgres's WHERE, and `verify` agrees."""
+    the live job and `rebuild all`, each store equals Postgres's WHERE, and `verify` agrees. The
+    documents carry a computed field and a hook's field (both reading the TOASTed body), and the
+    search index leaves deleted_at out."""
     import json
     import random
 
@@ -143,8 +146,13 @@ def test_filtered_rows_stay_exact_through_bootstrap_live_changes_and_rebuild(sta
                      "FROM generate_series(1, 400) g")
     own = fresh_redis_dbs(stack, 9, 10)
     where = "status in ('paid', 'shipped') and amount > 10"
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).resolve().parents[2]))   # the hook's module, everywhere
+    transform = {"fields": {"label": {"concat": ["status", {"text": "/"}, "amount"]},
+                            "head": {"upper": "body"}},
+                 "remove": {"search": ["deleted_at"]}, "hook": "tests.support.hooks:body_length"}
     data = stack.config(tables=[{"name": table, "index": f"{p}_orders", "redis_key": f"{p}:{{id}}",
-                                 "where": {"search": where}, "soft_delete": {"column": "deleted_at"}}],
+                                 "where": {"search": where}, "soft_delete": {"column": "deleted_at"},
+                                 "transform": transform}],
                         prefix=p, redis={"url": own.redis_url, "rebuild_db": 10},
                         spark={"checkpoint_dir": str(tmp_path / "ckpt"), "trigger": "500 ms"})
     path = write_config(tmp_path, data)
@@ -159,14 +167,20 @@ def test_filtered_rows_stay_exact_through_bootstrap_live_changes_and_rebuild(sta
     def held() -> tuple[dict[int, str], dict[int, str]]:
         import hashlib
 
+        def digest(doc: dict) -> str:   # the body, and the fields made from it, agreeing
+            assert doc["body_len"] == len(doc["body"]) and doc["head"] == doc["body"].upper(), doc["id"]
+            assert doc["label"] == f"{doc['status']}/{doc['amount']}", doc
+            return hashlib.md5(doc["body"].encode()).hexdigest()
+
         hits = requests.post(f"{stack.search_url}/{p}_orders/_search", timeout=30,
                              json={"size": 10000, "query": {"match_all": {}}}).json()["hits"]["hits"]
-        search = {int(h["_id"]): hashlib.md5(h["_source"]["body"].encode()).hexdigest() for h in hits}
+        assert all("deleted_at" not in h["_source"] for h in hits)
+        search = {int(h["_id"]): digest(h["_source"]) for h in hits}
         cache = {}
         for k in r.scan_iter(match=f"{p}:*", count=1000):
             if not k.startswith(b"cdckit:"):
                 row = json.loads(r.get(k))
-                cache[row["id"]] = hashlib.md5(row["body"].encode()).hexdigest()
+                cache[row["id"]] = digest(row)
         return search, cache
 
     def exact() -> bool:
