@@ -724,8 +724,11 @@ def node_sql(node, types: Mapping[str, str]) -> str:
     if isinstance(node, Not):
         return f"(NOT {node_sql(node.arg, types)})"
     col = _sql_name(node.column.name)
-    if types.get(node.column.name, "").strip().lower() == "money":
+    pg_type = types.get(node.column.name, "").strip().lower()
+    if pg_type == "money":
         col = f"{col}::numeric"   # money has no operators with a number
+    elif pg_type == "real":
+        col = f"{col}::float8"    # as the filter compares it (an IN list would cast its values to real)
     if isinstance(node, Compare):
         # Text is ordered by code point here, whatever the database's collation.
         ordered_text = node.op not in ("=", "!=") and type_class(types.get(node.column.name, "")) in ("text", "bpchar")
@@ -740,7 +743,7 @@ def node_sql(node, types: Mapping[str, str]) -> str:
     if isinstance(node, StartsWith):
         return f"starts_with({col}::text, {_sql_literal(node.prefix.value)})"
     if isinstance(node, Truth):
-        return f"({col} IS TRUE)"
+        return f"({col})"
     raise FilterError(f"no SQL for {node!r}")   # pragma: no cover
 
 

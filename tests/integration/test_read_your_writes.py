@@ -185,9 +185,14 @@ def test_a_token_is_never_below_its_own_commit_under_synchronous_commit_off(stac
 def _end_offset(bootstrap: str, topic: str) -> int:
     from confluent_kafka import Consumer, TopicPartition
 
+    from confluent_kafka import KafkaException
+
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"ends{uuid.uuid4().hex[:6]}"})
-    try:
-        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+    try:   # records in the topic, over its partitions
+        parts = c.list_topics(topic, timeout=10).topics[topic].partitions
+        return sum(c.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in parts)
+    except (KafkaException, KeyError):
+        return 0   # the topic is not there yet
     finally:
         c.close()
 
@@ -218,6 +223,12 @@ def test_the_slot_never_passes_a_record_whose_acknowledgement_is_held(stack, tmp
         entry = ConfigEntry("min.insync.replicas", "2", incremental_operation=op)
         list(admin.incremental_alter_configs([ConfigResource("topic", held_topic, incremental_configs=[entry])])
              .values())[0].result(15)
+        want = "2" if op == AlterConfigOpType.SET else "1"
+
+        def applied() -> bool:   # the broker applies a config change a moment after the controller commits it
+            described = list(admin.describe_configs([ConfigResource("topic", held_topic)]).values())[0].result(15)
+            return described["min.insync.replicas"].value == want
+        wait_for(applied, 30, 0.2, f"min.insync.replicas={want} applied by the broker")
 
     def confirmed() -> int:
         with pg(stack) as conn:

@@ -52,7 +52,7 @@ LITERALS = {"i": st.integers(-2**31, 2**31 - 1).map(str), "n": numbers.map(str),
 
 
 @st.composite
-def tests_(draw):
+def leaf_tests(draw):
     col = draw(st.sampled_from(sorted(COLUMNS)))
     lit = LITERALS[col]
     ordered = col not in ("b", "k", "u")
@@ -72,7 +72,7 @@ def tests_(draw):
     return "b"
 
 
-predicates = st.recursive(tests_(), lambda inner: st.one_of(
+predicates = st.recursive(leaf_tests(), lambda inner: st.one_of(
     st.tuples(inner, st.sampled_from(["and", "or"]), inner).map(lambda t: f"({t[0]} {t[1]} {t[2]})"),
     inner.map(lambda p: f"not {p}")), max_leaves=6)
 
