@@ -80,7 +80,7 @@ def test_orders_documents_stay_exact_through_workload_and_driver_kill(stack, tmp
     data["kafka"]["topic_config"] = {**data["kafka"]["topic_config"], "min.compaction.lag.ms": MIN_COMPACTION_LAG_MS}
     path = write_config(tmp_path, data)
     log = tmp_path / "job.log"
-    stop, paused = threading.Event(), threading.Event()
+    stop = threading.Event()
     proc = None
 
     def workload():
@@ -88,9 +88,6 @@ def test_orders_documents_stay_exact_through_workload_and_driver_kill(stack, tmp
         with pg(stack) as conn:
             n = 0
             while not stop.is_set():
-                if paused.is_set():
-                    time.sleep(0.05)
-                    continue
                 with conn.transaction():
                     k = rnd.randint(1, 150)
                     choice = rnd.random()
@@ -170,12 +167,10 @@ def test_orders_documents_stay_exact_through_workload_and_driver_kill(stack, tmp
         while "takes over from documents" not in log.read_text() and time.monotonic() < deadline:
             time.sleep(0.5)
         assert "takes over from documents" in log.read_text(), log.read_text()[-3000:]
-        paused.set()
-        result = cli("verify", "--json", "-c", str(path), "--timeout", "240", timeout=400)
-        after_rebuild = json.loads(result.stdout)
-        assert after_rebuild["exact"], [t for t in after_rebuild["tables"] if t["table"].startswith("document:")]
-        paused.clear()
-        time.sleep(4)
+        # The workload goes on over the rebuilt generations for a while; the verify below holds them
+        # (orders 151-300, which it never touches, only the rebuild's replay can have written there).
+        wait_batches(ckpt / "documents", batches_committed(ckpt / "documents") + 2, proc, log, 120,
+                     "documents batches committed after the takeover")
         stop.set()
         thread.join()
         watcher.join()
@@ -257,9 +252,7 @@ def test_bootstrap_once_builds_the_documents_from_the_snapshot(stack, tmp_path):
         rebuilt = cli("rebuild", "all", "-c", str(path), "--json", timeout=600)
         assert rebuilt.returncode == 0, rebuilt.stdout[-2000:] + rebuilt.stderr[-3000:]
         assert json.loads(r.get(f"{name}:7"))["customer"] == {"name": "customer 3"}
-        result = cli("verify", "--json", "-c", str(path), "--table", name, timeout=300)
-        report = json.loads(result.stdout)
-        assert report["exact"] and report["tables"][0]["rows"] == 400, report
+        # (verified below, after the cache rebuild: the index as `rebuild all` left it)
 
         # A cache rebuild alone swaps in a database it filled with the tables: the documents, kept
         # by their own state, are carried over into it at the switch.

@@ -23,7 +23,9 @@ from decimal import Decimal
 import psycopg
 import pytest
 import redis
+import requests
 
+from tests.support.filtered import ROOT as FILTERED_ROOT, FilteredOrders
 from tests.support.integration import (cli, drop_connector, fresh_redis_dbs, key_history, pg, search_docs, start_job,
                                        wait_for, wait_streaming,
                            write_config)
@@ -217,10 +219,16 @@ class WideWorkload:
                 time.sleep(0.02)
 
 
-def test_wide_table_every_change_kind_then_rebuild(stack, tmp_path):
+def test_wide_table_every_change_kind_then_rebuild(stack, tmp_path, monkeypatch):
+    """Beside it, in the same job, a filtered and transformed table (tests/support/filtered.py):
+    each store holds exactly the rows its filter keeps, with the computed and the hook's fields,
+    through the same kill -9, TRUNCATE and rebuild; `verify` holds both tables."""
     name = f"wide_{uuid.uuid4().hex[:6]}"
     table = f"public.{name}"
     own = fresh_redis_dbs(stack, LIVE_DB, SPARE_DB)
+    orders = FilteredOrders(stack, f"{name}f", own.redis_url)
+    orders.create()
+    monkeypatch.setenv("PYTHONPATH", str(FILTERED_ROOT))   # the transform hook's module, on every executor
     with pg(stack) as conn:
         conn.execute(f"CREATE TABLE {table} ({COLUMNS})")
         conn.execute(f"ALTER TABLE {table} ALTER big_text SET STORAGE EXTERNAL, ALTER big_bytes SET STORAGE EXTERNAL")
@@ -229,7 +237,7 @@ def test_wide_table_every_change_kind_then_rebuild(stack, tmp_path):
                 conn.execute(f"INSERT INTO {table} {ROW_SQL}", (REGIONS[i % 3], i))
     # jsonb here holds mixed-type arrays ([i, 'x', NULL]): no `object` mapping takes those, a flattened one does.
     data = stack.config(tables=[{"name": table, "redis_key": f"{name}:{{region}}:{{id}}", "index": name,
-                                 "search": {"json": "flattened"}}],
+                                 "search": {"json": "flattened"}}, orders.config()],
                         redis={"url": own.redis_url, "rebuild_db": SPARE_DB},
                         spark={"checkpoint_dir": str(tmp_path / "ckpt"), "trigger": "500 ms"})
     path = write_config(tmp_path, data)
@@ -243,6 +251,7 @@ def test_wide_table_every_change_kind_then_rebuild(stack, tmp_path):
         wait_for(lambda: sum(1 for _ in r.scan_iter(match=f"{name}:*", count=1000)) >= ROWS, 180, 1,
                  "the snapshot applied")
         w = WideWorkload(stack, table).start()
+        orders.start(truncate_after=250)
         time.sleep(4)
         os.killpg(job.pid, signal.SIGKILL)                  # the driver dies mid-batch
         time.sleep(2)
@@ -254,6 +263,7 @@ def test_wide_table_every_change_kind_then_rebuild(stack, tmp_path):
         assert rebuilt.returncode == 0, rebuilt.stdout[-2000:] + rebuilt.stderr[-2000:]
         time.sleep(3)
         w.stop()
+        orders.stop()
 
         def compare():
             with pg(stack) as conn:
@@ -280,14 +290,24 @@ def test_wide_table_every_change_kind_then_rebuild(stack, tmp_path):
             raise AssertionError({k: (len(v), v[:5]) for k, v in last.items()}, {k: recorder.seen.get(k) for k in keys},
                                  _stored_versions(own, name, keys), _history(stack, data, table, last),
                                  rebuilt.stdout[-1500:], _rebuild_times(tmp_path / "ckpt")) from None
+        wait_for(orders.exact, 120, 2, "the filtered table's stores to equal Postgres's WHERE")
         verify = cli("verify", "--json", "-c", str(path), timeout=300)
         assert verify.returncode == 0, verify.stdout[-3000:]
+        # verify sees a row the filter leaves out but the index holds.
+        left_out = next(i for i in range(1, 10_000) if i not in orders.expected("search"))
+        requests.put(f"{stack.search_url}/{orders.p}_orders/_doc/{left_out}?refresh=true", json={"id": left_out},
+                     timeout=10)
+        bad = cli("verify", "--json", "-c", str(path), "--table", orders.table, timeout=300)
+        assert bad.returncode != 0 and json.loads(bad.stdout)["tables"][0]["stores"]["search"]["extra"], bad.stdout[-2000:]
     finally:
+        orders.stop_.set()
         if recorder is not None:  # its consumer, left open, was the reconnect lines after the suite
             recorder.stop()
         if job is not None and job.poll() is None:
             os.killpg(job.pid, signal.SIGKILL)
         drop_connector(stack, data)
+        with pg(stack) as conn:
+            conn.execute(f"DROP TABLE IF EXISTS {orders.table}")
 
 
 def _rebuild_times(ckpt) -> dict:
