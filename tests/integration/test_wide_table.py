@@ -294,7 +294,8 @@ def test_wide_table_every_change_kind_then_rebuild(stack, tmp_path, monkeypatch)
         verify = cli("verify", "--json", "-c", str(path), timeout=300)
         assert verify.returncode == 0, verify.stdout[-3000:]
         # verify sees a row the filter leaves out but the index holds.
-        left_out = next(i for i in range(1, 10_000) if i not in orders.expected("search"))
+        kept = orders.expected("search")
+        left_out = next(i for i in range(1, 10_000) if i not in kept)
         requests.put(f"{stack.search_url}/{orders.p}_orders/_doc/{left_out}?refresh=true", json={"id": left_out},
                      timeout=10)
         bad = cli("verify", "--json", "-c", str(path), "--table", orders.table, timeout=300)
