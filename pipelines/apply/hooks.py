@@ -46,12 +46,12 @@ def call_hook(fn: Callable, row: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_hooks(changes: list[Change], hooks: dict[str, str], dead: list[DeadLetter]) -> list[Change]:
-    """The changes with each hooked table's upserts transformed; the failed ones left out, as
-    letters in `dead`."""
+    """The changes with each hooked table's upserts transformed (not those no store will hold); the
+    failed ones left out, as letters in `dead`."""
     kept = []
     for c in changes:
         spec = hooks.get(c.table)
-        if spec is None or c.op != "upsert" or c.row is None:
+        if spec is None or c.op != "upsert" or c.row is None or {"search", "cache"} <= set(c.hidden):
             kept.append(c)
             continue
         try:
