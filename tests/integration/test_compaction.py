@@ -50,7 +50,7 @@ def test_the_broker_compacts_a_change_topic(stack, tmp_path):
         # retention must be set before that.
         admin = AdminClient({"bootstrap.servers": stack.bootstrap_servers})
         resource = ConfigResource("topic", topic, incremental_configs=[
-            ConfigEntry("delete.retention.ms", "10000", incremental_operation=AlterConfigOpType.SET)])
+            ConfigEntry("delete.retention.ms", "3000", incremental_operation=AlterConfigOpType.SET)])
         list(admin.incremental_alter_configs([resource]).values())[0].result(15)
 
         def poke():

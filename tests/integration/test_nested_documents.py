@@ -169,7 +169,8 @@ def test_orders_documents_stay_exact_through_workload_and_driver_kill(stack, tmp
         assert "takes over from documents" in log.read_text(), log.read_text()[-3000:]
         # The workload goes on over the rebuilt generations for a while; the verify below holds them
         # (orders 151-300, which it never touches, only the rebuild's replay can have written there).
-        wait_batches(ckpt / "documents", batches_committed(ckpt / "documents") + 2, proc, log, 120,
+        taken_over = ckpt / folder   # the rebuild's state, which the documents' query now runs from
+        wait_batches(taken_over, batches_committed(taken_over) + 2, proc, log, 120,
                      "documents batches committed after the takeover")
         stop.set()
         thread.join()

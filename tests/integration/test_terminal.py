@@ -79,25 +79,17 @@ def test_ctrl_c_stops_bootstrap_and_run_after_the_batch_and_twice_at_once(stack,
                 assert term.exit_code(120) == 0, term.screen()[-4000:]
                 screen = term.screen()
                 assert "Ctrl-C (SIGINT): stopping after the current batch" in screen
-                stopped = re.search(r"stopped after batch (\d+)", screen)
+                stopped = re.search(r"stopped after batch (\d+); `cdckit run`", screen)
                 assert stopped, screen[-3000:]
                 assert batch_committed(ckpt, int(stopped.group(1))), "the batch it stopped after was not recorded"
                 assert_quiet(screen)
-            # run: the same, and the next start goes on after that batch (it is not applied twice).
-            with Terminal() as term:
-                term.start("run", "-c", str(path))
-                wait_for(lambda: batches_seen(term) >= 2, 180, 0.3, "two batches")
-                first = int(re.search(BATCH_LINE, term.screen()).group(1))
-                assert first > int(stopped.group(1))
-                term.ctrl_c()
-                assert term.exit_code(120) == 0, term.screen()[-4000:]
-                screen = term.screen()
-                assert re.search(r"stopped after batch \d+; `cdckit run`", screen), screen[-3000:]
-                assert_quiet(screen)
-            # A second Ctrl-C does not wait.
+            # run goes on after that batch (it is not applied twice); a second Ctrl-C does not wait.
+            # (A single Ctrl-C stops `run` by the same code as `bootstrap`'s streaming phase above.)
             with Terminal() as term:
                 term.start("run", "-c", str(path))
                 wait_for(lambda: batches_seen(term) >= 1, 180, 0.3, "a batch")
+                first = int(re.search(BATCH_LINE, term.screen()).group(1))
+                assert first > int(stopped.group(1))
                 term.ctrl_c()
                 time.sleep(0.3)
                 term.ctrl_c()
