@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 from connectors.typed_values import (DATE_INFINITY, DATE_MINUS_INFINITY, TIMESTAMP_MS_INFINITY,
                                      TIMESTAMP_MS_MINUS_INFINITY, TIMESTAMP_US_INFINITY, TIMESTAMP_US_MINUS_INFINITY,
                                      element_type, milliseconds)
+from derived.calendar import days_from_civil
 
 _EPOCH = dt.date(1970, 1, 1)
 
@@ -173,15 +174,6 @@ _DATE_TEXT = re.compile(r"^(\d+)-(\d\d)-(\d\d)( BC)?$")
 _TIMESTAMP_TEXT = re.compile(r"^(\d+)-(\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)(\.\d+)?"
                              r"(?:([+-])(\d\d)(?::?(\d\d))?(?::?(\d\d))?)?( BC)?$")
 _TIME_TEXT = re.compile(r"^(\d\d):(\d\d):(\d\d)(\.\d+)?$")
-
-
-def days_from_civil(year: int, month: int, day: int) -> int:
-    """Days since 1970-01-01 of a proleptic Gregorian date, astronomical year (0 is 1 BC)."""
-    y = year - (month <= 2)
-    era = y // 400
-    yoe = y - era * 400
-    doy = (153 * ((month + 9) % 12) + 2) // 5 + day - 1
-    return era * 146_097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719_468
 
 
 def date_days(text: str) -> int | Infinite:

@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Mapping
 
+from derived.calendar import days_from_civil
+
 OPERATIONS = ("concat", "lower", "upper", "map", "date_part", "constant")
 PARTS = ("year", "month", "day", "hour", "minute", "second", "dow", "doy", "quarter", "epoch")
 _STAMP = re.compile(r"^([+-]?\d{4,})-(\d\d)-(\d\d)(?:[T ](\d\d):(\d\d):(\d\d)(\.\d+)?)?(Z|[+-]\d\d:?\d\d)?$")
@@ -125,11 +127,11 @@ def date_part(v: Any, part: str) -> int | float | None:
         return second + fraction if fraction else second
     if part == "quarter":
         return (month - 1) // 3 + 1
-    days = _days(year, month, day)
+    days = days_from_civil(year, month, day)
     if part == "dow":
         return (days + 4) % 7   # 1970-01-01 was a Thursday
     if part == "doy":
-        return days - _days(year, 1, 1) + 1
+        return days - days_from_civil(year, 1, 1) + 1
     offset = 0
     zone = m.group(8)
     if zone and zone != "Z":
@@ -138,15 +140,6 @@ def date_part(v: Any, part: str) -> int | float | None:
         offset = sign * (hh * 3600 + mm * 60)
     seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offset
     return seconds + fraction if fraction else seconds
-
-
-def _days(year: int, month: int, day: int) -> int:
-    """Days since 1970-01-01 of a proleptic Gregorian date, astronomical year."""
-    y = year - (month <= 2)
-    era = y // 400
-    yoe = y - era * 400
-    doy = (153 * ((month + 9) % 12) + 2) // 5 + day - 1
-    return era * 146_097 + yoe * 365 + yoe // 4 - yoe // 100 + doy - 719_468
 
 
 _compiled: dict[int, tuple[Any, dict[str, Callable]]] = {}   # id -> (the fields, held so the id stays theirs, ...)

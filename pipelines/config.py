@@ -196,6 +196,13 @@ class TableSearchConfig(_Strict):
         return _no_gc_deletes(v)
 
 
+def _per_store(v):
+    """A setting given per store is keyed by the stores' names."""
+    if isinstance(v, dict) and not set(v) <= {"search", "cache"}:
+        raise ValueError(f"keys are the stores, search and cache; not {sorted(set(v) - {'search', 'cache'})}")
+    return v
+
+
 class SoftDelete(_Strict):
     """A row marked deleted is removed from the stores, and comes back when unmarked (issue #39)."""
     column: str = Field(description="the marking column: a boolean (true: deleted), or any column whose value "
@@ -232,9 +239,7 @@ class TableTransform(_Strict):
     @field_validator("remove")
     @classmethod
     def _stores(cls, v):
-        if isinstance(v, dict) and not set(v) <= {"search", "cache"}:
-            raise ValueError(f"keys are the stores, search and cache; not {sorted(set(v) - {'search', 'cache'})}")
-        return v
+        return _per_store(v)
 
     def removed(self, store: str) -> tuple[str, ...]:
         return tuple(self.remove.get(store, []) if isinstance(self.remove, dict) else self.remove)
@@ -270,10 +275,9 @@ class TableConfig(_Strict):
     @field_validator("where")
     @classmethod
     def _where_parses(cls, v):
-        from derived.row_filter import FilterError, parse_filter
+        from connectors.row_filter import FilterError, parse_filter
 
-        if isinstance(v, dict) and not set(v) <= {"search", "cache"}:
-            raise ValueError(f"keys are the stores, search and cache; not {sorted(set(v) - {'search', 'cache'})}")
+        _per_store(v)
         for store, text in (v.items() if isinstance(v, dict) else [(None, v)] if v is not None else []):
             try:
                 parse_filter(text)

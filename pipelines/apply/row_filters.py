@@ -1,4 +1,4 @@
-"""The tables' row filters and soft deletes (derived/row_filter.py) where changes are applied.
+"""The tables' row filters and soft deletes (connectors/row_filter.py) where changes are applied.
 
 A row a store's filter leaves out is deleted from that store at the change's version: a row that
 stops matching leaves, one that starts matching is written whole, in whatever order the changes
@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable
 
 from derived.change import Change
-from derived.row_filter import FilterError, predicate_columns, store_predicate
+from connectors.row_filter import FilterError, predicate_columns, store_predicate
 from derived.sinks.errors import StoreUnavailable
 
 STORES = ("search", "cache")

@@ -223,7 +223,7 @@ def _filtered_shortfalls(config: Config, report: Report, table, row: dict[str, A
     """A filtered table's stores are held against the rows their filters keep, counted exactly
     (derived/row_filter.store_sql), and only when a store is far below the table's estimate."""
     from connectors import postgres
-    from derived.row_filter import store_sql
+    from connectors.row_filter import store_sql
 
     for store, sink in (("search_docs", "search"), ("cache_keys", "cache")):
         if sink not in config.sinks or not far_below(row.get(store), row.get("postgres_rows_estimate") or 0):

@@ -84,10 +84,10 @@ def _check_generated(config: Config, generated: dict[str, list[str]], server_ver
 
 def _check_filter(i: int, table, types: dict[str, str], unpublished: list[str],
                   enums: dict[str, list[str]]) -> None:
-    """A row filter or soft delete fits the table's columns and their types (derived/row_filter.py),
+    """A row filter or soft delete fits the table's columns and their types (connectors/row_filter.py),
     compares an enum only with its labels (another user-defined type only with the null tests), and
     reads no column the WAL does not carry (a stored generated one before PostgreSQL 18)."""
-    from derived.row_filter import FilterError, literals_by_column, predicate_columns, store_predicate, type_class
+    from connectors.row_filter import FilterError, literals_by_column, predicate_columns, store_predicate, type_class
 
     for store in ("search", "cache"):
         where, soft = table.row_filter(store)

@@ -167,7 +167,7 @@ def _hooked(row: dict[str, Any], table: TableConfig, report: TableReport) -> dic
 
 def _filters(config: Config, table: TableConfig, types: dict[str, str]) -> dict[str, Any]:
     """store -> its row filter of the table, None for every row."""
-    from derived.row_filter import store_predicate
+    from connectors.row_filter import store_predicate
 
     return {s: store_predicate(*table.row_filter(s), types) if table.filtered else None for s in config.sinks}
 
@@ -217,7 +217,7 @@ def _extras(report, stores, search_t, cache_t, seen, config, table, key_cols, ke
 
 def _all_keys(config: Config, table: TableConfig, key_cols: list[str], keep=None):
     """(id, key) of every row (the filter `keep` holds)."""
-    from derived.row_filter import predicate_columns
+    from connectors.row_filter import predicate_columns
 
     with postgres.connect(config.postgres.reader_dsn_kwargs(), autocommit=False) as conn:
         types = postgres.column_types(conn, table.name)

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from connectors import postgres
-from derived.row_filter import compile_filter, node_sql, parse_filter
+from connectors.row_filter import compile_filter, node_sql, parse_filter
 from pipelines.ops.verify_values import ColumnReader, rendered
 from tests.support.integration import pg
 

@@ -17,7 +17,7 @@ import psycopg
 import redis
 import requests
 
-from derived.row_filter import store_sql
+from connectors.row_filter import store_sql
 from tests.support.integration import pg
 
 BIG = "(SELECT string_agg(md5(random()::text), '') FROM generate_series(1, 300))"   # ~9,600 chars: TOASTed

@@ -1,11 +1,11 @@
-"""Row filters (derived/row_filter.py): the language, its types, SQL's three-valued logic, and the
+"""Row filters (connectors/row_filter.py): the language, its types, SQL's three-valued logic, and the
 mistakes refused naming the column. tests/integration/test_row_filters.py holds the same
 predicates against Postgres's own WHERE."""
 import math
 
 import pytest
 
-from derived.row_filter import FilterError, compile_filter, parse_filter, predicate_columns, store_predicate
+from connectors.row_filter import FilterError, compile_filter, parse_filter, predicate_columns, store_predicate
 
 TYPES = {"id": "integer", "status": "text", "amount": "numeric(12,2)", "score": "double precision",
          "paid": "boolean", "day": "date", "at": "timestamp(3) without time zone",
@@ -134,6 +134,6 @@ def test_types_whose_wire_form_is_not_their_text_take_only_what_is_exact(text, w
 
 
 def test_the_sql_twin_casts_money_and_orders_text_by_code_point():
-    from derived.row_filter import store_sql
+    from connectors.row_filter import store_sql
 
     assert store_sql("m > 0 and t < 'b'", None, WIDE) == '(("m"::numeric > 0) AND ("t" COLLATE "C" < \'b\'))'
