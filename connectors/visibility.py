@@ -17,11 +17,15 @@ Kafka Connect committed (it ignores `commitRecord`; `commit()` flushes the last 
 LSN), and Connect commits a source partition's offsets only up to the first record the producer has
 not acknowledged (its SubmittedRecords), whatever order acknowledgements arrive in. Debezium's
 Postgres connector has one source partition, so one record held back holds every later position.
-Not yet held by a test against the real worker (issue #38.1): a refused produce was tried as the
-hold (min.insync.replicas above the topic's replication factor), but Kafka 4.3.1's single broker
-acknowledges acks=all writes to such a topic (measured); the hold needs a partition led by a second
-broker that is stopped. Until then the property model in tests/unit/connectors/test_visibility.py
-assumes both halves, and an upgrade of Connect or Debezium must be checked against them by hand.
+Shown on Kafka 4.3.1 (Connect) with Debezium 3.7.0.Final by
+tests/integration/test_held_acknowledgement.py: a second broker joins the stack's cluster and leads
+one table's topic; stopped (SIGSTOP) with a change of that table in flight while 20 later
+transactions on the first broker are acknowledged and read, the slot's confirmed position stays
+below the held commit, and passes it once the broker is back. (A refused produce is no hold there:
+that broker acknowledges acks=all writes to a topic whose min.insync.replicas is above its
+replication factor.) A Connect or Debezium upgrade, or another source connector, that changes
+either half fails that test instead of read-your-writes silently; the property model in
+tests/unit/connectors/test_visibility.py assumes the same two halves.
 
 Not valid during the initial snapshot: its reads are not confirmed through the slot (the slot
 starts at the snapshot's consistent point), so the publisher waits for the snapshot to be

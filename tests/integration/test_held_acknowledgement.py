@@ -107,7 +107,7 @@ def test_the_slot_never_passes_a_record_whose_acknowledgement_is_held(stack, tmp
         wait_for(lambda: any(b.id == 2 for b in admin.list_topics(timeout=5).brokers.values())
                  or broker.poll() is not None, 120, 1, "the second broker registered")
         assert broker.poll() is None, (tmp_path / "broker2" / "broker.log").read_text()[-3000:]
-        admin.create_topics([NewTopic(held_topic, num_partitions=-1, replica_assignment=[[2]],
+        admin.create_topics([NewTopic(held_topic, num_partitions=1, replica_assignment=[[2]],
                                       config={"cleanup.policy": "compact"})])[held_topic].result(30)
         first = write(held_t, 0)
         wait_for(lambda: _records(stack.bootstrap_servers, held_topic) == 1, 60, 0.5, "the held table's first record")
