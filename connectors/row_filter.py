@@ -396,21 +396,16 @@ def _wire_converter(cls: str, pg_type: str) -> Callable[[Any], Any]:
                 raise TypeError
             return _instant(v)
         return instant
-    if cls in ("text", "label"):
+    if cls in ("text", "label", "bpchar", "citext", "uuid"):
+        # char(n) compares without its padding; citext and uuid without case.
+        fold = {"bpchar": lambda v: v.rstrip(" "), "citext": str.lower, "uuid": str.lower}.get(cls, lambda v: v)
+
         def text(v):
             if not isinstance(v, str):
                 raise TypeError
-            return v
+            return fold(v)
         return text
-    if cls == "bpchar":
-        return lambda v: v.rstrip(" ") if isinstance(v, str) else _raise(TypeError)
-    if cls in ("citext", "uuid"):
-        return lambda v: v.lower() if isinstance(v, str) else _raise(TypeError)
     return lambda v: v
-
-
-def _raise(exc: type[Exception]):
-    raise exc
 
 
 def _number(x) -> tuple[int, Any]:
@@ -554,11 +549,6 @@ def compile_filter(text: str, types: Mapping[str, str]) -> Predicate:
     A row is kept only when the predicate is true."""
     tri = _compile(parse_filter(text), types)
     return lambda row: tri(row) is True
-
-
-def check_filter(text: str, types: Mapping[str, str]) -> None:
-    """FilterError when the predicate does not parse or fit the columns."""
-    compile_filter(text, types)
 
 
 def _column(col: Column, types: Mapping[str, str]) -> tuple[str, str]:

@@ -61,11 +61,7 @@ def apply_records(rows: list[dict[str, Any]], stores: Stores, fences: dict[str, 
     stats.toast_reread, stats.filtered_out = prepare(stores, latest, every_upsert=rebuild is not None
                                                      or how.fresh_generation, dead=dead)
     if stores.hooks:   # a hook's letters carry their record, for `dlq replay`
-        raw = {(r["topic"], r["partition"], r["offset"]): r for r in rows}
-        for letter in dead:
-            src = raw.get((letter.position.topic, letter.position.partition, letter.position.offset))
-            if letter.stage == "transform" and src is not None:
-                letter.key, letter.value = src.get("key"), src.get("value")
+        with_records([d for d in dead if d.stage == "transform"], rows)
     if how.defer_truncates:
         stats.truncate_cuts, truncates = newest_cuts(truncates), []
         stats.truncates = len(stats.truncate_cuts)
@@ -100,26 +96,22 @@ def prepare(stores: Stores, changes: list[Change], every_upsert: bool = False,
     complete row as Debezium sends it, the values typed as documents hold them, then the tables'
     transform hooks (an exception is a dead letter in `dead`, and the change is not applied).
     Returns (rows read, store writes filtered out)."""
-    filters = stores.filters
-    whole = stores.whole_rows | (set(filters.specs) if filters is not None else set())
-    if whole:
-        for c in changes:
-            if c.op == "upsert" and c.unavailable and c.table in whole:
-                c.reread = True
-    if stores.toast is not None and hasattr(stores.toast, "mark_snapshot_dates"):
-        stores.toast.mark_snapshot_dates(changes)   # BC dates the snapshot lost the era of
-    reread = stores.toast.fill(changes, every_upsert=every_upsert) if stores.toast is not None else 0
-    if whole and getattr(stores.toast, "failed", False):
-        partial = next((c for c in changes if c.op == "upsert" and c.unavailable and c.table in whole), None)
-        if partial is not None:   # a filter or transform would judge or compute on part of the row: retry
-            raise StoreUnavailable(f"postgres: unchanged TOAST columns {sorted(partial.unavailable)} of "
-                                   f"{partial.table} not read, and its filter or transform needs the whole row")
-    filtered = filters.judge(changes, read_failed=bool(getattr(stores.toast, "failed", False))) if filters else 0
+    filters, toast, whole = stores.filters, stores.toast, stores.whole_rows
     for c in changes:
-        if whole and c.op == "upsert" and c.unavailable and c.table in whole:
-            # Gone from Postgres since (deleted, re-keyed): its delete follows in the log. Written,
-            # it would be a partial row a filter or transform judged or computed on part of.
+        if c.op == "upsert" and c.unavailable and c.table in whole:
+            c.reread = True
+    if toast is not None:
+        toast.mark_snapshot_dates(changes)   # BC dates the snapshot lost the era of
+    reread = toast.fill(changes, every_upsert=every_upsert) if toast is not None else 0
+    for c in changes:
+        if c.op == "upsert" and c.unavailable and c.table in whole:
+            if toast is not None and toast.failed:   # a filter or transform would work on part of the row: retry
+                raise StoreUnavailable(f"postgres: unchanged TOAST columns {sorted(c.unavailable)} of {c.table} not "
+                                       "read, and its filter or transform needs the whole row")
+            # Gone from Postgres since (deleted, re-keyed): its delete follows in the log. Written, it
+            # would be a partial row a filter or transform judged or computed on part of.
             c.hidden = ("search", "cache")
+    filtered = filters.judge(changes) if filters is not None else 0
     as_documents(stores, changes)
     if stores.hooks:
         from pipelines.apply.hooks import run_hooks
@@ -166,10 +158,7 @@ def apply_changes(stores: Stores, truncates: list[Change], latest: list[Change],
     pending_search = _writers.submit(stores.search.apply, to_search, stores.search_tables)
     cache = stores.cache.apply(to_cache, stores.cache_tables)
     search = pending_search.result()
-    raw = {(r["topic"], r["partition"], r["offset"]): r for r in rows}
-    for letter in [*search.dead, *cache.dead]:
-        src = raw.get((letter.position.topic, letter.position.partition, letter.position.offset), {})
-        letter.key, letter.value = src.get("key"), src.get("value")
+    with_records([*search.dead, *cache.dead], rows)
     dead.extend(search.dead)
     dead.extend(cache.dead)
     stats.search_applied += search.applied
@@ -177,6 +166,16 @@ def apply_changes(stores: Stores, truncates: list[Change], latest: list[Change],
     stats.cache_applied += cache.applied
     stats.cache_stale += cache.stale
     stats.truncates += apply_truncates(stores, newest_cuts(truncates))
+
+
+def with_records(letters: list[DeadLetter], rows: list[dict[str, Any]]) -> None:
+    """Each letter given its raw record (key and value) from the batch's rows, for `dlq replay`."""
+    if not letters:
+        return
+    raw = {(r["topic"], r["partition"], r["offset"]): r for r in rows}
+    for letter in letters:
+        src = raw.get((letter.position.topic, letter.position.partition, letter.position.offset), {})
+        letter.key, letter.value = src.get("key"), src.get("value")
 
 
 def newest_cuts(truncates: Iterable[Change]) -> dict[str, Version]:

@@ -4,8 +4,8 @@ A row a store's filter leaves out is deleted from that store at the change's ver
 stops matching leaves, one that starts matching is written whole, in whatever order the changes
 arrive (the versions order them). To judge a row, and to write a row that starts matching into a
 store that never held it, an upsert of a filtered table needs every column: its unchanged TOAST
-columns are read from Postgres (marked `reread` before the fill: pipelines/apply/batch.prepare), and a batch whose read failed is
-retried rather than judged on a partial row. Filters are compiled against the columns' types,
+columns are read from Postgres first, and a batch whose read failed is retried rather than judged on
+a partial row (pipelines/apply/batch.prepare). Filters are compiled against the columns' types,
 read again after a DDL; a filter that no longer fits its table (a column dropped) stops the batch,
 naming it.
 """
@@ -14,8 +14,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable
 
 from derived.change import Change
-from connectors.row_filter import FilterError, predicate_columns, store_predicate
-from derived.sinks.errors import StoreUnavailable
+from connectors.row_filter import FilterError, store_predicate
 
 STORES = ("search", "cache")
 Spec = tuple[str | None, tuple[str, Any] | None]   # (where, soft delete (column, value))
@@ -28,8 +27,6 @@ class RowFilters:
         self.specs = specs
         self.types = types
         self._compiled: dict[str, tuple[dict[str, str], dict[str, Any]]] = {}
-        self.columns = {t: set().union(*(predicate_columns(*spec) for spec in stores.values()))
-                        for t, stores in specs.items()}
 
     @classmethod
     def from_config(cls, config, types: Callable[[str], dict[str, str]]) -> "RowFilters | None":
@@ -50,20 +47,13 @@ class RowFilters:
             cached = self._compiled[table] = (dict(types), {s: p for s, p in compiled.items() if p is not None})
         return cached[1]
 
-    def judge(self, changes: Iterable[Change], read_failed: bool) -> int:
+    def judge(self, changes: Iterable[Change]) -> int:
         """Each filtered upsert's `hidden` stores; returns how many store writes became deletes.
-        `read_failed`: the TOAST read failed, so a row still missing a column is not judged, nor
-        written (a store that never held it would get a partial row): the batch is retried."""
+        Rows still missing a column are not judged: `prepare` left them out of both stores."""
         hidden = 0
         for c in changes:
-            if c.op != "upsert" or c.row is None or c.table not in self.specs:
+            if c.op != "upsert" or c.row is None or c.table not in self.specs or c.unavailable:
                 continue
-            if c.unavailable and read_failed:
-                raise StoreUnavailable(f"postgres: unchanged TOAST columns {sorted(c.unavailable)} of {c.table} not "
-                                       "read, and its row filter needs the whole row")
-            missing = set(c.unavailable) & self.columns[c.table]
-            out = tuple(s for s, keep in self.predicates(c.table).items() if missing or not keep(c.row))
-            # A row still missing a column the filter reads is gone from Postgres: its delete follows.
-            c.hidden = out
-            hidden += len(out)
+            c.hidden = tuple(s for s, keep in self.predicates(c.table).items() if not keep(c.row))
+            hidden += len(c.hidden)
         return hidden

@@ -52,8 +52,7 @@ class ToastReread:
         try:
             conn = self._connection()
             for c in wanted:
-                types = self._types_of(c.table) if self._types_of else (
-                    self._types.get(c.table) or self._types.setdefault(c.table, postgres.column_types(conn, c.table)))
+                types = self._table_types(c.table)
                 row = postgres.select_row(conn, c.table, list(c.unavailable), c.key)
                 if row is None:
                     continue
@@ -80,7 +79,7 @@ class ToastReread:
         for table in {c.table for c in reads}:
             mine = [c for c in reads if c.table == table]
             try:
-                types = self._types_of(table) if self._types_of else self._table_types(table)
+                types = self._table_types(table)
                 dates = sorted(col for col, t in types.items() if t == "date" and any(col in c.row for c in mine))
                 if not dates:
                     continue
@@ -115,6 +114,9 @@ class ToastReread:
         return lsn, (tuple(names), tuple(dates)), ids
 
     def _table_types(self, table: str) -> dict[str, str]:
+        """The table's column types: the caller's (read again after a DDL), or read here once."""
+        if self._types_of is not None:
+            return self._types_of(table)
         if table not in self._types:
             self._types[table] = postgres.column_types(self._connection(), table)
         return self._types[table]

@@ -127,8 +127,7 @@ def _check_transform(i: int, table, types: dict[str, str], unpublished: list[str
     from derived.transforms import columns_read
 
     t = table.transform
-    kept = [c for c in (table.columns or list(types))]
-    fields = {table.rename.get(c, c) for c in kept}
+    fields = {table.rename.get(c, c) for c in table.columns or types}
     for name, spec in t.fields.items():
         at = f"tables.{i}.transform.fields.{name}"
         if name in fields:

@@ -130,8 +130,10 @@ def verify_table(config: Config, table: TableConfig, stores, sample: int | None)
             report.rows += len(chunk)
             wire = [{c: rendered(v, types.get(c, "")) for c, v in row.items()} for row in chunk]
             ids = [document_id({c: r[c] for c in key_cols}, key_cols) for r in wire]
-            docs_of = [_hooked(typed(r), table, report) for r in wire]   # None: the hook refused it
             kept = {s: [keep is None or keep(r) for r in wire] for s, keep in keeps.items()}
+            # The hook runs on the rows some store keeps, as in the pipeline; None: it refused the row.
+            docs_of = [_hooked(typed(r), table, report) if any(k[n] for k in kept.values()) else None
+                       for n, r in enumerate(wire)]
             if "search" in config.sinks:
                 expected = {i: shape(d, search_t) for i, d, k in zip(ids, docs_of, kept["search"]) if k and d is not None}
                 docs = stores.search.engine.mget(search_t.alias, list(expected))

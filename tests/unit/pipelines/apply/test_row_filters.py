@@ -22,7 +22,8 @@ SPECS = {"public.items": {"search": ("name starts with 'a'", None), "cache": (No
 def stores(toast=None):
     search, cache = VersionedStore(), VersionedStore()
     s = Stores(search, cache, {"public.items": SearchTable("items")}, {"public.items": CacheTable("item:{id}")},
-               {"public.items": None}, MARKERS, toast=toast, filters=RowFilters(SPECS, TYPES.__getitem__))
+               {"public.items": None}, MARKERS, toast=toast, filters=RowFilters(SPECS, TYPES.__getitem__),
+               whole_rows=frozenset(SPECS))
     return s, search, cache
 
 
@@ -70,6 +71,9 @@ def test_a_row_leaving_the_filter_is_deleted_at_its_version_and_comes_back_whole
 class FakeToast:
     def __init__(self, rows, fail=False):
         self.rows, self.fail, self.failed, self.asked = rows, fail, False, []
+
+    def mark_snapshot_dates(self, changes):
+        return 0
 
     def fill(self, changes, every_upsert=False):
         self.failed = False
