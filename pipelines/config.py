@@ -245,6 +245,41 @@ class TableTransform(_Strict):
         return tuple(self.remove.get(store, []) if isinstance(self.remove, dict) else self.remove)
 
 
+class RedisLookup(_Strict):
+    """A set (or a sorted set, given `score`) per value of some columns, holding the rows' members:
+    kept exact as rows move between keys, are deleted, truncated or filtered out (issue #39)."""
+    key: str = Field(description="key template over the row's columns, e.g. 'orders_by_customer:{customer_id}'")
+    member: str = Field("{_id}", description="member template; default: the row's id")
+    score: str | None = Field(None, description="a column (number, date, timestamp, time, boolean): a sorted set "
+                                                "scored by it (dates as seconds since 1970); none: a set")
+
+    @field_validator("key", "member")
+    @classmethod
+    def _template(cls, v: str, info) -> str:
+        try:
+            parts = list(string.Formatter().parse(v))
+        except ValueError as exc:
+            raise ValueError(f"{v!r}: {exc}") from None
+        fields = [f for _, f, _, _ in parts if f is not None]
+        if not fields:
+            raise ValueError(f"{v!r} needs at least one {{placeholder}}")
+        if any(not f for f in fields):
+            raise ValueError(f"{v!r}: a placeholder needs a column name")
+        if adjacent_placeholders(v):
+            raise ValueError(f"{v!r}: placeholders need text between them (e.g. '{{a}}:{{b}}')")
+        if info.field_name == "key" and (not parts[0][0] or v.startswith("cdckit:")):
+            raise ValueError(f"{v!r}: a lookup key starts with a prefix of its own (not 'cdckit:'), e.g. "
+                             "'orders_by_customer:{customer_id}'")
+        return v
+
+    @property
+    def columns(self) -> list[str]:
+        from derived.sinks.cache.keys import placeholders
+
+        named = placeholders(self.key) + placeholders(self.member) + ([self.score] if self.score else [])
+        return sorted(set(named) - {"_id"})
+
+
 class TableConfig(_Strict):
     name: QualifiedTable = Field(description="schema.table")
     key: list[str] | None = Field(None, min_length=1, description="key columns; default: the primary key")
@@ -271,6 +306,9 @@ class TableConfig(_Strict):
     soft_delete: SoftDelete | None = Field(None, description="rows marked deleted leave both stores")
     transform: TableTransform = Field(default_factory=TableTransform,
                                       description="computed fields, fields a store leaves out, a Python hook")
+    lookups: list[RedisLookup] = Field(
+        default_factory=list, description="Redis sets or sorted sets keyed by the row's columns (README, Redis "
+                                          "lookups), e.g. [{key: 'orders_by_customer:{customer_id}'}]")
 
     @field_validator("where")
     @classmethod
@@ -311,6 +349,12 @@ class TableConfig(_Strict):
             allowed = set(self.key or []) | {"_id"}
             if self.key is not None and not fields <= allowed:
                 raise ValueError(f"redis_key placeholders {sorted(fields - allowed)} are not key columns")
+        if self.lookups and self.redis_ttl_s:
+            raise ValueError("lookups and redis_ttl_s: a row's key would expire and leave its lookup entries "
+                             "behind; drop one")
+        keys = [lk.key for lk in self.lookups]
+        if len(set(keys)) != len(keys):
+            raise ValueError("two lookups with the same key template")
         return self
 
     @property
@@ -637,6 +681,9 @@ def parse_config(data: Any, source: str = "config", base: Path | None = None) ->
         raise ConfigError(field, err["msg"] + more) from None
     _check_disjoint_keys(config)
     _check_documents(config)
+    for j, t in enumerate(config.tables):
+        if t.lookups and "cache" not in config.sinks:
+            raise ConfigError(f"tables.{j}.lookups", "lookups are Redis structures, and 'sinks' leaves the cache out")
     if base is not None:
         _anchor_paths(config, base)
     for field, ref in _secret_refs(config):
@@ -648,8 +695,8 @@ def parse_config(data: Any, source: str = "config", base: Path | None = None) ->
 
 
 def _check_disjoint_keys(config: Config) -> None:
-    """Two tables' Redis keys must never match each other's pattern: a truncate, a verify or a
-    count of one table scans its pattern and would take the other's keys for its own."""
+    """Two tables' (or lookups') Redis keys must never match each other's pattern: a truncate, a
+    verify or a count of one table scans its pattern and would take the other's keys for its own."""
     def matcher(template: str) -> re.Pattern:
         parts = string.Formatter().parse(template)
         return re.compile("".join(re.escape(lit) + (".*" if fld is not None else "") for lit, fld, _, _ in parts),
@@ -661,6 +708,8 @@ def _check_disjoint_keys(config: Config) -> None:
     owners = [(f"tables.{j}.redis_key", t.name, t.redis_key_template) for j, t in enumerate(config.tables)]
     owners += [(f"documents.{j}.redis_key", f"document {d.name}", d.redis_key_template)
                for j, d in enumerate(config.documents)]
+    owners += [(f"tables.{j}.lookups.{n}.key", f"lookup {lk.key!r} of {t.name}", lk.key)
+               for j, t in enumerate(config.tables) for n, lk in enumerate(t.lookups)]
     for i, (_, name_a, a) in enumerate(owners):
         for j, (field_b, name_b, b) in enumerate(owners):
             if i != j and matcher(a).fullmatch(sample(b)):

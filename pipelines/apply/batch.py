@@ -96,18 +96,18 @@ def prepare(stores: Stores, changes: list[Change], every_upsert: bool = False,
     complete row as Debezium sends it, the values typed as documents hold them, then the tables'
     transform hooks (an exception is a dead letter in `dead`, and the change is not applied).
     Returns (rows read, store writes filtered out)."""
-    filters, toast, whole = stores.filters, stores.toast, stores.whole_rows
-    for c in changes:
-        if c.op == "upsert" and c.unavailable and c.table in whole:
-            c.reread = True
+    filters, toast = stores.filters, stores.toast
+    whole = [c for c in changes if stores.needs_whole_row(c)]
+    for c in whole:
+        c.reread = True
     if toast is not None:
         toast.mark_snapshot_dates(changes)   # BC dates the snapshot lost the era of
     reread = toast.fill(changes, every_upsert=every_upsert) if toast is not None else 0
-    for c in changes:
-        if c.op == "upsert" and c.unavailable and c.table in whole:
-            if toast is not None and toast.failed:   # a filter or transform would work on part of the row: retry
+    for c in whole:
+        if c.unavailable:
+            if toast is not None and toast.failed:   # it would be judged on part of the row: retry
                 raise StoreUnavailable(f"postgres: unchanged TOAST columns {sorted(c.unavailable)} of {c.table} not "
-                                       "read, and its filter or transform needs the whole row")
+                                       "read, and its filter, transform or lookups need the whole row")
             # Gone from Postgres since (deleted, re-keyed): its delete follows in the log. Written, it
             # would be a partial row a filter or transform judged or computed on part of.
             c.hidden = ("search", "cache")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from derived.sinks.cache.lookups import Lookup
 from derived.sinks.cache.sink import CacheTable, RedisCache
 from derived.sinks.protocol import Sink
 from derived.sinks.search.sink import SearchSink, SearchTable
@@ -30,6 +31,15 @@ class Stores:
     filters: Any = None   # pipelines.apply.row_filters.RowFilters: the tables' row filters, or None
     whole_rows: frozenset[str] = frozenset()   # tables whose upserts need every column (filters, transforms)
     hooks: dict[str, str] = field(default_factory=dict)   # table -> its transform hook, "module:function"
+    # table -> the columns its Redis lookups read: an upsert without one of them (an unchanged TOAST
+    # column) is read from Postgres, as a whole-row table's is.
+    lookup_columns: dict[str, frozenset[str]] = field(default_factory=dict)
+
+    def needs_whole_row(self, change) -> bool:
+        """An upsert with unchanged TOAST columns that its table's filter, transform or lookups need."""
+        return bool(change.op == "upsert" and change.unavailable and (
+            change.table in self.whole_rows
+            or not self.lookup_columns.get(change.table, frozenset()).isdisjoint(change.unavailable)))
 
     @property
     def tables(self) -> set[str]:
@@ -71,7 +81,9 @@ def stores_from_config(config: Config, targets: Targets | None = None) -> Stores
                                          t.transform.removed("search")) for t in config.tables}
     cache_tables = {t.name: CacheTable(t.redis_key_template, t.redis_format, t.redis_ttl_s, t.columns,
                                        dict(t.rename), computed=dict(t.transform.fields),
-                                       remove=t.transform.removed("cache")) for t in config.tables}
+                                       remove=t.transform.removed("cache"),
+                                       lookups=tuple(Lookup(lk.key, lk.member, lk.score) for lk in t.lookups))
+                    for t in config.tables}
     # Nested documents (pipelines/spark/documents_query.py) beside the tables, by their store names.
     search_tables.update({d.store_table: SearchTable(d.index_name, None, {}) for d in config.documents})
     cache_tables.update({d.store_table: CacheTable(d.redis_key_template, "json", None, None, {}, equal_replaces=True)
@@ -94,4 +106,5 @@ def stores_from_config(config: Config, targets: Targets | None = None) -> Stores
                   {t.name: frozenset(t.numeric_as_number) for t in config.tables},
                   RowFilters.from_config(config, types.table),
                   frozenset(t.name for t in config.tables if t.whole_rows),
-                  {t.name: t.transform.hook for t in config.tables if t.transform.hook})
+                  {t.name: t.transform.hook for t in config.tables if t.transform.hook},
+                  {t.name: frozenset(c for lk in t.lookups for c in lk.columns) for t in config.tables if t.lookups})

@@ -52,6 +52,7 @@ def check_tables(config: Config, identities: dict[str, KeyIdentity | None],
                 server_version is None or server_version < PUBLISHES_GENERATED) else []
             _check_filter(i, table, types.get(table.name, {}), unpublished, enums or {})
             _check_transform(i, table, types.get(table.name, {}), unpublished)
+            _check_lookups(i, table, types.get(table.name, {}), unpublished)
     if generated and (server_version is None or server_version < PUBLISHES_GENERATED):
         _check_generated(config, generated, server_version)
 
@@ -154,6 +155,36 @@ def _check_transform(i: int, table, types: dict[str, str], unpublished: list[str
         except HookError as exc:
             raise ConfigError(f"tables.{i}.transform.hook", f"{table.name}: {exc} (the module must be importable "
                               "by the job's Python, on the driver and every executor)") from None
+
+
+_SCORES = ("int", "numeric", "float", "real", "bool", "date", "timestamp", "timestamptz")
+
+
+def _check_lookups(i: int, table, types: dict[str, str], unpublished: list[str]) -> None:
+    """A lookup reads columns the table has and the WAL carries (a transform hook may add others), keys
+    by values with a plain text form, and scores by a number, a date, a time or a boolean
+    (derived/sinks/cache/lookups.py)."""
+    from connectors.row_filter import type_class
+
+    for n, lk in enumerate(table.lookups):
+        at = f"tables.{i}.lookups.{n}"
+        for column in lk.columns:
+            if column not in types:
+                if table.transform.hook:
+                    continue   # the hook's row may carry it
+                raise ConfigError(at, f"{table.name}: no column {column!r} (lookups read columns by their Postgres "
+                                  "names, before renames)")
+            if column in unpublished:
+                raise ConfigError(at, f"{table.name}.{column} is a stored generated column, which logical "
+                                  "replication before PostgreSQL 18 does not publish")
+            kind = type_class(types[column])
+            if column == lk.score:
+                if kind not in _SCORES and not types[column].startswith("time"):
+                    raise ConfigError(f"{at}.score", f"{table.name}.{column} is {types[column]}: a score is a "
+                                      "number, a date, a timestamp, a time or a boolean")
+            elif kind in ("json", "array"):
+                raise ConfigError(at, f"{table.name}.{column} is {types[column]}: a lookup key or member reads "
+                                  "a value with a plain text form")
 
 
 def _check_numbers(i: int, name: str, columns: list[str], types: dict[str, str]) -> None:

@@ -126,6 +126,8 @@ def verify_table(config: Config, table: TableConfig, stores, sample: int | None)
         typed = row_converter(types, frozenset(table.numeric_as_number))
         # Each store's row filter, judged on the same rendering as the pipeline judges it.
         keeps = _filters(config, table, types)
+        lookups = [] if sample is not None or "cache" not in config.sinks else list(cache_t.lookups)
+        expected_entries: dict[tuple[str, str], str] = {}
         for chunk in chunks(_rows(conn, reader, sample), BATCH):
             report.rows += len(chunk)
             wire = [{c: rendered(v, types.get(c, "")) for c, v in row.items()} for row in chunk]
@@ -147,9 +149,29 @@ def verify_table(config: Config, table: TableConfig, stores, sample: int | None)
                 docs = _cache_docs(stores.cache, cache_t, dict(zip(expected, keys)))
                 seen["cache"] += len(docs)
                 _diff(report.stores["cache"], expected, docs, types, table, as_strings=cache_t.format == "hash")
+                if lookups:
+                    _expect_entries(expected_entries, lookups, ids, docs_of, kept["cache"], report)
     if sample is None:
         _extras(report, stores, search_t, cache_t, seen, config, table, key_cols, keeps)
+        if lookups:
+            from pipelines.ops.verify_lookups import compare_lookups
+
+            compare_lookups(report.stores["cache"], stores.cache.r, lookups, expected_entries)
     return report
+
+
+def _expect_entries(out: dict[tuple[str, str], str], lookups, ids, docs, kept, report: TableReport) -> None:
+    """The lookup entries of the rows the cache keeps, from the rows as the pipeline types them."""
+    from derived.sinks.cache.lookups import LookupValueError, entries
+
+    for doc_id, doc, keep in zip(ids, docs, kept):
+        if not keep or doc is None:
+            continue
+        try:
+            for key, member, score in entries(tuple(lookups), doc, doc_id):
+                out[(key, member)] = score
+        except LookupValueError as exc:   # the pipeline dead-lettered this row's write
+            report.stores["cache"].add("different", {"id": doc_id, "field": "(lookups)", "postgres": str(exc)})
 
 
 def _hooked(row: dict[str, Any], table: TableConfig, report: TableReport) -> dict[str, Any] | None:

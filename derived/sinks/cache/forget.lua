@@ -1,9 +1,10 @@
 -- Delete after a tombstone whose op=d record is not in the batch (derived/reduce.py: settle_tombstones).
--- KEYS as delete.lua. ARGV: seconds to keep the version.
+-- KEYS as delete.lua. ARGV: seconds to keep the version, '1' when the table has lookups (lookups.lua).
 -- Removes whatever is held. The version kept is the one just below the held one: a redelivered
 -- copy of that very change is applied again, anything older stays refused.
 local held = redis.call('GET', KEYS[2])
 if redis.call('DEL', KEYS[1]) == 1 then redis.call('DECR', KEYS[3]) end
+if ARGV[2] == '1' then lookups_drop(KEYS[1]) end
 if not held then return 1 end
 -- Versions are fixed-width digit strings (derived/change.py): one below, in string order.
 local digits = {}

@@ -52,3 +52,13 @@ def render_key(template: str, key: Mapping[str, Any], doc_id: str) -> str:
             text = "".join(f"%{ord(c):02X}" if c in escaped else c for c in text)
         out.append(text)
     return "".join(out)
+
+
+def key_pattern(template: str) -> str:
+    """A SCAN pattern matching every key the template renders."""
+    parts = string.Formatter().parse(template)
+    return "".join(_glob_escape(lit) + ("*" if f is not None else "") for lit, f, _, _ in parts)
+
+
+def _glob_escape(text: str) -> str:
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)

@@ -1,7 +1,6 @@
 """Redis cache sink: pipelined, server-side compare-and-set on the version (Lua)."""
 from __future__ import annotations
 
-import string
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Iterable
@@ -13,7 +12,8 @@ from derived.change import Change, DeadLetter
 from derived.sinks.errors import StoreUnavailable
 from derived.sinks.protocol import SinkResult
 from derived.sinks.retry import retried
-from derived.sinks.cache.keys import render_key
+from derived.sinks.cache.keys import key_pattern, render_key
+from derived.sinks.cache.lookups import Lookup, LookupValueError, entries
 from derived.shape import shape, shaped_field
 
 
@@ -28,6 +28,7 @@ class CacheTable:
     remove: tuple[str, ...] = ()                              # fields this store leaves out
     # Nested documents: an equal version replaces the held value (see upsert.lua).
     equal_replaces: bool = False
+    lookups: tuple[Lookup, ...] = ()   # sets and sorted sets keyed by a column (lookups.py)
 
     def version(self, change: Change) -> str:
         return ("=" if self.equal_replaces else "") + change.version.redis()
@@ -35,14 +36,20 @@ class CacheTable:
     def key(self, change: Change) -> str:
         return render_key(self.key_template, change.key, change.doc_id)
 
+    def lookup_entries(self, change: Change) -> str:
+        """The scripts' lookup argument: the row's entries as JSON, "" for a table without lookups."""
+        if not self.lookups:
+            return ""
+        return orjson.dumps(entries(self.lookups, change.row or {}, change.doc_id)).decode()
+
+    @property
+    def drop_lookups(self) -> str:
+        """delete.lua's and forget.lua's lookup argument."""
+        return "1" if self.lookups else ""
+
     def pattern(self) -> str:
         """A SCAN pattern matching every key of this table."""
-        parts = string.Formatter().parse(self.key_template)
-        return "".join(_glob_escape(lit) + ("*" if field is not None else "") for lit, field, _, _ in parts)
-
-
-def _glob_escape(text: str) -> str:
-    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+        return key_pattern(self.key_template)
 
 
 def _default(value: Any) -> Any:
@@ -58,10 +65,10 @@ def hash_value(value: Any) -> str:
 
 
 def _upsert_args(t: CacheTable, ch: Change, doc: dict[str, Any], merge: list[str] | None = None,
-                 guard: str = "") -> list[Any]:
+                 guard: str = "", lookups: str = "") -> list[Any]:
     """upsert.lua's arguments for one key."""
     args = [t.version(ch), t.format, orjson.dumps(doc, default=_default), t.ttl_s or 0, orjson.dumps(merge or []),
-            guard]
+            guard, lookups]
     if t.format == "hash":
         args += [x for f, v in doc.items() for x in (f, hash_value(v))]
     return args
@@ -87,10 +94,14 @@ class RedisCache:
         self.deleted_ttl = deleted_version_ttl_s
         self.retries = retries
         scripts = resources.files("derived.sinks.cache")
-        self._upsert = self.r.register_script(scripts.joinpath("upsert.lua").read_text())
-        self._delete = self.r.register_script(scripts.joinpath("delete.lua").read_text())
-        self._forget = self.r.register_script(scripts.joinpath("forget.lua").read_text())
-        self._upsert_many = self.r.register_script(scripts.joinpath("upsert_many.lua").read_text())
+        # Each script that writes rows starts with the lookup functions (lookups.lua): one definition.
+        prelude = scripts.joinpath("lookups.lua").read_text()
+
+        def script(name: str):
+            return self.r.register_script(prelude + scripts.joinpath(name).read_text())
+
+        self._upsert, self._delete = script("upsert.lua"), script("delete.lua")
+        self._forget, self._upsert_many = script("forget.lua"), script("upsert_many.lua")
 
     COUNT_PREFIX = "cdckit:count:"
 
@@ -150,20 +161,29 @@ class RedisCache:
             t = tables[ch.table]
             keys = self._keys(t.key(ch), t)
             if ch.tombstone:
-                self._forget(keys=keys, args=[self.deleted_ttl], client=pipe)
-            elif ch.op == "delete":
-                self._delete(keys=keys, args=[t.version(ch), self.deleted_ttl], client=pipe)
-            elif not ch.unavailable:
+                self._forget(keys=keys, args=[self.deleted_ttl, t.drop_lookups], client=pipe)
+                calls.append(ch)
+                continue
+            if ch.op == "delete":
+                self._delete(keys=keys, args=[t.version(ch), self.deleted_ttl, t.drop_lookups], client=pipe)
+                calls.append(ch)
+                continue
+            try:
+                lookups = t.lookup_entries(ch)
+            except LookupValueError as exc:   # this row's value, not the store: its letter
+                stats.dead.append(DeadLetter(ch.position, None, None, "apply", f"redis: {ch.table}: {exc}"[:1000]))
+                continue
+            if not ch.unavailable:
                 doc = shape(ch.row, t)
                 group.append(ch)
                 keys_many += keys
                 if t.format == "hash":
                     pairs = [x for f, v in doc.items() for x in (f, hash_value(v))]
-                    args_many += [t.version(ch), "hash", len(pairs), t.ttl_s or 0, *pairs]
+                    args_many += [t.version(ch), "hash", len(pairs), t.ttl_s or 0, lookups, *pairs]
                     size += sum(len(x) for x in pairs)
                 else:
                     payload = orjson.dumps(doc, default=_default)
-                    args_many += [t.version(ch), "json", payload, t.ttl_s or 0]
+                    args_many += [t.version(ch), "json", payload, t.ttl_s or 0, lookups]
                     size += len(payload)
                 if len(group) >= self.MANY or size >= self.MANY_BYTES:
                     self._upsert_many(keys=keys_many, args=args_many, client=pipe)
@@ -178,7 +198,7 @@ class RedisCache:
                     held, old = stored.get(keys[0], (None, None))
                     guard = held or ""
                     doc = {**{f: old[f] for f in merge if old and f in old}, **doc}
-                self._upsert(keys=keys, args=_upsert_args(t, ch, doc, merge, guard), client=pipe)
+                self._upsert(keys=keys, args=_upsert_args(t, ch, doc, merge, guard, lookups), client=pipe)
             calls.append(ch)
         if group:
             self._upsert_many(keys=keys_many, args=args_many, client=pipe)
@@ -209,7 +229,8 @@ class RedisCache:
         pipe = self.r.pipeline(transaction=False)
         for ch in changes:
             t = tables[ch.table]
-            self._upsert(keys=self._keys(t.key(ch), t), args=_upsert_args(t, ch, shape(ch.row, t)), client=pipe)
+            self._upsert(keys=self._keys(t.key(ch), t), args=_upsert_args(t, ch, shape(ch.row, t), lookups=t.lookup_entries(ch)),
+                         client=pipe)
         again: list[Change] = []
         for ch, result in zip(changes, pipe.execute(raise_on_error=False)):
             self._count(ch, result, stats, again)
@@ -263,7 +284,7 @@ class RedisCache:
 
     def _truncate_once(self, change: Change, table: CacheTable) -> int:
         deleted = 0
-        args = [change.version.redis(), self.deleted_ttl]
+        args = [change.version.redis(), self.deleted_ttl, table.drop_lookups]
         pipe = self.r.pipeline(transaction=False)
         for key in self.r.scan_iter(match=table.pattern(), count=1000):
             key = key.decode() if isinstance(key, bytes) else key

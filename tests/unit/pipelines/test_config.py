@@ -193,3 +193,31 @@ def test_mappings_in_both_places_are_refused():
     with pytest.raises(ConfigError) as exc:
         parse_config(data)
     assert exc.value.field == "tables.0.search" and "older spelling" in str(exc.value)
+
+
+@pytest.mark.parametrize("lookups,field,words", [
+    ([{"key": "{customer_id}"}], "tables.0.lookups.0.key", "prefix of its own"),
+    ([{"key": "cdckit:x:{customer_id}"}], "tables.0.lookups.0.key", "prefix of its own"),
+    ([{"key": "by_customer"}], "tables.0.lookups.0.key", "placeholder"),
+    ([{"key": "by:{a}{b}"}], "tables.0.lookups.0.key", "text between them"),
+    ([{"key": "by:{a}", "member": "plain"}], "tables.0.lookups.0.member", "placeholder"),
+    ([{"key": "by:{a}", "sort": "x"}], "tables.0.lookups.0.sort", "Extra inputs"),
+    ([{"key": "by:{a}"}, {"key": "by:{a}"}], "tables.0", "same key"),
+    ([{"key": "public.t:{a}"}], "tables.0.lookups.0.key", "match the key pattern"),
+])
+def test_lookup_mistakes_name_the_field(lookups, field, words):
+    with pytest.raises(ConfigError) as exc:
+        parse_config(with_("tables.0", {"name": "public.t", "lookups": lookups}))
+    assert exc.value.field == field and words in str(exc.value)
+
+
+def test_lookups_need_the_cache_and_keys_that_do_not_expire():
+    table = {"name": "public.t", "lookups": [{"key": "t_by_owner:{owner}", "score": "rank"}]}
+    assert parse_config(with_("tables.0", table)).tables[0].lookups[0].columns == ["owner", "rank"]
+    with pytest.raises(ConfigError, match="redis_ttl_s"):
+        parse_config(with_("tables.0", {**table, "redis_ttl_s": 60}))
+    data = with_("tables.0", table)
+    data["sinks"] = ["search"]
+    with pytest.raises(ConfigError) as exc:
+        parse_config(data)
+    assert exc.value.field == "tables.0.lookups"

@@ -96,3 +96,21 @@ def test_an_enum_is_compared_only_with_its_labels():
         check_tables(config(soft_delete={"column": "shape", "value": "x"}), {"public.customers": DEFAULT}, types,
                      enums=enums)
     assert "not an enum" in str(exc.value)
+
+
+def test_lookups_read_columns_the_table_has_with_a_text_form_and_score_by_numbers_or_times():
+    types = {"public.customers": {"id": "integer", "region": "text", "tags": "text[]", "since": "timestamp with time zone",
+                                  "note": "text", "at": "time without time zone"}}
+
+    def check(*lookups, hook=None):
+        cfg = config(lookups=list(lookups), **({"transform": {"hook": hook}} if hook else {}))
+        check_tables(cfg, {"public.customers": DEFAULT}, types)
+
+    check({"key": "by_region:{region}", "score": "since"}, {"key": "at:{region}", "score": "at"})
+    for lookup, words in [({"key": "by_region:{regoin}"}, "no column 'regoin'"),
+                          ({"key": "by_tag:{tags}"}, "plain text form"),
+                          ({"key": "by_region:{region}", "score": "note"}, "a score is a number")]:
+        with pytest.raises(ConfigError) as exc:
+            check(lookup)
+        assert exc.value.field.startswith("tables.0.lookups.0") and words in str(exc.value)
+    check({"key": "by_segment:{segment}"}, hook="tests.support.hooks:body_length")   # the hook's row may carry it
