@@ -17,7 +17,21 @@ def load(path: Path):
     return load_config(path)
 
 
+def cdckit_version() -> str:
+    """The installed distribution's version; pyproject.toml's in a checkout that is not installed."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("cdckit")
+    except metadata.PackageNotFoundError:
+        import tomllib
+
+        pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+        return tomllib.loads(pyproject.read_text())["project"]["version"]
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(cdckit_version(), "--version", "-V", prog_name="cdckit", message="%(prog)s %(version)s")
 @click.option("--verbose", is_flag=True, envvar="CDCKIT_VERBOSE", help="Spark's and the clients' warnings too")
 @click.option("--debug", is_flag=True, envvar="CDCKIT_DEBUG", help="tracebacks, and cdckit's debug lines")
 @click.option("--log-format", type=click.Choice(["text", "json"]), default="text", envvar="CDCKIT_LOG_FORMAT",
