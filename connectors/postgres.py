@@ -84,14 +84,14 @@ def _create_missing(conn: psycopg.Connection, table: str, columns: str) -> None:
 # Debezium's truncate event has no key, and Kafka refuses a keyless record on a compacted topic (the
 # connector task fails). Instead a statement-level trigger writes a keyed row (the table's name)
 # into a captured marker table in the truncating transaction; connectors/envelope.py decodes it.
-_MARKER_FUNCTION = """
-CREATE OR REPLACE FUNCTION public.cdckit_record_truncate() RETURNS trigger LANGUAGE plpgsql AS $$
-BEGIN
-  EXECUTE format('INSERT INTO %s (table_name, truncated_at) VALUES ($1, clock_timestamp()) '
-                 'ON CONFLICT (table_name) DO UPDATE SET truncated_at = EXCLUDED.truncated_at', TG_ARGV[0])
-    USING TG_TABLE_SCHEMA || '.' || TG_TABLE_NAME;
-  RETURN NULL;
-END $$"""
+def marker_function() -> str:
+    """The trigger's function, as connectors/sql/roles.sql (run by a DBA, or compose's initdb)
+    creates it: one definition, read from there."""
+    from importlib import resources
+
+    text = resources.files("connectors").joinpath("sql/roles.sql").read_text()
+    start = text.index("CREATE OR REPLACE FUNCTION public.cdckit_record_truncate()")
+    return text[start:text.index("END $$;", start) + len("END $$")]
 
 
 def marker_trigger_name(truncate_table: str) -> str:
@@ -105,7 +105,7 @@ def ensure_truncate_markers(conn: psycopg.Connection, truncate_table: str, table
     _create_missing(conn, truncate_table, TRUNCATE_COLUMNS)
     if not conn.execute("SELECT 1 FROM pg_proc WHERE proname = 'cdckit_record_truncate' "
                         "AND pronamespace = 'public'::regnamespace").fetchone():
-        conn.execute(_MARKER_FUNCTION)
+        conn.execute(marker_function())
     trigger = marker_trigger_name(truncate_table)
     for table in tables:
         oid = conn.execute("SELECT to_regclass(%s)::oid", (table,)).fetchone()[0]
