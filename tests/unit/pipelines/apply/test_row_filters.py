@@ -8,11 +8,13 @@ from derived.sinks.cache.sink import CacheTable
 from derived.sinks.memory import VersionedStore
 from derived.sinks.search.sink import SearchTable
 from derived.sinks.errors import StoreUnavailable
-from pipelines.apply.batch import apply_records, for_store, prepare
+from pipelines.apply.batch import apply_changes, apply_records, for_store, prepare
+from pipelines.apply.rebuild_fold import fold
+from pipelines.apply.stats import BatchStats
 from pipelines.apply.row_filters import RowFilters
 from pipelines.apply.stores import Stores
 from tests.support.letters import NoLetters
-from tests.support.records import MARKERS, key, rec, value
+from tests.support.records import MARKERS, TOPIC, key, rec, value
 
 TYPES = {"public.items": {"id": "integer", "name": "text"}}
 # The search index holds names starting with 'a'; the cache every row not marked 'gone'.
@@ -52,6 +54,13 @@ def test_each_store_ends_with_exactly_the_rows_its_filter_keeps(changes, batch, 
         apply_records(records[first:first + batch], s, {}, NoLetters())
     if redeliver:   # Connect resends a suffix after a crash: nothing changes
         apply_records(records[len(records) // 2:], s, {}, NoLetters())
+    assert held(search) == {k: v for k, v in final.items() if v.startswith("a")}
+    assert held(cache) == {k: v for k, v in final.items() if v != "gone"}
+    # The rebuild: the log folded, then the same preparation, into empty stores.
+    fresh, search, cache = stores()
+    survivors = fold(records, {"public.items": None}, {TOPIC: "public.items"}).survivors()
+    prepare(fresh, survivors, every_upsert=True)
+    apply_changes(fresh, [], survivors, BatchStats(), [], [])
     assert held(search) == {k: v for k, v in final.items() if v.startswith("a")}
     assert held(cache) == {k: v for k, v in final.items() if v != "gone"}
 
