@@ -376,14 +376,18 @@ class RssSampler:
             todo.extend((child, role) for child in children.get(pid, ()))
         return out
 
-    def cpu_seconds(self) -> dict[int, tuple[str, float]]:
-        """CPU time (user + system) each process of the trees has used so far: pid -> (role, s)."""
+    def cpu_seconds(self, reaped: bool = False) -> dict[int, tuple[str, float]]:
+        """CPU time (user + system) each process of the trees has used so far: pid -> (role, s).
+        reaped: with the time of its children that ended and were waited for (cutime + cstime), so
+        a role's sum over two samples also counts processes that lived only between them (the
+        Postgres backends of a load's connections, reaped by the postmaster)."""
         out = {}
         for pid, role in self.tree():
             stat = _read(f"/proc/{pid}/stat")
             if stat:
                 fields = stat.rsplit(b")", 1)[1].split()
-                out[pid] = (role, (int(fields[11]) + int(fields[12])) / CLOCK_TICKS)
+                ticks = int(fields[11]) + int(fields[12]) + (int(fields[13]) + int(fields[14]) if reaped else 0)
+                out[pid] = (role, ticks / CLOCK_TICKS)
         return out
 
     def sample(self) -> None:
