@@ -39,8 +39,8 @@ from pipelines.apply.batch import apply_changes, prepare
 from pipelines.apply.letter_kinds import FirstLetters
 from pipelines.apply.snapshot_reads import SnapshotReads
 from pipelines.apply.stats import BatchStats
-from pipelines.config import Config, parse_config
-from pipelines.spark.partition_apply import worker_resources
+from pipelines.config import Config
+from pipelines.spark.worker_context import worker_config, worker_resources
 from pipelines.spark.schemas import ddl
 from pipelines.state.bootstrap import SnapshotBulk, read_bulk, write_bulk
 from pipelines.state.fences import FenceStore, fence_key
@@ -262,7 +262,7 @@ class PieceApply:
 def apply_group(config_json: bytes, pieces: list[list], follow_s: float = 0.0) -> pa.RecordBatch:
     """A task's pieces (see task_groups), then, for up to `follow_s` seconds, what arrives in its
     followed partitions after them; a result row per piece."""
-    config = parse_config(orjson.loads(config_json))
+    config = worker_config(config_json)
     applies = [PieceApply(config, config_json, t, int(p), int(s), int(e), bool(f)) for t, p, s, e, f in pieces]
     for a in applies:
         a.read_to(a.end)

@@ -166,15 +166,15 @@ def _gate(config_json: bytes):
     reads, the truncate markers' included (a TRUNCATE and the rows written after it in one transaction
     go together)."""
     from pipelines.apply.transaction_gate import TransactionGate
-    from pipelines.config import parse_config
+    from pipelines.spark.worker_context import worker_config
 
-    config = parse_config(orjson.loads(config_json))
+    config = worker_config(config_json)
     return TransactionGate(config.topic_prefix, frozenset(config.document_change_topics), config.transaction_topic)
 
 
 def _rereader(config_json: bytes):
     """Unchanged TOAST columns of rows the state does not hold, read from Postgres (as the tables do)."""
-    from pipelines.spark.partition_apply import worker_resources
+    from pipelines.spark.worker_context import worker_resources
 
     toast = worker_resources(config_json)[0].toast
     return None if toast is None else (lambda changes: toast.fill(changes, every_upsert=True))
@@ -188,10 +188,9 @@ def _decoding(config_json: bytes, resolved: ResolvedDocuments) -> tuple:
     converters follow the catalog (issue #38.3: they were the types read at the job's start, so an
     ALTER ... TYPE left re-read rows rendered by the old type for good)."""
     if config_json not in _decoders:
-        from pipelines.config import parse_config
-        from pipelines.spark.partition_apply import worker_resources
+        from pipelines.spark.worker_context import worker_config, worker_resources
 
-        config = parse_config(orjson.loads(config_json))
+        config = worker_config(config_json)
         numbers = {t.name: frozenset(t.numeric_as_number) for t in config.tables}
         types = worker_resources(config_json)[0].types
         typed = (LiveTypes(types, numbers, set(resolved.types)) if types is not None
@@ -237,7 +236,7 @@ def write_fn(config_json: bytes, targets: Targets | None = None):
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pipelines.apply.batch import apply_changes
         from pipelines.apply.stats import BatchStats
-        from pipelines.spark.partition_apply import worker_resources
+        from pipelines.spark.worker_context import worker_resources
 
         stores, dlq = worker_resources(config_json)
         if targets is not None:

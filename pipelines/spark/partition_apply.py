@@ -3,11 +3,10 @@ identically, in the plain-consumer benchmark.
 
 Why per partition: a key always lives in one partition, and so do the snapshot fences, so each
 partition is applied on its own, in parallel, with no shuffle. Stores and the dead-letter producer
-are cached per Python worker (Spark reuses workers), keyed by the config.
+are cached per Python worker (Spark reuses workers), keyed by the config (worker_context.py).
 """
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any, Callable, Iterable, Iterator
 
 import orjson
@@ -19,6 +18,8 @@ from pipelines.apply.stats import BatchStats, add_stats
 from pipelines.spark.schemas import ddl
 from pipelines.state.fences import fence_key
 from pipelines.state.rebuild import Targets
+from pipelines.spark import worker_context
+from pipelines.spark.worker_context import kafka_settings, worker_resources
 
 STATS_SCHEMA = pa.schema([
     ("topic", pa.string()), ("partition", pa.int32()), ("fence", pa.int64()), ("records", pa.int64()),
@@ -29,27 +30,7 @@ STATS_SCHEMA = pa.schema([
     ("toast_reread", pa.int64()), ("fresh_dead_letters", pa.int64()), ("letter_kinds", pa.string()),
 ])
 STATS_DDL = ddl(STATS_SCHEMA)  # mapInArrow's declared output
-_workers: dict[tuple[bytes, Targets | None], Any] = {}
 CHUNK = 20_000
-
-
-def worker_resources(config_json: bytes, targets: Targets | None = None):
-    """Stores and the dead-letter writer, built once per Python worker and config (given
-    `targets`: a rebuild's fresh generations alone, without a writer)."""
-    key = (config_json, targets)
-    if key not in _workers:
-        from pipelines.config import parse_config
-        from pipelines.apply.stores import stores_from_config
-        from connectors.kafka.dead_letter_topic import DeadLetterWriter
-
-        config = parse_config(orjson.loads(config_json))
-        if targets is None:
-            _workers[key] = (stores_from_config(config),
-                             DeadLetterWriter(config.kafka.client_config(), config.dead_letter_topic,
-                                              config.dlq.include_values))
-        else:
-            _workers[key] = stores_from_config(config, targets)
-    return _workers[key]
 
 
 def release_kafka_clients() -> None:
@@ -64,7 +45,7 @@ def release_kafka_clients() -> None:
 
     close_readers()
     drop_kept_admins()
-    _workers.clear()
+    worker_context.forget()
     gc.collect()
 
 
@@ -135,7 +116,7 @@ def range_executor_fn(config_json: bytes, fences: dict[str, int], rebuild: Targe
     its own partition's range from Kafka, so records never travel through the JVM."""
 
     def run(ranges: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        return _apply_task(config_json, fences, rebuild, range_rows(ranges, _client_config(config_json)), how)
+        return _apply_task(config_json, fences, rebuild, range_rows(ranges, kafka_settings(config_json)), how)
 
     return run
 
@@ -161,11 +142,3 @@ def range_rows(ranges: Iterable[pa.RecordBatch], conf: dict[str, Any]) -> Iterat
             for msgs in read_messages(conf, KafkaRange(topic, partition, r["start"], r["end"])):
                 yield [dict(key=m.key(), value=m.value(), topic=topic, partition=partition, offset=m.offset())
                        for m in msgs]
-
-
-@lru_cache(maxsize=4)
-def _client_config(config_json: bytes) -> dict[str, Any]:
-    """The Kafka client settings of a config (secrets resolved), once per worker."""
-    from pipelines.config import parse_config
-
-    return parse_config(orjson.loads(config_json)).kafka.client_config()

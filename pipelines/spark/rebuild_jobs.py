@@ -24,10 +24,10 @@ from pipelines.apply.batch import ApplyOptions, apply_changes, apply_truncates, 
 from pipelines.apply.rebuild_fold import PartitionFold
 from pipelines.apply.stats import BatchStats, add_stats
 from pipelines.apply.stores import stores_from_config
-from pipelines.config import Config, parse_config
+from pipelines.config import Config
 from pipelines.errors import CdckitError, PipelineFailed, from_spark_failure
-from pipelines.spark.partition_apply import (STATS_DDL, STATS_SCHEMA, apply_rows, arrow_rows, range_rows, stats_of,
-                                             worker_resources)
+from pipelines.spark.partition_apply import STATS_DDL, STATS_SCHEMA, apply_rows, arrow_rows, range_rows, stats_of
+from pipelines.spark.worker_context import kafka_settings, worker_config, worker_resources
 from pipelines.spark.schemas import ddl
 from pipelines.state.checkpoint import RebuildWork
 from pipelines.state.fences import FenceStore, fence_key
@@ -190,12 +190,12 @@ def bulk_fn(config_json: bytes, targets: Targets, rebuild_id: str, anchor: tuple
 
 
 def _kafka_board(config_json: bytes, rebuild_id: str):
-    return progress_board(parse_config(orjson.loads(config_json)).kafka.client_config(), rebuild_id)
+    return progress_board(kafka_settings(config_json), rebuild_id)
 
 
 def _bulk_range(config_json: bytes, targets: Targets, board, rebuild_id: str, topic: str, partition: int, start: int,
                 end: int, cuts: dict[str, Version]) -> pa.RecordBatch:
-    config = parse_config(orjson.loads(config_json))
+    config = worker_config(config_json)
     fold, read_s, fold_s = _fold_range(config, board, topic, partition, start, end, cuts)
     t = time.perf_counter()
     survivors = fold.survivors()
@@ -342,7 +342,7 @@ def stretch_fn(config_json: bytes, targets: Targets, fences: dict[str, int], cut
     """The live pipeline's catch-up over a DataFrame of offset ranges: each task reads its own."""
 
     def run(ranges: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        conf = parse_config(orjson.loads(config_json)).kafka.client_config()
+        conf = kafka_settings(config_json)
         yield from _apply_fresh(config_json, targets, fences, cuts, range_rows(ranges, conf))
 
     return run
@@ -355,7 +355,7 @@ def _apply_fresh(config_json: bytes, targets: Targets, fences: dict[str, int], c
     # replays the stretch and then writes every batch, in order (see LiveDuty).
     how = ApplyOptions(defer_truncates=True, known_cuts=cuts, fresh_generation=True)
     # Rejections are the fresh generation's own (its mappings may differ from the live one's).
-    config = parse_config(orjson.loads(config_json))
+    config = worker_config(config_json)
     dlq = MarkedLetters(DeadLetterWriter(config.kafka.client_config(), config.dead_letter_topic,
                                          config.dlq.include_values))
     rows = list(apply_rows(chunks, worker_resources(config_json, targets), dlq, dict(fences), how=how))

@@ -1,0 +1,55 @@
+"""What a Python worker (a Spark executor's, or the driver's own process) builds once per config
+and reuses across tasks: the parsed config, the Kafka client settings (secrets resolved), the stores
+and the dead-letter writer. Every executor-side function takes the config as JSON bytes (what Spark
+ships with a task) and asks here, so the config is parsed once per worker, not per task or per
+call site.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from pipelines.state.rebuild import Targets
+
+_configs: dict[bytes, Any] = {}
+_resources: dict[tuple[bytes, Targets | None], Any] = {}
+
+
+def worker_config(config_json: bytes):
+    """The config shipped as JSON, parsed once per worker (secret refs resolve where it runs)."""
+    config = _configs.get(config_json)
+    if config is None:
+        from pipelines.config import parse_config
+
+        config = _configs[config_json] = parse_config(orjson.loads(config_json))
+    return config
+
+
+def kafka_settings(config_json: bytes) -> dict[str, Any]:
+    """The Kafka client settings of the config (a copy: librdkafka callers may add to it)."""
+    return dict(worker_config(config_json).kafka.client_config())
+
+
+def worker_resources(config_json: bytes, targets: Targets | None = None):
+    """Stores and the dead-letter writer, built once per Python worker and config (given
+    `targets`: a rebuild's fresh generations alone, without a writer)."""
+    key = (config_json, targets)
+    if key not in _resources:
+        from connectors.kafka.dead_letter_topic import DeadLetterWriter
+        from pipelines.apply.stores import stores_from_config
+
+        config = worker_config(config_json)
+        if targets is None:
+            _resources[key] = (stores_from_config(config),
+                               DeadLetterWriter(config.kafka.client_config(), config.dead_letter_topic,
+                                                config.dlq.include_values))
+        else:
+            _resources[key] = stores_from_config(config, targets)
+    return _resources[key]
+
+
+def forget() -> None:
+    """Drop what this process holds (its Kafka producers close when collected)."""
+    _resources.clear()
+    _configs.clear()
