@@ -265,12 +265,21 @@ class RedisLookup(_Strict):
             raise ValueError(f"{v!r} needs at least one {{placeholder}}")
         if any(not f for f in fields):
             raise ValueError(f"{v!r}: a placeholder needs a column name")
+        if any(spec or conversion for _, f, spec, conversion in parts if f is not None):
+            raise ValueError(f"{v!r}: placeholders are plain column names (no format spec or conversion): a value "
+                             "is written as the stores hold it")
         if adjacent_placeholders(v):
             raise ValueError(f"{v!r}: placeholders need text between them (e.g. '{{a}}:{{b}}')")
         if info.field_name == "key" and (not parts[0][0] or v.startswith("cdckit:")):
             raise ValueError(f"{v!r}: a lookup key starts with a prefix of its own (not 'cdckit:'), e.g. "
                              "'orders_by_customer:{customer_id}'")
         return v
+
+    def identifies_row(self, key_columns: list[str]) -> bool:
+        from derived.sinks.cache.keys import placeholders
+
+        named = set(placeholders(self.member))
+        return "_id" in named or set(key_columns) <= named
 
     @property
     def columns(self) -> list[str]:
@@ -355,6 +364,10 @@ class TableConfig(_Strict):
         keys = [lk.key for lk in self.lookups]
         if len(set(keys)) != len(keys):
             raise ValueError("two lookups with the same key template")
+        for lk in self.lookups:
+            if self.key is not None and not lk.identifies_row(self.key):
+                raise ValueError(f"lookup {lk.key!r}: its member {lk.member!r} must name the row ({{_id}}, or every key "
+                                 f"column: {self.key}): two rows with one member would take each other's entry away")
         return self
 
     @property
@@ -710,9 +723,16 @@ def _check_disjoint_keys(config: Config) -> None:
                for j, d in enumerate(config.documents)]
     owners += [(f"tables.{j}.lookups.{n}.key", f"lookup {lk.key!r} of {t.name}", lk.key)
                for j, t in enumerate(config.tables) for n, lk in enumerate(t.lookups)]
+    def prefix(template: str) -> str:
+        return next(iter(string.Formatter().parse(template)))[0]
+
+    lookups = {n for n, (f, _, _) in enumerate(owners) if ".lookups." in f}
     for i, (_, name_a, a) in enumerate(owners):
         for j, (field_b, name_b, b) in enumerate(owners):
-            if i != j and matcher(a).fullmatch(sample(b)):
+            # A lookup's keys are sets scanned by verify: no other key may ever fall under its
+            # pattern, so their literal prefixes must not extend one another (not only a sample).
+            near = (i in lookups or j in lookups) and prefix(b).startswith(prefix(a))
+            if i != j and (near or matcher(a).fullmatch(sample(b))):
                 raise ConfigError(field_b, f"keys of {name_b} ({b!r}) match the key pattern of {name_a} ({a!r}): "
                                   "give each a distinct prefix")
 

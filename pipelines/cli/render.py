@@ -60,8 +60,8 @@ def show_verify(report) -> None:
             for doc_id in d.extra:
                 say(f"  extra     {doc_id}")
             for item in d.different:
-                say(f"  different {item['id']} field {item['field']}: postgres {cut(item['postgres'])}, "
-                    f"store {cut(item['store'])}")
+                say(f"  different {item.get('id', '-')} field {item['field']}: postgres {cut(item.get('postgres'))}, "
+                    f"store {cut(item.get('store'))}")
     say("exact" if report.exact else "DIFFERENCES FOUND")
 
 

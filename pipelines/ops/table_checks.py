@@ -52,7 +52,7 @@ def check_tables(config: Config, identities: dict[str, KeyIdentity | None],
                 server_version is None or server_version < PUBLISHES_GENERATED) else []
             _check_filter(i, table, types.get(table.name, {}), unpublished, enums or {})
             _check_transform(i, table, types.get(table.name, {}), unpublished)
-            _check_lookups(i, table, types.get(table.name, {}), unpublished)
+            _check_lookups(i, table, types.get(table.name, {}), unpublished, key)
     if generated and (server_version is None or server_version < PUBLISHES_GENERATED):
         _check_generated(config, generated, server_version)
 
@@ -160,14 +160,22 @@ def _check_transform(i: int, table, types: dict[str, str], unpublished: list[str
 _SCORES = ("int", "numeric", "float", "real", "bool", "date", "timestamp", "timestamptz")
 
 
-def _check_lookups(i: int, table, types: dict[str, str], unpublished: list[str]) -> None:
-    """A lookup reads columns the table has and the WAL carries (a transform hook may add others), keys
-    by values with a plain text form, and scores by a number, a date, a time or a boolean
-    (derived/sinks/cache/lookups.py)."""
+# Key and member columns: types whose value reads the same from the WAL and from Postgres's text
+# (verify renders the database's rows to compare), so an entry's key is the same string both ways.
+_KEYABLE = ("int", "text", "bpchar", "citext", "uuid", "bool", "date", "label")
+
+
+def _check_lookups(i: int, table, types: dict[str, str], unpublished: list[str], key: list[str]) -> None:
+    """A lookup's member names the row, it reads columns the table has and the WAL carries (a
+    transform hook may add others), keys by values with one exact text form, and scores by a number,
+    a date, a time or a boolean (derived/sinks/cache/lookups.py)."""
     from connectors.row_filter import type_class
 
     for n, lk in enumerate(table.lookups):
         at = f"tables.{i}.lookups.{n}"
+        if not lk.identifies_row(key):
+            raise ConfigError(f"{at}.member", f"{table.name}: the member {lk.member!r} must name the row ({{_id}}, or "
+                              f"every key column: {key}): two rows with one member would take each other's entry away")
         for column in lk.columns:
             if column not in types:
                 if table.transform.hook:
@@ -182,9 +190,9 @@ def _check_lookups(i: int, table, types: dict[str, str], unpublished: list[str])
                 if kind not in _SCORES and not types[column].startswith("time"):
                     raise ConfigError(f"{at}.score", f"{table.name}.{column} is {types[column]}: a score is a "
                                       "number, a date, a timestamp, a time or a boolean")
-            elif kind in ("json", "array"):
-                raise ConfigError(at, f"{table.name}.{column} is {types[column]}: a lookup key or member reads "
-                                  "a value with a plain text form")
+            elif kind not in _KEYABLE:
+                raise ConfigError(at, f"{table.name}.{column} is {types[column]}: lookup keys and members read "
+                                  "integers, text, uuid, booleans, dates and enums (one exact text form)")
 
 
 def _check_numbers(i: int, name: str, columns: list[str], types: dict[str, str]) -> None:

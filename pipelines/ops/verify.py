@@ -171,7 +171,8 @@ def _expect_entries(out: dict[tuple[str, str], str], lookups, ids, docs, kept, r
             for key, member, score in entries(tuple(lookups), doc, doc_id):
                 out[(key, member)] = score
         except LookupValueError as exc:   # the pipeline dead-lettered this row's write
-            report.stores["cache"].add("different", {"id": doc_id, "field": "(lookups)", "postgres": str(exc)})
+            report.stores["cache"].add("different", {"id": doc_id, "field": "(lookups)", "postgres": str(exc),
+                                                     "store": None})
 
 
 def _hooked(row: dict[str, Any], table: TableConfig, report: TableReport) -> dict[str, Any] | None:
@@ -185,7 +186,8 @@ def _hooked(row: dict[str, Any], table: TableConfig, report: TableReport) -> dic
         return call_hook(load_hook(table.transform.hook), row)
     except Exception as exc:  # noqa: BLE001 - a user's function
         for diff in report.stores.values():
-            diff.add("different", {"field": "(transform hook)", "postgres": f"{type(exc).__name__}: {str(exc)[:200]}"})
+            diff.add("different", {"id": "-", "field": "(transform hook)", "store": None,
+                                   "postgres": f"{type(exc).__name__}: {str(exc)[:200]}"})
         return None
 
 

@@ -132,6 +132,21 @@ def test_a_key_of_another_type_refuses_the_whole_write(redis_url):
     assert r.smembers("by_customer:8") == {b"2"}   # the other row of the call is written
 
 
+def test_a_set_replaced_by_another_type_does_not_stop_the_rows_writes(redis_url):
+    """Someone overwrote a key a row's entry was in: the entry went with it; the row's delete, move
+    and the table's truncate go on whole (a script failing there would leave them half done)."""
+    s, r = stores(redis_url)
+    row = {"customer": 1, "amount": "1", "deleted": False}
+    apply(s, [rec(0, key(1), value("c", 1, 100, row)), rec(1, key(2), value("c", 2, 110, row))])
+    r.set("by_customer:1", "someone else's")
+    apply(s, [rec(2, key(1), value("d", 1, 120)), rec(3, key(2), value("u", 2, 130, {**row, "customer": 2}))])
+    assert r.get("ord:1") is None and r.get("cdckit:lk:ord:1") is None and r.get("cdckit:v:ord:1") is not None
+    assert r.smembers("by_customer:2") == {b"2"} and r.zrange("top:1", 0, -1) == []
+    r.set("by_customer:2", "again")
+    apply(s, [rec(0, *truncate_marker(200, 195, table=TABLE), topic=MARKER_TOPIC)])
+    assert r.get("ord:2") is None and not list(r.scan_iter(match="cdckit:lk:*")) and r.get("by_customer:2") == b"again"
+
+
 def test_a_score_that_is_no_number_is_a_letter_naming_the_column(redis_url):
     s, r = stores(redis_url)
     letters = _Letters()

@@ -17,12 +17,16 @@ local function lookups_refused(spec)
   return nil
 end
 
+-- A key the row's entry was in that holds another type now was replaced by someone else: the entry
+-- is gone with it, and the row's write goes on (failing here would leave it half done).
 local function lookups_drop(data)
   local mkey = 'cdckit:lk:' .. data
   local old = redis.call('GET', mkey)
   if not old then return end
   for _, e in ipairs(cjson.decode(old)) do
-    if e[3] == '' then redis.call('SREM', e[1], e[2]) else redis.call('ZREM', e[1], e[2]) end
+    local held = redis.call('TYPE', e[1]).ok
+    if e[3] == '' and held == 'set' then redis.call('SREM', e[1], e[2])
+    elseif e[3] ~= '' and held == 'zset' then redis.call('ZREM', e[1], e[2]) end
   end
   redis.call('DEL', mkey)
 end

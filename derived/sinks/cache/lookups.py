@@ -71,8 +71,9 @@ def entries(lookups: tuple[Lookup, ...], row: Mapping[str, Any], doc_id: str) ->
 _NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 _INSTANT = re.compile(r"^([+-]?\d{4,})-(\d\d)-(\d\d)(?:[T ](\d\d):(\d\d):(\d\d)(\.\d+)?)?(Z|[+-]\d\d(?::?\d\d)?)?$")
 _CLOCK = re.compile(r"^(\d\d):(\d\d):(\d\d)(\.\d+)?Z?$")
+# Postgres's spellings, and Debezium's for numeric's infinities (PostgreSQL 14+).
 _INFINITE = {"infinity": math.inf, "+infinity": math.inf, "-infinity": -math.inf, "inf": math.inf, "+inf": math.inf,
-             "-inf": -math.inf}
+             "-inf": -math.inf, "positive_infinity": math.inf, "negative_infinity": -math.inf}
 
 
 def score_of(value: Any, column: str = "") -> float | None:

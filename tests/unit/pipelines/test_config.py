@@ -204,11 +204,24 @@ def test_mappings_in_both_places_are_refused():
     ([{"key": "by:{a}", "sort": "x"}], "tables.0.lookups.0.sort", "Extra inputs"),
     ([{"key": "by:{a}"}, {"key": "by:{a}"}], "tables.0", "same key"),
     ([{"key": "public.t:{a}"}], "tables.0.lookups.0.key", "match the key pattern"),
+    ([{"key": "by:{a:.2f}"}], "tables.0.lookups.0.key", "no format spec"),
+    ([{"key": "bycx{a}"}, {"key": "byc{a}:y"}], "tables.0.lookups.0.key", "match the key pattern"),
+
 ])
 def test_lookup_mistakes_name_the_field(lookups, field, words):
     with pytest.raises(ConfigError) as exc:
         parse_config(with_("tables.0", {"name": "public.t", "lookups": lookups}))
     assert exc.value.field == field and words in str(exc.value)
+
+
+def test_a_lookup_member_names_the_row():
+    table = {"name": "public.t", "key": ["a", "b"], "redis_key": "t:{a}:{b}",
+             "lookups": [{"key": "t_by_c:{c}", "member": "{a}"}]}
+    with pytest.raises(ConfigError, match="must name the row"):
+        parse_config(with_("tables.0", table))
+    for member in ("{a}:{b}", "{_id}", "x{_id}"):
+        table["lookups"][0]["member"] = member
+        parse_config(with_("tables.0", table))
 
 
 def test_lookups_need_the_cache_and_keys_that_do_not_expire():

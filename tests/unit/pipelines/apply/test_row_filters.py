@@ -138,3 +138,17 @@ def test_a_whole_row_table_never_writes_a_partial_row_of_a_row_gone_since():
     c.unavailable = ("body",)
     prepare(s, [c])
     assert set(c.hidden) == {"search", "cache"}
+
+
+def test_an_upsert_without_a_column_its_lookups_read_is_completed_first():
+    from derived.sinks.memory import NullStore
+
+    s = Stores(NullStore(), NullStore(), {}, {}, {"public.items": None}, MARKERS,
+               lookup_columns={"public.items": frozenset({"customer"})})
+
+    def upsert(unavailable):
+        return Change("public.items", "upsert", {"id": 1}, "1", {"id": 1}, Version(1, 1, 1), Position("t", 0, 1),
+                      unavailable=unavailable)
+
+    assert s.needs_whole_row(upsert(("customer",)))
+    assert not s.needs_whole_row(upsert(("notes",))) and not s.needs_whole_row(upsert(()))

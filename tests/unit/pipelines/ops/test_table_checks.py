@@ -108,7 +108,9 @@ def test_lookups_read_columns_the_table_has_with_a_text_form_and_score_by_number
 
     check({"key": "by_region:{region}", "score": "since"}, {"key": "at:{region}", "score": "at"})
     for lookup, words in [({"key": "by_region:{regoin}"}, "no column 'regoin'"),
-                          ({"key": "by_tag:{tags}"}, "plain text form"),
+                          ({"key": "by_tag:{tags}"}, "one exact text form"),
+                          ({"key": "by_since:{since}"}, "one exact text form"),   # two renderings of an instant
+                          ({"key": "by_region:{region}", "member": "{region}"}, "must name the row"),
                           ({"key": "by_region:{region}", "score": "note"}, "a score is a number")]:
         with pytest.raises(ConfigError) as exc:
             check(lookup)

@@ -36,6 +36,7 @@ def test_composite_keys_never_slide_across_a_separator():
     ("-0043-03-15", -63_517_824_000.0), ("+10000-01-01", 253_402_300_800.0),
     ("01:00:00.25", 3600.25), ("01:00:00Z", 3600.0),
     ("infinity", math.inf), ("-infinity", -math.inf), ("Infinity", math.inf), (math.inf, math.inf),
+    ("POSITIVE_INFINITY", math.inf), ("NEGATIVE_INFINITY", -math.inf),   # Debezium's numeric infinities
     (10 ** 400, math.inf), ("1e400", math.inf)])
 def test_scores(value, score):
     assert score_of(value) == score
