@@ -255,11 +255,18 @@ def _anchor(path: str) -> str:
 # commands
 # ---------------------------------------------------------------------------------------------
 
-def _commands(group: click.Command, path: list[str]) -> Iterator[tuple[list[str], click.Command]]:
-    yield path, group
+def _commands(group: click.Command, path: list[str],
+              parent: click.Context | None = None) -> Iterator[tuple[list[str], click.Command, click.Context]]:
+    """Every command under `group` with a context as `cdckit ... --help` makes it (the group's
+    context settings inherited: `-h, --help`), at a fixed width."""
+    settings = dict(group.context_settings)
+    if parent is None:
+        settings.update(terminal_width=WIDTH, max_content_width=WIDTH)
+    ctx = click.Context(group, info_name=path[-1], parent=parent, **settings)
+    yield path, group, ctx
     if isinstance(group, click.Group):
         for name in sorted(group.commands):
-            yield from _commands(group.commands[name], path + [name])
+            yield from _commands(group.commands[name], path + [name], ctx)
 
 
 def commands_page() -> str:
@@ -272,9 +279,8 @@ def commands_page() -> str:
            "repository tooling, described in [getting started](getting-started.md).\n"]
     listing = ["| command | what it does |", "|---|---|"]
     sections = []
-    for path, command in _commands(app, ["cdckit"]):
+    for path, command, ctx in _commands(app, ["cdckit"]):
         name = " ".join(path)
-        ctx = click.Context(command, info_name=name, terminal_width=WIDTH, max_content_width=WIDTH)
         help_text = command.get_help(ctx)
         short = command.get_short_help_str(limit=200)
         if len(path) > 1:

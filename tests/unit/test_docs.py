@@ -3,6 +3,7 @@ now, the site builds strict (a broken link or anchor, a page missing from the na
 included file fail), and every exit code of pipelines/errors.py is explained in troubleshooting."""
 from __future__ import annotations
 
+import difflib
 import re
 import subprocess
 import sys
@@ -18,8 +19,11 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.parametrize("page", sorted(docs_reference.PAGES))
 def test_generated_page_is_current(page):
     committed = (ROOT / "docs" / page).read_text()
-    assert committed == docs_reference.PAGES[page](), (
-        f"docs/{page} differs from what the generator makes from the code: run scripts/docs and commit it")
+    made = docs_reference.PAGES[page]()
+    diff = "".join(list(difflib.unified_diff(committed.splitlines(True), made.splitlines(True),
+                                             f"docs/{page}", "generated"))[:60])
+    assert committed == made, (
+        f"docs/{page} differs from what the generator makes from the code: run scripts/docs and commit it\n{diff}")
 
 
 def test_configuration_reference_has_every_field():
