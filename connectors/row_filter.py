@@ -2,7 +2,7 @@
 row's columns, evaluated on the row as Debezium sends it (the live path, the bootstrap, the rebuild
 and `verify` all hold that form before the documents' typing, so one evaluator serves them all).
 
-The language (README "Row filters"), SQL's spelling and SQL's three-valued logic: a row is kept
+The language (docs/shaping.md "Row filters"), SQL's spelling and SQL's three-valued logic: a row is kept
 only when the predicate is true, so a comparison with NULL keeps nothing, as in a WHERE clause.
 
     predicate  := or

@@ -14,7 +14,7 @@ or a filter on a jsonb field does not work. Documents get instead:
   everything else as Debezium sends it: timestamptz/timetz ISO-8601 UTC, interval ISO-8601,
   uuid text, bytea base64, booleans, integers, floats, text; arrays element by element.
 
-Types come from the catalog, not from schemas in every record (see README "Typed documents" for the
+Types come from the catalog, not from schemas in every record (see docs/documents.md "Typed documents" for the
 measurement). Around an ALTER COLUMN TYPE a record may still carry the old type's value: a value
 whose JSON type is not what the column's type sends is left as it came (each record keeps its own
 shape) and the schema watch's re-read rewrites every row in the new type. Pure: no I/O.
@@ -38,7 +38,7 @@ _TIME = re.compile(r"^time(\(\d\))?( without time zone)?$")
 _NUMERIC = re.compile(r"^(numeric(\(\d+(,\s*-?\d+)?\))?|money)$")
 
 # What Debezium 3.7 sends for 'infinity' and '-infinity' (measured through its own classes, with
-# Kafka's JsonConverter: see README "Index definitions"). A date while streaming: the day numbers of
+# Kafka's JsonConverter: see docs/documents.md "Index definitions"). A date while streaming: the day numbers of
 # +5877611-06-21 and -5877611-06-22, beyond Postgres's last date; in the initial snapshot (read
 # through JDBC) an int overflow: about -622,191,234 and -625,821,272 (a day either way with the JVM's
 # time zone), before Postgres's first date. A timestamp(0..3), in ms: 9223372036825200000 and

@@ -216,7 +216,7 @@ class TableTransform(_Strict):
     """What documents hold besides the row's own columns, and what a store leaves out (issue #39)."""
     fields: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="computed fields: name -> one of concat, lower, upper, map, date_part, "
-        "constant (README: Transforms), e.g. {full_name: {concat: [first, {text: ' '}, last]}}")
+        "constant (docs/shaping.md: Transforms), e.g. {full_name: {concat: [first, {text: ' '}, last]}}")
     remove: list[str] | dict[str, list[str]] = Field(
         default_factory=list, description="document fields left out: a list for both stores, or "
                                           "{search: [...], cache: [...]}")
@@ -309,15 +309,15 @@ class TableConfig(_Strict):
     search: TableSearchConfig = Field(default_factory=TableSearchConfig,
                                       description="the table's index definition: settings, mappings, options")
     where: str | dict[str, str] | None = Field(
-        None, description="row filter: the rows the stores hold, a predicate over the row's columns (README, "
-                          "Row filters), e.g. \"status in ('paid', 'shipped') and total > 0\"; a mapping "
+        None, description="row filter: the rows the stores hold, a predicate over the row's columns (docs/"
+                          "shaping.md: Row filters), e.g. \"status in ('paid', 'shipped') and total > 0\"; a mapping "
                           "{search: ..., cache: ...} filters each store on its own (a store left out holds every row)")
     soft_delete: SoftDelete | None = Field(None, description="rows marked deleted leave both stores")
     transform: TableTransform = Field(default_factory=TableTransform,
                                       description="computed fields, fields a store leaves out, a Python hook")
     lookups: list[RedisLookup] = Field(
-        default_factory=list, description="Redis sets or sorted sets keyed by the row's columns (README, Redis "
-                                          "lookups), e.g. [{key: 'orders_by_customer:{customer_id}'}]")
+        default_factory=list, description="Redis sets or sorted sets keyed by the row's columns (docs/shaping.md: "
+                                          "Redis lookups), e.g. [{key: 'orders_by_customer:{customer_id}'}]")
 
     @field_validator("where")
     @classmethod
@@ -430,7 +430,7 @@ class SearchConfig(_Strict):
         86_400, ge=60, description="index.gc_deletes of the indices cdckit creates: how long the engine "
         "remembers a deleted document's version, so an older replay (dlq replay, a rebuild's catch-up "
         "beside the live writes) cannot bring it back (the engine's default is 60 s); size it above the longest "
-        "a replay can lag: see the README, Index definitions")
+        "a replay can lag: see docs/documents.md, Index definitions")
     index_settings: dict[str, Any] = Field(
         default_factory=dict, description="index settings every table's index starts from (tables.N.search.settings "
         "go over them), e.g. {number_of_replicas: 0} on a one-node cluster")

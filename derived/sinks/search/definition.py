@@ -8,7 +8,7 @@ The rule: no value Postgres accepts makes the engine refuse a document. A value 
 mappings for Debezium's structs (geometric types), no date or numeric detection of strings (a
 date-looking first value would refuse every later non-date), and `index.mapping.ignore_malformed`
 on the index for what the fields do not say themselves (a JSON scalar in a flattened field). Each
-was measured on OpenSearch 2.19.1 (README "Index definitions").
+was measured on OpenSearch 2.19.1 (docs/documents.md "Index definitions").
 
 Every integer type maps to `long`: a column widened by ALTER COLUMN TYPE (smallint -> integer ->
 bigint) keeps its mapping, and `long` doc values cost no more than `integer` ones in practice.
@@ -125,7 +125,7 @@ def json_mapping(mode: JsonMode, kind: str) -> dict[str, Any]:
 
     `flattened` (the default): the whole value is one field, `flat_object` on OpenSearch,
     `flattened` on Elasticsearch; every leaf is indexed as a keyword under its dotted path. Nothing
-    Postgres holds refuses it (measured on OpenSearch 2.19.1, README "Index definitions"): one path
+    Postgres holds refuses it (measured on OpenSearch 2.19.1, docs/documents.md "Index definitions"): one path
     holding an object in one row and a string in another, numbers and strings in one array, arrays
     of arrays and of objects, empty objects and arrays, keys that are empty, dotted, numeric, unicode
     or whitespace, 120 levels deep, 1,500 distinct keys (the index counts one field), integers

@@ -261,7 +261,7 @@ def warn_refusal(name: str, table: SearchTable, outcome: dict[str, Any]) -> None
     detail = _reason(outcome) + (f" ({cause.get('reason')})" if isinstance(cause, dict) and cause.get("reason") else "")
     log.warning("search refuses documents of %s at column %s, path %s: %s. Each such document goes to the dead-"
                 "letter topic. A json column under `search: {json: object}` types each path by the first value "
-                "the index saw; `json: flattened` (the default) takes any JSON (README: Index definitions)",
+                "the index saw; `json: flattened` (the default) takes any JSON (docs/documents.md: Index definitions)",
                 name, column, path, detail[:500])
 
 
