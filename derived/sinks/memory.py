@@ -10,6 +10,15 @@ from derived.sinks.protocol import SinkResult
 class NullStore:
     """Accepts everything and keeps nothing."""
 
+    def mark(self, prefix, label, definition=None) -> None:
+        pass
+
+    def marked(self, prefix) -> bool:
+        return True
+
+    def holds(self, table) -> bool:
+        return True
+
     def prepare(self, table) -> None:
         pass
 

@@ -35,6 +35,15 @@ class Sink(Protocol):
     def truncate(self, change: Change, table: Any) -> int:
         """Remove every entry of the table not written after the truncate's version; returns how many."""
 
+    def mark(self, prefix: str, label: str, definition: dict[str, Any] | None = None) -> None:
+        """Write the pipeline's marker: the store is known complete (derived/sinks/markers.py)."""
+
+    def marked(self, prefix: str) -> bool:
+        """The marker is there (gone: the store lost its data)."""
+
+    def holds(self, table: Any) -> bool:
+        """The table exists in the store (an index behind its alias; a cache always holds its tables)."""
+
 
 class DeadLetterSink(Protocol):
     """Where dead letters go: the dead-letter topic, or a collection (tests, `dlq replay`)."""

@@ -45,6 +45,10 @@ class Stores:
     def tables(self) -> set[str]:
         return set(self.key_columns)
 
+    def by_name(self, names) -> dict[str, Sink]:
+        """The sinks of these names ("search", "cache": the config's `sinks`)."""
+        return {n: getattr(self, n) for n in ("search", "cache") if n in names}
+
 
 def redis_client(config: Config, db: int | None = None):
     import redis

@@ -69,32 +69,27 @@ class LiveConfig:
         """A fresh pipeline (no batch committed) marks its stores; later batches refuse to write
         stores whose marker vanished (they lost their data: see derived/sinks/markers.py) and never
         create their indices again (a rebuild does that). A table's first index is created here."""
-        cfg, s = self.config, self.stores
-        engine = s.search.engine if "search" in cfg.sinks else None
-        client = s.cache.r if "cache" in cfg.sinks else None
+        cfg, sinks = self.config, self.stores.by_name(self.config.sinks)
         try:
             if fresh:
-                if engine is not None:
-                    store_markers.mark_search(engine, cfg.topic_prefix, index_definitions.marker_definition(cfg))
-                if client is not None:
-                    store_markers.mark_cache(client, cfg.topic_prefix, "pipeline")
+                for sink in sinks.values():
+                    sink.mark(cfg.topic_prefix, "pipeline", index_definitions.marker_definition(cfg))
                 gone = []
             else:
-                gone = store_markers.missing(cfg.topic_prefix, engine, client)
+                gone = [name for name, sink in sinks.items() if not sink.marked(cfg.topic_prefix)]
             if not self.indexes_ensured and not gone:
-                if engine is not None:
-                    self._create_indexes(engine)
+                self._create_indexes()
                 self.indexes_ensured = True
         except Exception as exc:  # noqa: BLE001 - connection errors of either client: pause, then retry
             raise StoreUnavailable(f"a store did not answer before the batch: {type(exc).__name__}: {exc}") from exc
         if gone:
             raise StoreUnavailable(store_markers.lost_message(gone, {"search": cfg.search.url, "cache": cfg.redis.url}))
 
-    def _create_indexes(self, engine) -> None:
+    def _create_indexes(self) -> None:
         """A first generation for each table without an index, defined from the config and the
         column types in the catalog (read only when an index is missing)."""
         s = self.stores
-        missing = [name for name, table in s.search_tables.items() if not engine.alias_exists(table.alias)]
+        missing = [name for name, table in s.search_tables.items() if not s.search.holds(table)]
         wanted = index_definitions.definitions(self.config, missing) if missing else {}
         for name in missing:
             s.search.prepare(replace(s.search_tables[name], definition=wanted.get(name)))

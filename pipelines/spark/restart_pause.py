@@ -86,13 +86,10 @@ def readiness(config: Config, failure: str) -> Callable[[], bool] | None:
 def stores_ready(config: Config) -> bool:
     """Both stores answer and hold the pipeline's markers (a store that lost its data answers
     without them until a rebuild marks it again)."""
-    from derived.sinks import markers
     from pipelines.apply.stores import stores_from_config
 
-    stores = stores_from_config(config)
-    engine = stores.search.engine if "search" in config.sinks else None
-    client = stores.cache.r if "cache" in config.sinks else None
-    return not markers.missing(config.topic_prefix, engine, client)
+    sinks = stores_from_config(config).by_name(config.sinks)
+    return all(sink.marked(config.topic_prefix) for sink in sinks.values())
 
 
 def kafka_ready(config: Config) -> bool:

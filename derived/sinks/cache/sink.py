@@ -121,6 +121,19 @@ class RedisCache:
     def prepare(self, table: CacheTable) -> None:
         """Nothing to create: a key is written where its template says."""
 
+    def mark(self, prefix: str, label: str, definition: dict[str, Any] | None = None) -> None:
+        from derived.sinks import markers
+
+        markers.mark_cache(self.r, prefix, label)
+
+    def marked(self, prefix: str) -> bool:
+        from derived.sinks import markers
+
+        return not markers.missing(prefix, None, self.r)
+
+    def holds(self, table: CacheTable) -> bool:
+        return True
+
     def apply(self, changes: Iterable[Change], tables: dict[str, CacheTable]) -> SinkResult:
         """Apply reduced changes (at most one per key). Retries connection errors, then raises."""
         return self._retried(self._apply_once, list(changes), tables)

@@ -51,6 +51,19 @@ class SearchSink:
     def target(self, table: SearchTable) -> str:
         return table.alias  # an alias for the live store; a concrete index for a rebuild's generation
 
+    def mark(self, prefix: str, label: str, definition: dict[str, Any] | None = None) -> None:
+        from derived.sinks import markers
+
+        markers.mark_search(self.engine, prefix, definition)
+
+    def marked(self, prefix: str) -> bool:
+        from derived.sinks import markers
+
+        return not markers.missing(prefix, self.engine, None)
+
+    def holds(self, table: SearchTable) -> bool:
+        return self.engine.alias_exists(table.alias)
+
     def prepare(self, table: SearchTable) -> None:
         """A first generation `<alias>_v1` behind the alias, unless the alias exists already."""
         if self.engine.alias_exists(table.alias):
