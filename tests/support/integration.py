@@ -313,7 +313,8 @@ def key_history(bootstrap: str, topic: str, keys: set) -> dict:
     c.assign([TopicPartition(topic, p, 0) for p in parts])
     out: dict = {k: [] for k in keys}
     idle = 0
-    while idle < 5:
+    deadline = time.monotonic() + 60  # a topic still written to (a failed drill's workload) never idles
+    while idle < 5 and time.monotonic() < deadline:
         msgs = c.consume(1000, 1)
         idle = idle + 1 if not msgs else 0
         for m in msgs:
