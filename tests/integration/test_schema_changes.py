@@ -88,11 +88,13 @@ def _settle(writer: Writer, path, log, noticed: str, what: str, timeout_s: float
     """Writes go on while the job notices and works the change, then pause for an exact verify.
     `then`: a later line of the work to wait for (the pending work is saved a moment after the
     change is logged, so an empty pending list right after the notice says nothing)."""
-    wait_for(lambda: noticed in log.read_text(), 60, 1, f"the job noticing {what}")
+    wait_for(lambda: noticed in log.read_text(), 60, 0.25, f"the job noticing {what}")
     if then:
-        wait_for(lambda: then in log.read_text(), timeout_s, 1, f"{then!r} after {what}")
-    wait_for(lambda: not _pending(path), timeout_s, 2, f"the schema work of {what} done")
-    time.sleep(2)
+        wait_for(lambda: then in log.read_text(), timeout_s, 0.25, f"{then!r} after {what}")
+    wait_for(lambda: not _pending(path), timeout_s, 0.5, f"the schema work of {what} done")
+    # Writes in the new shape before the pause (this was a 2 s sleep: about 100 of them).
+    after = writer.changes
+    wait_for(lambda: writer.changes >= after + 50, 60, 0.05, f"writes after the schema work of {what}")
     writer.running.clear()
     try:
         wait_for(lambda: _exact(path), 240, 3, f"verify exact after {what}")
@@ -107,7 +109,7 @@ def test_each_kind_of_ddl_under_write_load_ends_exact_in_the_new_shape(stack, dr
         wait_for(lambda: _exact(path), 300, 3, "the snapshot exact")
         with Writer(stack, table) as writer:
             writer.running.set()
-            time.sleep(3)
+            wait_for(lambda: writer.changes >= 100, 60, 0.05, "writes before the first DDL")  # was a 3 s sleep
             steps = [
                 ("ADD COLUMN", f"ALTER TABLE {table} ADD COLUMN extra text", "column extra added"),
                 ("ADD COLUMN ... DEFAULT", f"ALTER TABLE {table} ADD COLUMN status text NOT NULL DEFAULT 'new'",
