@@ -221,8 +221,9 @@ class WideWorkload:
 
 def test_wide_table_every_change_kind_then_rebuild(stack, tmp_path, monkeypatch):
     """Beside it, in the same job, a filtered and transformed table (tests/support/filtered.py):
-    each store holds exactly the rows its filter keeps, with the computed and the hook's fields,
-    through the same kill -9, TRUNCATE and rebuild; `verify` holds both tables."""
+    each store holds exactly the rows its filter keeps, with the computed and the hook's fields, and
+    its Redis lookups exactly the kept rows' entries, through the same kill -9, TRUNCATE and rebuild;
+    `verify` holds both tables and sees a planted index document and lookup entry."""
     name = f"wide_{uuid.uuid4().hex[:6]}"
     table = f"public.{name}"
     own = fresh_redis_dbs(stack, LIVE_DB, SPARE_DB)
@@ -298,8 +299,11 @@ def test_wide_table_every_change_kind_then_rebuild(stack, tmp_path, monkeypatch)
         left_out = next(i for i in range(1, 10_000) if i not in kept)
         requests.put(f"{stack.search_url}/{orders.p}_orders/_doc/{left_out}?refresh=true", json={"id": left_out},
                      timeout=10)
+        r.sadd(f"{orders.p}c:2", "99999")   # and a lookup entry no row gives
         bad = cli("verify", "--json", "-c", str(path), "--table", orders.table, timeout=300)
-        assert bad.returncode != 0 and json.loads(bad.stdout)["tables"][0]["stores"]["search"]["extra"], bad.stdout[-2000:]
+        stores = json.loads(bad.stdout)["tables"][0]["stores"]
+        assert bad.returncode != 0 and stores["search"]["extra"], bad.stdout[-2000:]
+        assert stores["cache"]["extra"] == [f"{orders.p}c:2 member 99999"], bad.stdout[-2000:]
     finally:
         orders.stop_.set()
         if recorder is not None:  # its consumer, left open, was the reconnect lines after the suite

@@ -1,9 +1,11 @@
 """A filtered, transformed table beside another test's pipeline (issue #39): orders whose search
 index holds paid or shipped orders over 10 that are not soft-deleted, whose cache holds every order
 not soft-deleted, with a computed field and a hook's field both reading a TOASTed body, and
-deleted_at left out of the index. `FilteredOrders` creates it, gives the config entry, runs a
-workload that moves rows in and out of both filters (by a TOASTed row's other columns too: it must
-come back whole), deletes, re-inserts and truncates, and compares each store with Postgres's WHERE."""
+deleted_at left out of the index, and two Redis lookups (orders by customer; by status, scored by
+amount). `FilteredOrders` creates it, gives the config entry, runs a workload that moves rows in and
+out of both filters (by a TOASTed row's other columns too: it must come back whole) and between
+customers, deletes, re-inserts and truncates, and compares each store and the lookups with Postgres's
+WHERE."""
 from __future__ import annotations
 
 import hashlib
@@ -37,17 +39,19 @@ class FilteredOrders:
     def create(self, rows: int = 400) -> None:
         with pg(self.stack) as conn:
             conn.execute(f"CREATE TABLE {self.table} (id int PRIMARY KEY, status text, amount numeric(10,2), "
-                         "deleted_at timestamptz, body text)")
+                         "deleted_at timestamptz, body text, customer int)")
             conn.execute(f"INSERT INTO {self.table} SELECT g, (ARRAY['new','paid','shipped','void'])[1 + g % 4], "
-                         f"g % 40, CASE WHEN g % 7 = 0 THEN now() END, CASE WHEN g % 5 = 0 THEN {BIG} ELSE 'short' END "
-                         f"FROM generate_series(1, {rows}) g")
+                         f"g % 40, CASE WHEN g % 7 = 0 THEN now() END, CASE WHEN g % 5 = 0 THEN {BIG} ELSE 'short' END, "
+                         f"CASE WHEN g % 9 <> 0 THEN g % 6 END FROM generate_series(1, {rows}) g")
 
     def config(self) -> dict:
         return {"name": self.table, "index": f"{self.p}_orders", "redis_key": f"{self.p}:{{id}}",
                 "where": {"search": WHERE}, "soft_delete": {"column": "deleted_at"},
                 "transform": {"fields": {"label": {"concat": ["status", {"text": "/"}, "amount"]},
                                          "head": {"upper": "body"}},
-                              "remove": {"search": ["deleted_at"]}, "hook": HOOK}}
+                              "remove": {"search": ["deleted_at"]}, "hook": HOOK},
+                "lookups": [{"key": f"{self.p}c:{{customer}}"},
+                            {"key": f"{self.p}s:{{status}}", "member": "o{id}", "score": "amount"}]}
 
     def start(self, truncate_after: int = 400) -> "FilteredOrders":
         self.thread = threading.Thread(target=self._run, args=(truncate_after,), daemon=True)
@@ -72,19 +76,23 @@ class FilteredOrders:
                     if pick < 0.35:   # status only: a TOASTed body stays unchanged, placeholders in the change
                         conn.execute(f"UPDATE {t} SET status = %s WHERE id = %s",
                                      (rnd.choice(["new", "paid", "shipped", "void"]), row_id))
-                    elif pick < 0.55:
+                    elif pick < 0.45:
                         conn.execute(f"UPDATE {t} SET amount = %s WHERE id = %s", (rnd.randint(0, 40), row_id))
+                    elif pick < 0.55:   # to another customer (or none): its lookup entry moves
+                        conn.execute(f"UPDATE {t} SET customer = %s WHERE id = %s",
+                                     (rnd.choice([None, 1, 2, 3, 4, 5]), row_id))
                     elif pick < 0.75:   # soft-deleted, or brought back
                         conn.execute(f"UPDATE {t} SET deleted_at = CASE WHEN deleted_at IS NULL THEN now() END "
                                      "WHERE id = %s", (row_id,))
                     elif pick < 0.85:
                         conn.execute(f"DELETE FROM {t} WHERE id = %s", (row_id,))
                     else:
-                        conn.execute(f"INSERT INTO {t} VALUES (%s, 'paid', 20, NULL, {BIG}) ON CONFLICT (id) DO "
-                                     "UPDATE SET body = excluded.body", (row_id,))
+                        conn.execute(f"INSERT INTO {t} VALUES (%s, 'paid', 20, NULL, {BIG}, %s) ON CONFLICT (id) DO "
+                                     "UPDATE SET body = excluded.body", (row_id, row_id % 6))
                     if i == truncate_after:   # a truncate among them, and rows after it
                         conn.execute(f"TRUNCATE {t}")
-                        conn.execute(f"INSERT INTO {t} SELECT g, 'shipped', 30, NULL, {BIG} FROM generate_series(1, 120) g")
+                        conn.execute(f"INSERT INTO {t} SELECT g, 'shipped', 30, NULL, {BIG}, g % 3 "
+                                     "FROM generate_series(1, 120) g")
                 except psycopg.Error as exc:
                     self.errors.append(repr(exc))
                 i += 1
@@ -115,11 +123,29 @@ class FilteredOrders:
                     cache[row["id"]] = digest(row)
         return search, cache
 
-    def differences(self) -> dict[str, list[int]]:
+    def expected_lookups(self) -> set[tuple[str, str, float | None]]:
+        """The lookups' entries of the rows the cache keeps, by Postgres's own WHERE."""
+        sql = store_sql(None, ("deleted_at", None), {"deleted_at": "timestamptz"})
+        with pg(self.stack) as conn:
+            rows = conn.execute(f"SELECT id, customer, status, amount::float8 FROM {self.table} WHERE {sql}").fetchall()
+        out = {(f"{self.p}c:{c}", str(i), None) for i, c, _, _ in rows if c is not None}
+        return out | {(f"{self.p}s:{s}", f"o{i}", a) for i, _, s, a in rows if s is not None and a is not None}
+
+    def held_lookups(self) -> set[tuple[str, str, float | None]]:
+        out = set()
+        for k in self.r.scan_iter(match=f"{self.p}c:*", count=1000):
+            out |= {(k.decode(), m.decode(), None) for m in self.r.smembers(k)}
+        for k in self.r.scan_iter(match=f"{self.p}s:*", count=1000):
+            out |= {(k.decode(), m.decode(), s) for m, s in self.r.zrange(k, 0, -1, withscores=True)}
+        return out
+
+    def differences(self) -> dict[str, list]:
         search, cache = self.held()
         want_s, want_c = self.expected("search"), self.expected("cache")
-        return {s: sorted(k for k in got.keys() | want.keys() if got.get(k) != want.get(k))[:10]
-                for s, got, want in (("search", search, want_s), ("cache", cache, want_c))}
+        out = {s: sorted(k for k in got.keys() | want.keys() if got.get(k) != want.get(k))[:10]
+               for s, got, want in (("search", search, want_s), ("cache", cache, want_c))}
+        out["lookups"] = sorted(self.held_lookups() ^ self.expected_lookups(), key=str)[:10]
+        return out
 
     def exact(self) -> bool:
         return not any(self.differences().values())
