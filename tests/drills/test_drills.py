@@ -250,10 +250,9 @@ def test_job_behind_a_compacted_log_applies_tombstones_without_their_delete(stac
     os.killpg(drill.job.pid, signal.SIGTERM)
     drill.job.wait(timeout=60)
     w = drill.workload()
-    # Deletes while the job is stopped, of rows that are there. The workload alone deletes nothing
-    # for a long while here: every workload draws the same victims (one seed), which the earlier
-    # drills' workloads deleted already, so it deleted again only once it outlasted the longest of
-    # them (80 s of this drill's 120 s went to waiting for twenty of its deletes to compact).
+    # Deletes while the job is stopped, of rows that are there: forty at once, rather than waiting
+    # for the workload's one delete per transaction to reach twenty (most of this drill's time when
+    # every workload drew the same, already deleted, victims).
     with pg(stack) as conn:
         gone = {str(i) for (i,) in conn.execute(
             f"DELETE FROM {drill.table} WHERE id IN (SELECT id FROM {drill.table} ORDER BY id LIMIT 40) "
