@@ -83,12 +83,20 @@ def cpu_by_role(before: dict[int, tuple[str, float]], after: dict[int, tuple[str
     return {role: max(0.0, a.get(role, 0.0) - b.get(role, 0.0)) for role in a.keys() | b.keys()}
 
 
+def machine_busy_s() -> float:
+    """CPU seconds the whole machine has been busy (all cores, /proc/stat): the ceiling any sum of
+    roles must stay under."""
+    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)   # idle + iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 def fixed_and_per_change(phases: list[dict]) -> dict[str, float | None]:
     """cdckit's own CPU seconds in each phase = a * batches + b * changes (+ c * seconds: the idle
     polling), fitted by least squares: a the fixed cost of a micro-batch, b the cost of a change."""
     import numpy as np
 
-    rows = [(p["batches"], p["changes"], p["seconds"]) for p in phases]
+    rows = [(p["batches"], p["changes"], p["window_s"]) for p in phases]
     cpu = [sum(p["cpu_s"].get(r, 0.0) for r in CDCKIT_ROLES) for p in phases]
     if len(rows) < 3:
         return {"per_batch_ms": None, "per_change_us": None, "idle_cores": None}
@@ -169,10 +177,11 @@ def main() -> None:
             print(f"snapshot of {ROWS:,} rows applied in {time.perf_counter() - t0:.1f} s", flush=True)
             # Warm-up: Python workers started, Debezium streaming, JIT; then everything applied.
             _pgbench(postgres_binary("pgbench"), dsn, script, rates[0], 10)
-            _settle(produced, url)
+            _settle(s.bootstrap_servers, tmp / "ckpt", topic)
             for rate in [0, *rates]:
                 seconds = args.idle if rate == 0 else args.duration
                 m0, end0, cpu0, t = metrics(url), produced(), sampler.cpu_seconds(reaped=True), time.perf_counter()
+                plain0, busy0 = sampler.cpu_seconds(), machine_busy_s()
                 load_cpu = 0.0
                 if rate:
                     load_cpu = _pgbench(postgres_binary("pgbench"), dsn, script, rate, seconds)
@@ -180,9 +189,11 @@ def main() -> None:
                     time.sleep(seconds)
                 wall = time.perf_counter() - t
                 changes = produced() - end0
-                _settle(produced, url)   # the tail applied: its CPU belongs to these changes
+                _settle(s.bootstrap_servers, tmp / "ckpt", topic)   # the tail applied: its CPU is these changes'
                 cpu1, m1 = sampler.cpu_seconds(reaped=True), metrics(url)
+                plain1, busy1, window = sampler.cpu_seconds(), machine_busy_s(), time.perf_counter() - t
                 used = cpu_by_role(cpu0, cpu1)
+                live_only = cpu_by_role(plain0, plain1)
                 # pgbench is this process's child: its time, reaped into ours, is the load's.
                 used["load"] = load_cpu
                 used["benchmark"] = max(0.0, used.get("benchmark", 0.0) - load_cpu)
@@ -192,18 +203,24 @@ def main() -> None:
                     "batches": int(m1.get("cdckit_batch_duration_seconds_count", 0)
                                    - m0.get("cdckit_batch_duration_seconds_count", 0)),
                     "cpu_s": {k: round(v, 3) for k, v in used.items()},
-                    "cores": {k: round(v / wall, 3) for k, v in used.items()},
+                    "cores": {k: round(v / window, 3) for k, v in used.items()},
                     "us_per_change": {k: round(v / changes * 1e6, 1) for k, v in used.items()} if changes else {},
                     "visible": histogram_percentiles(visible_histogram(m0), visible_histogram(m1)),
+                    # The check on the accounting: the roles' sum against the machine's busy time
+                    # over the same window (the tail's settling included), and the roles without
+                    # the time of processes that ended (what the earlier benchmarks reported).
+                    "window_s": round(window, 1), "machine_busy_s": round(busy1 - busy0, 2),
+                    "roles_sum_s": round(sum(used.values()), 2),
+                    "live_only_cpu_s": {k: round(v, 3) for k, v in live_only.items()},
                 }
                 own = sum(used.get(k, 0.0) for k in CDCKIT_ROLES)
                 connect = used.get("kafka connect", 0.0)
                 phase["cdckit_vs_debezium_cpu"] = round(own / connect, 2) if connect else None
                 phase["cdckit_changes_per_core_s"] = round(changes / own) if own and changes else None
                 phases.append(phase)
-                print(f"{rate or 'idle':>6}: {changes:,} changes in {wall:.1f} s, {phase['batches']} batches, "
-                      f"cdckit {own / wall:.2f} cores, Debezium {connect / wall:.2f}, visible {phase['visible']}",
-                      flush=True)
+                print(f"{rate or 'idle':>6}: {changes:,} changes in {wall:.1f} s (+{window - wall:.1f} s to apply the "
+                      f"tail), {phase['batches']} batches, cdckit {own / window:.2f} cores, Debezium "
+                      f"{connect / window:.2f}, visible {phase['visible']}", flush=True)
         finally:
             job.send_signal(signal.SIGTERM)
             try:
@@ -232,17 +249,20 @@ def _pgbench(binary: Path, dsn: dict, script: Path, rate: int, seconds: float) -
     return usage.ru_utime + usage.ru_stime
 
 
-def _settle(produced, url: str, timeout_s: float = 120) -> None:
-    """Until the job has applied every record produced so far (its records counter stops short of
-    the topic only while a batch is pending; heartbeats are not applied, so a quiet second ends it)."""
-    deadline, last, still = time.monotonic() + timeout_s, -1.0, 0
+def _settle(bootstrap: str, checkpoint: Path, topic: str, timeout_s: float = 120) -> None:
+    """Until the job's committed offsets reach the table topic's end: the tail applied. (Not "the
+    applied counter stopped moving": Debezium's heartbeats keep it moving on an idle database.)"""
+    from pipelines.state.offsets import committed_offsets
+    from connectors.kafka.offsets import end_offsets
+
+    deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        applied = metrics(url).get("cdckit_records_total", 0.0)
-        still = still + 1 if applied == last else 0
-        if still >= 4:   # two seconds with nothing new applied
+        end = end_offsets({"bootstrap.servers": bootstrap}, [topic]).get(topic, {})
+        committed = (committed_offsets(checkpoint) or {}).get(topic, {})
+        if all(int(committed.get(p, 0)) >= int(o) for p, o in end.items()):
             return
-        last = applied
-        time.sleep(0.5)
+        time.sleep(0.25)
+    raise SystemExit(f"the job did not apply {topic} to its end within {timeout_s:.0f} s")
 
 
 def _machine() -> dict:

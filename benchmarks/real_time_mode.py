@@ -10,7 +10,7 @@ apply is reshaped for it.
 
 The same query (Spark's built-in Kafka source, a Python ForeachWriter doing one versioned Redis
 write per record, as cdckit's cache does) runs twice on one topic and one load: with
-`trigger(realTime=...)` and with `trigger(processingTime="500 ms")`. Each record carries its
+`trigger(realTime=...)` and with `trigger(processingTime="500 milliseconds")`. Each record carries its
 production time; the writer records now minus that, per record, in Redis. Either mode failing to
 start is a result too (its error is in the JSON).
 
@@ -96,7 +96,7 @@ def run_mode(spark, s, topic: str, mode: str, rate: int, seconds: float, tmp: Pa
               .selectExpr("CAST(value AS STRING) AS value", "offset"))
     writer = stream.writeStream.foreach(VersionedWriter(s.redis_url, tag)).outputMode("update") \
         .option("checkpointLocation", str(tmp / f"ckpt-{tag}"))
-    writer = writer.trigger(realTime="5 minutes") if mode == "real_time" else writer.trigger(processingTime="500 ms")
+    writer = writer.trigger(realTime="5 minutes") if mode == "real_time" else writer.trigger(processingTime="500 milliseconds")
     try:
         query = writer.start()
     except Exception as exc:  # noqa: BLE001 - the mode refusing this query is the finding
