@@ -88,6 +88,66 @@ def create_bench_table(settings, table: str = "public.bench", present: bool = Tr
             conn.execute(f"CREATE TABLE {table} ({BENCH_COLUMNS})")
 
 
+ORDERS_COLUMNS = ("id int PRIMARY KEY, customer text, email text, amount numeric(12,2), status text, {extra}"
+                  "seq bigint, updated_at timestamptz")
+
+
+def create_orders(dsn: dict, table: str, rows: int, with_items: bool = False) -> None:
+    """The freshness benchmarks' table: `rows` orders (with a jsonb of two items when asked), each
+    with a `seq` the load bumps. Slots left inactive by earlier runs are dropped first."""
+    import psycopg
+
+    items = ("jsonb_build_array(jsonb_build_object('sku', 'A' || g, 'qty', 1, 'price', 9.99), "
+             "jsonb_build_object('sku', 'B' || g, 'qty', 2, 'price', 19.5)), ")
+    with psycopg.connect(**dsn, autocommit=True) as conn:
+        drop_earlier_slots(conn)
+        conn.execute(f"CREATE TABLE {table} ({ORDERS_COLUMNS.format(extra='items jsonb, ' if with_items else '')})")
+        conn.execute(f"INSERT INTO {table} SELECT g, 'customer ' || g, 'c' || g || '@example.com', g * 1.5, 'open', "
+                     f"{items if with_items else ''}0, now() FROM generate_series(1, {rows}) g")
+
+
+def drop_earlier_slots(conn) -> None:
+    """The bench stack's Postgres outlives a run: slots of earlier runs (inactive now) would use up
+    max_replication_slots and hold WAL."""
+    from connectors import postgres
+
+    for (slot,) in conn.execute("SELECT slot_name FROM pg_replication_slots WHERE NOT active AND slot_name ~ '^f[0-9a-f]{6}$'"
+                                ).fetchall():
+        postgres.drop_slot(conn, slot)
+        postgres.drop_publication(conn, slot)
+
+
+def job_config(s, dsn: dict, prefix: str, table: str, partitions: int, trigger: str, checkpoint: Path,
+               metrics_port: int) -> dict:
+    """A `cdckit run` config for one table on the bench stack (heartbeats every second)."""
+    return {
+        "topic_prefix": prefix, "metrics_port": metrics_port,
+        "postgres": {**{k: v for k, v in dsn.items() if k != "dbname"}, "database": "cdckit", "sslmode": "disable",
+                     "slot": prefix, "publication": prefix},
+        "kafka": {"bootstrap_servers": s.bootstrap_servers, "partitions": partitions},
+        "connect": {"url": s.connect_url, "heartbeat_interval_ms": 1000, "timeout_s": 30},
+        "tables": [{"name": table, "index": prefix, "redis_key": f"{prefix}:{{id}}"}],
+        "search": {"kind": "opensearch", "url": s.search_url, "index_settings": {"number_of_replicas": 0}},
+        "redis": {"url": s.redis_url},
+        "spark": {"checkpoint_dir": str(checkpoint), "trigger": trigger},
+    }
+
+
+def wait_caught_up(bootstrap: str, checkpoint: Path, topic: str, timeout_s: float = 120) -> bool:
+    """Until the job's committed offsets reach the topic's end (False when the time is up)."""
+    from connectors.kafka.offsets import end_offsets
+    from pipelines.state.offsets import committed_offsets
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        end = end_offsets({"bootstrap.servers": bootstrap}, [topic]).get(topic, {})
+        committed = (committed_offsets(checkpoint) or {}).get(topic, {})
+        if all(int(committed.get(p, 0)) >= int(o) for p, o in end.items()):
+            return True
+        time.sleep(0.25)
+    return False
+
+
 def write_result(name: str, result: dict) -> Path:
     RESULTS.mkdir(parents=True, exist_ok=True)
     result = {"benchmark": name, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

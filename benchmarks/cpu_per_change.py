@@ -33,7 +33,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import ROOT, RssSampler, bench_stack, write_result  # noqa: E402
+from benchmarks.common import (ROOT, RssSampler, bench_stack, create_orders, job_config, wait_caught_up,  # noqa: E402
+                               write_result)
 from benchmarks.freshness_report import histogram_percentiles  # noqa: E402
 
 ROWS = 20_000
@@ -114,7 +115,6 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=2)
     ap.add_argument("--label", default="")
     args = ap.parse_args()
-    import psycopg
     import redis
     import requests
     import yaml
@@ -129,25 +129,8 @@ def main() -> None:
         prefix = f"f{uuid.uuid4().hex[:6]}"
         table = f"public.{prefix}_orders"
         dsn = dict(host="127.0.0.1", port=s.ports["postgres"], dbname="cdckit", user="postgres")
-        with psycopg.connect(**dsn, autocommit=True) as conn:
-            from benchmarks.freshness import _drop_earlier_slots
-
-            _drop_earlier_slots(conn)
-            conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, customer text, email text, amount numeric(12,2), "
-                         f"status text, seq bigint, updated_at timestamptz)")
-            conn.execute(f"INSERT INTO {table} SELECT g, 'customer ' || g, 'c' || g || '@example.com', g * 1.5, "
-                         f"'open', 0, now() FROM generate_series(1, {ROWS}) g")
-        config = {
-            "topic_prefix": prefix, "metrics_port": METRICS_PORT,
-            "postgres": {**{k: v for k, v in dsn.items() if k != "dbname"}, "database": "cdckit", "sslmode": "disable",
-                         "slot": prefix, "publication": prefix},
-            "kafka": {"bootstrap_servers": s.bootstrap_servers, "partitions": args.partitions},
-            "connect": {"url": s.connect_url, "heartbeat_interval_ms": 1000, "timeout_s": 30},
-            "tables": [{"name": table, "index": prefix, "redis_key": f"{prefix}:{{id}}"}],
-            "search": {"kind": "opensearch", "url": s.search_url, "index_settings": {"number_of_replicas": 0}},
-            "redis": {"url": s.redis_url},
-            "spark": {"checkpoint_dir": str(tmp / "ckpt"), "trigger": args.trigger},
-        }
+        create_orders(dsn, table, ROWS)
+        config = job_config(s, dsn, prefix, table, args.partitions, args.trigger, tmp / "ckpt", METRICS_PORT)
         path = tmp / "cdckit.yaml"
         path.write_text(yaml.safe_dump(config))
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
@@ -249,20 +232,11 @@ def _pgbench(binary: Path, dsn: dict, script: Path, rate: int, seconds: float) -
     return usage.ru_utime + usage.ru_stime
 
 
-def _settle(bootstrap: str, checkpoint: Path, topic: str, timeout_s: float = 120) -> None:
-    """Until the job's committed offsets reach the table topic's end: the tail applied. (Not "the
-    applied counter stopped moving": Debezium's heartbeats keep it moving on an idle database.)"""
-    from pipelines.state.offsets import committed_offsets
-    from connectors.kafka.offsets import end_offsets
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        end = end_offsets({"bootstrap.servers": bootstrap}, [topic]).get(topic, {})
-        committed = (committed_offsets(checkpoint) or {}).get(topic, {})
-        if all(int(committed.get(p, 0)) >= int(o) for p, o in end.items()):
-            return
-        time.sleep(0.25)
-    raise SystemExit(f"the job did not apply {topic} to its end within {timeout_s:.0f} s")
+def _settle(bootstrap: str, checkpoint: Path, topic: str) -> None:
+    """Until the tail is applied. (Not "the applied counter stopped moving": Debezium's heartbeats
+    keep it moving on an idle database.)"""
+    if not wait_caught_up(bootstrap, checkpoint, topic):
+        raise SystemExit(f"the job did not apply {topic} to its end within 120 s")
 
 
 def _machine() -> dict:

@@ -46,7 +46,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import (SEARCH_READS, ROOT, RssSampler, bench_stack, cores_by_role,  # noqa: E402
-                               searched_sources, write_result)
+                               create_orders, job_config, searched_sources, wait_caught_up,
+                               write_result)
 from benchmarks.freshness_report import histogram_percentiles, percentiles, plot, print_tables  # noqa: E402
 
 ROWS = 20_000
@@ -156,7 +157,6 @@ def main() -> None:
                          "spark-sql-kafka jar from scripts/setup). The throughput section replays the topic with each "
                          "and with a plain consumer")
     args = ap.parse_args()
-    import psycopg
     import requests
 
     from benchmarks.sync_throughput import parse_sources
@@ -169,26 +169,10 @@ def main() -> None:
         prefix = f"f{uuid.uuid4().hex[:6]}"
         table = f"public.{prefix}_orders"
         dsn = dict(host="127.0.0.1", port=s.ports["postgres"], dbname="cdckit", user="postgres")
-        with psycopg.connect(**dsn, autocommit=True) as conn:
-            _drop_earlier_slots(conn)
-            conn.execute(f"CREATE TABLE {table} (id int PRIMARY KEY, customer text, email text, amount numeric(12,2), "
-                         f"status text, items jsonb, seq bigint, updated_at timestamptz)")
-            conn.execute(f"INSERT INTO {table} SELECT g, 'customer ' || g, 'c' || g || '@example.com', g * 1.5, 'open', "
-                         f"jsonb_build_array(jsonb_build_object('sku', 'A' || g, 'qty', 1, 'price', 9.99), "
-                         f"jsonb_build_object('sku', 'B' || g, 'qty', 2, 'price', 19.5)), 0, now() "
-                         f"FROM generate_series(1, {ROWS}) g")
-        config = {
-            "topic_prefix": prefix, "metrics_port": METRICS_PORT,
-            "postgres": {**{k: v for k, v in dsn.items() if k != "dbname"}, "database": "cdckit", "sslmode": "disable",
-                         "slot": prefix, "publication": prefix},
-            "kafka": {"bootstrap_servers": s.bootstrap_servers, "partitions": args.partitions},
-            "connect": {"url": s.connect_url, "heartbeat_interval_ms": 1000, "timeout_s": 30},
-            "tables": [{"name": table, "index": prefix, "redis_key": f"{prefix}:{{id}}"}],
-            "search": {"kind": "opensearch", "url": s.search_url, "index_settings": {"number_of_replicas": 0}},
-            "redis": {"url": s.redis_url},
-            "spark": {"checkpoint_dir": str(tmp / "ckpt"), "trigger": args.trigger,
-                      **({"master": args.master} if args.master else {})},
-        }
+        create_orders(dsn, table, ROWS, with_items=True)
+        config = job_config(s, dsn, prefix, table, args.partitions, args.trigger, tmp / "ckpt", METRICS_PORT)
+        if args.master:
+            config["spark"]["master"] = args.master
         topic = f"{prefix}.{table}"
         by_source = {}
         try:
@@ -265,7 +249,7 @@ def _measure_source(s, source: str, base: dict, args, rates: list[int], dsn: dic
                     p.read_text()[-3000:] for p in logs.values()))
             time.sleep(1)
         for ckpt in ckpts:
-            _wait_caught_up(s.bootstrap_servers, ckpt, topic)  # the snapshot batch committed too
+            wait_caught_up(s.bootstrap_servers, ckpt, topic)  # the snapshot batch committed too
         catch_up_s = time.perf_counter() - t0
         print(f"{tag} {ROWS:,} rows applied and the topic caught up in {catch_up_s:.1f} s", flush=True)
         watched = random.Random(1).sample(range(1, HOT + 1), WATCHED)
@@ -285,7 +269,7 @@ def _measure_source(s, source: str, base: dict, args, rates: list[int], dsn: dic
             # workers and meet Debezium's switch to streaming (--warmup 0 measures that too).
             Load(dsn, table, rates[0]).run(args.warmup)
             for ckpt in ckpts:
-                _wait_caught_up(s.bootstrap_servers, ckpt, topic)
+                wait_caught_up(s.bootstrap_servers, ckpt, topic)
         phases, lag_trace = [], []
         run_start = time.time()
         for rate in rates:
@@ -422,17 +406,6 @@ def _print_batch_parts(result: dict) -> None:
                       + "".join(f"{'-' if parts[k] is None else parts[k]:>17}" for k in BATCH_PARTS))
 
 
-def _drop_earlier_slots(conn) -> None:
-    """The bench stack's Postgres outlives a run: slots of earlier runs (inactive now) would use up
-    max_replication_slots and hold WAL."""
-    from connectors import postgres
-
-    for (slot,) in conn.execute("SELECT slot_name FROM pg_replication_slots WHERE NOT active AND slot_name ~ '^f[0-9a-f]{6}$'"
-                                ).fetchall():
-        postgres.drop_slot(conn, slot)
-        postgres.drop_publication(conn, slot)
-
-
 def _applied(metrics_url: str) -> float:
     import requests
 
@@ -440,19 +413,6 @@ def _applied(metrics_url: str) -> float:
         if line.startswith("cdckit_records_total"):
             return float(line.rsplit(" ", 1)[1])
     return 0.0
-
-
-def _wait_caught_up(bootstrap: str, ckpt: Path, topic: str, timeout_s: float = 120) -> None:
-    from pipelines.state.offsets import committed_offsets
-    from connectors.kafka.offsets import end_offsets
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        end = end_offsets({"bootstrap.servers": bootstrap}, [topic]).get(topic, {})
-        committed = (committed_offsets(ckpt) or {}).get(topic, {})
-        if all(int(committed.get(p, 0)) >= int(o) for p, o in end.items()):
-            return
-        time.sleep(0.5)
 
 
 def _trace_lag(bootstrap: str, ckpts: list[Path], topic: str, rate: int, run_start: float, trace: list,
