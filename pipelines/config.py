@@ -275,6 +275,13 @@ class RedisLookup(_Strict):
                              "'orders_by_customer:{customer_id}'")
         return v
 
+    @property
+    def spec(self):
+        """The lookup as the cache sink keeps it (derived/sinks/cache/lookups.py)."""
+        from derived.sinks.cache.lookups import Lookup
+
+        return Lookup(self.key, self.member, self.score)
+
     def identifies_row(self, key_columns: list[str]) -> bool:
         from derived.sinks.cache.keys import placeholders
 
@@ -283,10 +290,7 @@ class RedisLookup(_Strict):
 
     @property
     def columns(self) -> list[str]:
-        from derived.sinks.cache.keys import placeholders
-
-        named = placeholders(self.key) + placeholders(self.member) + ([self.score] if self.score else [])
-        return sorted(set(named) - {"_id"})
+        return sorted(self.spec.columns)
 
 
 class TableConfig(_Strict):

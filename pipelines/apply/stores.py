@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from derived.sinks.cache.lookups import Lookup
 from derived.sinks.cache.sink import CacheTable, RedisCache
 from derived.sinks.protocol import Sink
 from derived.sinks.search.sink import SearchSink, SearchTable
@@ -86,7 +85,7 @@ def stores_from_config(config: Config, targets: Targets | None = None) -> Stores
     cache_tables = {t.name: CacheTable(t.redis_key_template, t.redis_format, t.redis_ttl_s, t.columns,
                                        dict(t.rename), computed=dict(t.transform.fields),
                                        remove=t.transform.removed("cache"),
-                                       lookups=tuple(Lookup(lk.key, lk.member, lk.score) for lk in t.lookups))
+                                       lookups=tuple(lk.spec for lk in t.lookups))
                     for t in config.tables}
     # Nested documents (pipelines/spark/documents_query.py) beside the tables, by their store names.
     search_tables.update({d.store_table: SearchTable(d.index_name, None, {}) for d in config.documents})
@@ -111,4 +110,4 @@ def stores_from_config(config: Config, targets: Targets | None = None) -> Stores
                   RowFilters.from_config(config, types.table),
                   frozenset(t.name for t in config.tables if t.whole_rows),
                   {t.name: t.transform.hook for t in config.tables if t.transform.hook},
-                  {t.name: frozenset(c for lk in t.lookups for c in lk.columns) for t in config.tables if t.lookups})
+                  {t.name: frozenset(c for lk in t.lookups for c in lk.spec.columns) for t in config.tables if t.lookups})

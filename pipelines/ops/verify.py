@@ -126,7 +126,7 @@ def verify_table(config: Config, table: TableConfig, stores, sample: int | None)
         typed = row_converter(types, frozenset(table.numeric_as_number))
         # Each store's row filter, judged on the same rendering as the pipeline judges it.
         keeps = _filters(config, table, types)
-        lookups = [] if sample is not None or "cache" not in config.sinks else list(cache_t.lookups)
+        lookups = () if sample is not None or "cache" not in config.sinks else cache_t.lookups
         expected_entries: dict[tuple[str, str], str] = {}
         for chunk in chunks(_rows(conn, reader, sample), BATCH):
             report.rows += len(chunk)
@@ -168,7 +168,7 @@ def _expect_entries(out: dict[tuple[str, str], str], lookups, ids, docs, kept, r
         if not keep or doc is None:
             continue
         try:
-            for key, member, score in entries(tuple(lookups), doc, doc_id):
+            for key, member, score in entries(lookups, doc, doc_id):
                 out[(key, member)] = score
         except LookupValueError as exc:   # the pipeline dead-lettered this row's write
             report.stores["cache"].add("different", {"id": doc_id, "field": "(lookups)", "postgres": str(exc),

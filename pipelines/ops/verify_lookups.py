@@ -10,7 +10,7 @@ from derived.sinks.cache.lookups import Lookup
 from pipelines.ops.verify_report import StoreDiff
 
 
-def held_entries(r, lookups: list[Lookup], diff: StoreDiff) -> dict[tuple[str, str], float | None]:
+def held_entries(r, lookups: tuple[Lookup, ...], diff: StoreDiff) -> dict[tuple[str, str], float | None]:
     """(set key, member) -> score (None in a set) of every entry Redis holds under the lookups'
     patterns. A key of another type is a difference of its own."""
     out: dict[tuple[str, str], float | None] = {}
@@ -29,7 +29,7 @@ def held_entries(r, lookups: list[Lookup], diff: StoreDiff) -> dict[tuple[str, s
     return out
 
 
-def compare_lookups(diff: StoreDiff, r, lookups: list[Lookup], expected: dict[tuple[str, str], str]) -> None:
+def compare_lookups(diff: StoreDiff, r, lookups: tuple[Lookup, ...], expected: dict[tuple[str, str], str]) -> None:
     """Each entry missing from Redis, held beyond the database's rows, or scored differently."""
     held = held_entries(r, lookups, diff)
     for (key, member), score in expected.items():

@@ -22,8 +22,6 @@ from typing import Any, Mapping
 from derived.calendar import days_from_civil
 from derived.sinks.cache.keys import placeholders, render_key
 
-MEMBERSHIP_PREFIX = "cdckit:lk:"   # + data key: the entries a row holds, as JSON (see upsert.lua)
-
 
 class LookupValueError(ValueError):
     """A row's value cannot be a lookup's score (a dead letter naming the column)."""

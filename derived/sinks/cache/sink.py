@@ -242,8 +242,8 @@ class RedisCache:
         pipe = self.r.pipeline(transaction=False)
         for ch in changes:
             t = tables[ch.table]
-            self._upsert(keys=self._keys(t.key(ch), t), args=_upsert_args(t, ch, shape(ch.row, t), lookups=t.lookup_entries(ch)),
-                         client=pipe)
+            args = _upsert_args(t, ch, shape(ch.row, t), lookups=t.lookup_entries(ch))
+            self._upsert(keys=self._keys(t.key(ch), t), args=args, client=pipe)
         again: list[Change] = []
         for ch, result in zip(changes, pipe.execute(raise_on_error=False)):
             self._count(ch, result, stats, again)
