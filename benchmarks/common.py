@@ -118,14 +118,14 @@ def drop_earlier_slots(conn) -> None:
 
 
 def job_config(s, dsn: dict, prefix: str, table: str, partitions: int, trigger: str, checkpoint: Path,
-               metrics_port: int) -> dict:
-    """A `cdckit run` config for one table on the bench stack (heartbeats every second)."""
+               metrics_port: int, heartbeat_ms: int = 1000) -> dict:
+    """A `cdckit run` config for one table on the bench stack (heartbeats every second unless told)."""
     return {
         "topic_prefix": prefix, "metrics_port": metrics_port,
         "postgres": {**{k: v for k, v in dsn.items() if k != "dbname"}, "database": "cdckit", "sslmode": "disable",
                      "slot": prefix, "publication": prefix},
         "kafka": {"bootstrap_servers": s.bootstrap_servers, "partitions": partitions},
-        "connect": {"url": s.connect_url, "heartbeat_interval_ms": 1000, "timeout_s": 30},
+        "connect": {"url": s.connect_url, "heartbeat_interval_ms": heartbeat_ms, "timeout_s": 30},
         "tables": [{"name": table, "index": prefix, "redis_key": f"{prefix}:{{id}}"}],
         "search": {"kind": "opensearch", "url": s.search_url, "index_settings": {"number_of_replicas": 0}},
         "redis": {"url": s.redis_url},

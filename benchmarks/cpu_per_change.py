@@ -114,6 +114,8 @@ def main() -> None:
     ap.add_argument("--trigger", default="500 ms")
     ap.add_argument("--partitions", type=int, default=2)
     ap.add_argument("--label", default="")
+    ap.add_argument("--heartbeat-ms", type=int, default=10_000,
+                    help="Debezium's heartbeat interval (cdckit's default): each heartbeat makes a batch when idle")
     args = ap.parse_args()
     import redis
     import requests
@@ -130,7 +132,8 @@ def main() -> None:
         table = f"public.{prefix}_orders"
         dsn = dict(host="127.0.0.1", port=s.ports["postgres"], dbname="cdckit", user="postgres")
         create_orders(dsn, table, ROWS)
-        config = job_config(s, dsn, prefix, table, args.partitions, args.trigger, tmp / "ckpt", METRICS_PORT)
+        config = job_config(s, dsn, prefix, table, args.partitions, args.trigger, tmp / "ckpt", METRICS_PORT,
+                            args.heartbeat_ms)
         path = tmp / "cdckit.yaml"
         path.write_text(yaml.safe_dump(config))
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
@@ -213,7 +216,8 @@ def main() -> None:
             sampler.remove_root(job.pid)
             requests.delete(f"{s.connect_url}/connectors/{prefix}-postgres", timeout=30)
     result = {"rates": rates, "duration_s": args.duration, "idle_s": args.idle, "trigger": args.trigger,
-              "partitions": args.partitions, "rows": ROWS, "phases": phases, "fit": fixed_and_per_change(phases),
+              "heartbeat_ms": args.heartbeat_ms, "partitions": args.partitions, "rows": ROWS, "phases": phases,
+              "fit": fixed_and_per_change(phases),
               "machine_detail": _machine()}
     write_result("cpu_per_change" + (f"_{args.label}" if args.label else ""), result)
     print_table(result)

@@ -107,10 +107,31 @@ def spark_conf(config: Config, jars: list[Path]):
     # The driver's classes mapped from an archive (class_archive.py); spark-submit's JVM is already up.
     archive = "" if submitted() else driver_java_options()
     conf.set("spark.driver.extraJavaOptions",
-             " ".join(o for o in (f"-Dlog4j2.configurationFile=file:{log4j}", archive, options) if o))
+             " ".join(o for o in (f"-Dlog4j2.configurationFile=file:{log4j}", archive, _driver_jit(options), options)
+                      if o))
+    for key, value in DRIVER_DEFAULTS.items():
+        conf.set(key, value)
     for key, value in user.items():
         conf.set(key, value)
     return conf
+
+
+# Measured by benchmarks/cpu_per_change.py (issue #40); a user's spark.conf overrides either.
+DRIVER_DEFAULTS = {
+    # The default (FileContext) manager renames every offset, commit and state file through
+    # Hadoop's local AbstractFileSystem, which runs `readlink` as a child process for each:
+    # ~50 processes forked by the driver JVM per micro-batch. The FileSystem-based manager renames
+    # with one rename(2): atomic on a local or NFS checkpoint directory, which cdckit requires.
+    "spark.sql.streaming.checkpointFileManagerClass":
+        "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
+}
+
+
+def _driver_jit(options: str) -> str:
+    """The driver JVM compiles with C1 only: it plans and schedules, and each micro-batch brought
+    freshly generated code for C2 to optimise (its compiler threads took ~0.15 core at every rate,
+    more than the driver's own work). A user's own JIT options win."""
+    return "" if re.search(r"Tiered|CICompiler|-Xint|-Xcomp", options) else "-XX:TieredStopAtLevel=1"
 
 
 def _launch_jvm(conf) -> None:

@@ -54,6 +54,7 @@ class VisibilityPublisher:
         self._snapshot_done = False
         self._snapshot_checked = 0.0
         self._failing = False
+        self._sampled_lsn = -1
 
     def __enter__(self) -> "VisibilityPublisher":
         self._thread.start()
@@ -83,11 +84,18 @@ class VisibilityPublisher:
         if not self._snapshot_committed():
             return self.published
         lsn = self._confirmed_lsn()
-        # Topics listed in the same call, after the slot's read: a topic created for a commit below
-        # `lsn` (a table's first row) is in this sample, with its records.
-        marks = self._marks()
-        ends = to_offsets(next_end({}, marks.high(marks.partitions()))[1])
-        self.watermark.sample(lsn, ends)
+        if lsn > self._sampled_lsn:
+            # Topics listed in the same call, after the slot's read: a topic created for a commit below
+            # `lsn` (a table's first row) is in this sample, with its records. A slot that has not moved
+            # needs no new sample: one with the same position and later ends is never covered sooner
+            # (the ends are fetched from the broker: at 10 rounds a second that was most of this
+            # thread's cost and some of the broker's).
+            marks = self._marks()
+            ends = to_offsets(next_end({}, marks.high(marks.partitions()))[1])
+            self.watermark.sample(lsn, ends)
+            self._sampled_lsn = lsn
+        if not self.watermark.samples:
+            return self.published   # nothing waits to be covered
         committed = self._committed()
         if committed is None:
             return self.published   # the documents' state moved while read: the next round
