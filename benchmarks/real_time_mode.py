@@ -124,7 +124,7 @@ def main() -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
     from pyspark.sql import SparkSession
 
-    from pipelines.spark.session import kafka_source_jars
+    from pipelines.spark.kafka_jars import kafka_source_jars
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import shutil
 import subprocess
 import tempfile
@@ -19,15 +18,13 @@ from pathlib import Path
 
 from pipelines.devstack.packages import MissingPackage, system_binary
 from pipelines.devstack.versions import maven_properties
+from pipelines.spark.kafka_jars import STAMP
 
 POMS = Path(__file__).with_name("maven")
 COMPONENTS = ("kafka", "connect", "debezium", "spark-kafka", "opensearch")
 # Java sources compiled against a component's jars into its folder (classes/).
 _SOURCES = {"opensearch": POMS / "OpenSearchNode.java"}
-_STAMP = ".pom-sha256"
-# Jars the pyspark wheel already has (Scala, Hadoop, compression codecs...): a second copy of a
-# class on Spark's class path is at best noise and at worst a conflict.
-_VERSION = re.compile(r"-\d[\w.]*\.jar$")
+_STAMP = STAMP   # read by the shipped side too (pipelines/spark/kafka_jars.py)
 
 
 def jars_dir() -> Path:
@@ -113,10 +110,9 @@ def spark_kafka_jars() -> list[Path]:
         folder = component_dir("spark-kafka")
     except MissingPackage:
         return []
-    import pyspark
+    from pipelines.spark.kafka_jars import not_in_wheel
 
-    wheel = {_VERSION.sub("", j.name) for j in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
-    return sorted(j for j in folder.glob("*.jar") if _VERSION.sub("", j.name) not in wheel)
+    return not_in_wheel(folder)
 
 
 def fetch_all(say=print) -> None:

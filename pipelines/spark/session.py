@@ -23,6 +23,7 @@ from pipelines.errors import ConfigError
 from pipelines.spark.class_archive import driver_java_options
 from pipelines.spark.cluster import check_checkpoint, is_local, single_host
 from pipelines.spark.code_shipping import build_archive
+from pipelines.spark.kafka_jars import kafka_source_jars
 from pipelines.secrets import mask
 
 log = logging.getLogger("cdckit.spark")
@@ -62,16 +63,6 @@ rootLogger.appenderRef.stdout.ref = console
 _NOISE = re.compile(r"^(WARNING: Using incubator modules|%[4-7]\|\d)")
 # The JVM itself failing: shown even without --verbose.
 _FATAL = re.compile(r"^(Error: |Exception in thread \"main\"|.*java\.lang\.OutOfMemoryError)")
-
-
-def kafka_source_jars() -> list[Path]:
-    """Spark's built-in Kafka source's jars, as scripts/setup fetched them for the local stack
-    (pipelines/devstack/jars.py); none where that tooling is not at hand (an installed cdckit)."""
-    try:
-        from pipelines.devstack.jars import spark_kafka_jars
-    except (ImportError, OSError, ValueError):  # not shipped, or its compose/versions.env not beside it
-        return []
-    return spark_kafka_jars()
 
 
 def spark_conf(config: Config, jars: list[Path]):
@@ -207,7 +198,7 @@ def spark_session(config: Config):
     jars = kafka_source_jars()
     if config.spark.kafka_source == "jvm" and not jars:
         raise ConfigError("spark.kafka_source", "'jvm' needs the spark-sql-kafka-0-10 jar, which is not "
-                          "fetched (run scripts/setup, or set CDCKIT_JARS_DIR)")
+                          "fetched (run scripts/setup, or name a folder of them in CDCKIT_SPARK_KAFKA_JARS)")
     conf = spark_conf(config, jars)
     # SparkContext installs a SIGINT handler that cancels every job and raises KeyboardInterrupt;
     # the command's own (pipelines/stopping.py) is put back, so Ctrl-C stops after the batch.
