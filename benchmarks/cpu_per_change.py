@@ -160,7 +160,8 @@ def main() -> None:
                 if job.poll() is not None or time.perf_counter() - t0 > 300:
                     raise SystemExit("the pipeline did not apply the snapshot:\n" + log.read_text()[-3000:])
                 time.sleep(1)
-            print(f"snapshot of {ROWS:,} rows applied in {time.perf_counter() - t0:.1f} s", flush=True)
+            snapshot = {"rows": ROWS, "seconds_from_job_start": round(time.perf_counter() - t0, 1)}
+            print(f"snapshot of {ROWS:,} rows applied in {snapshot['seconds_from_job_start']} s", flush=True)
             # Warm-up: Python workers started, Debezium streaming, JIT; then everything applied.
             _pgbench(postgres_binary("pgbench"), dsn, script, rates[0], 10)
             _settle(s.bootstrap_servers, tmp / "ckpt", topic)
@@ -169,10 +170,11 @@ def main() -> None:
                 m0, end0, cpu0, t = metrics(url), produced(), sampler.cpu_seconds(reaped=True), time.perf_counter()
                 plain0, busy0 = sampler.cpu_seconds(), machine_busy_s()
                 load_cpu = 0.0
-                if rate:
-                    load_cpu = _pgbench(postgres_binary("pgbench"), dsn, script, rate, seconds)
-                else:
-                    time.sleep(seconds)
+                with sampler.phase(str(rate or "idle")):
+                    if rate:
+                        load_cpu = _pgbench(postgres_binary("pgbench"), dsn, script, rate, seconds)
+                    else:
+                        time.sleep(seconds)
                 wall = time.perf_counter() - t
                 changes = produced() - end0
                 _settle(s.bootstrap_servers, tmp / "ckpt", topic)   # the tail applied: its CPU is these changes'
@@ -217,10 +219,11 @@ def main() -> None:
             requests.delete(f"{s.connect_url}/connectors/{prefix}-postgres", timeout=30)
     result = {"rates": rates, "duration_s": args.duration, "idle_s": args.idle, "trigger": args.trigger,
               "heartbeat_ms": args.heartbeat_ms, "partitions": args.partitions, "rows": ROWS, "phases": phases,
-              "fit": fixed_and_per_change(phases),
-              "machine_detail": _machine()}
+              "fit": fixed_and_per_change(phases), "memory": sampler.as_json(),
+              "snapshot": snapshot, "machine_detail": _machine()}
     write_result("cpu_per_change" + (f"_{args.label}" if args.label else ""), result)
     print_table(result)
+    print(sampler.table())
 
 
 def _pgbench(binary: Path, dsn: dict, script: Path, rate: int, seconds: float) -> float:

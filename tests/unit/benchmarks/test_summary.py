@@ -1,0 +1,43 @@
+"""The benchmark page's headline table is composed from the scripts' JSON results as they write them."""
+from benchmarks import summary
+
+CPU = {
+    "at": "2026-11-27T03:45:00Z", "machine_detail": {"cores": 2, "model": "Xeon", "memory_gib": 23.5},
+    "phases": [
+        {"rate": 0, "seconds": 20.0, "window_s": 20.1, "changes": 0, "changes_per_s": 0.0, "visible": {},
+         "cores": {"spark driver": 0.03, "python workers": 0.01}, "us_per_change": {}, "cdckit_vs_debezium_cpu": 1.8},
+        {"rate": 2000, "seconds": 30.0, "window_s": 30.5, "changes": 60000, "changes_per_s": 2000.0,
+         "visible": {"p50": 0.58, "p99": 0.99}, "cores": {}, "cdckit_vs_debezium_cpu": 1.51,
+         "us_per_change": {"spark driver": 144.0, "python workers": 67.0, "kafka connect": 140.0}},
+    ],
+    "fit": {"per_batch_ms": 142.0, "per_change_us": 51.8},
+    "memory": {"rss_peak_mb": {"idle": {"spark driver": 900, "redis": 10}, "2000": {"spark driver": 1100}}},
+}
+BOOT = {"at": "2026-11-27T04:00:00Z", "rows": 1000000, "by_run": {
+    "cache": {"snapshot_into_kafka_s": 50.0, "snapshot_rows_per_s": 20000, "synced_s": 55.0, "rows_per_s": 18182,
+              "every_row": True},
+    "search": {"snapshot_into_kafka_s": 50.0, "snapshot_rows_per_s": 20000, "synced_s": 100.0, "rows_per_s": 10000,
+               "every_row": False}}}
+RTM = {"at": "2026-11-27T04:10:00Z", "rate": 500, "modes": [
+    {"mode": "real_time", "written": 8100, "sent": 15001, "latency_s": {"p50": 4.4, "p99": 8.3}},
+    {"mode": "micro_batch", "written": 15001, "sent": 15001, "latency_s": {"p50": 0.43, "p99": 0.9}}]}
+
+
+def test_the_table_states_the_machine_and_every_headline_figure():
+    text = summary.table(CPU, BOOT, RTM)
+    assert text.startswith("Machine: 2 cores (Xeon), 23.5 GiB")
+    assert "| snapshot: Debezium into Kafka, 1,000,000 rows | 20,000 rows/s |" in text
+    assert "| bootstrap, Redis alone: start to synced | 55.0 s, 18,182 rows/s (1.10x the snapshot's time) |" in text
+    assert "ROWS MISSING" in text.split("search index alone")[1].splitlines()[0]   # a run that lost rows says so
+    assert "| at 2,000 commits/s: visible p50 / p99; cdckit CPU per change; vs Debezium | 0.58 / 0.99 s; 211 µs; 1.51x |" in text
+    assert "| idle (nothing changing): cdckit cores | 0.040 |" in text
+    assert "spark driver 1,100, redis 10" in text
+    assert "real-time p50 4.4 / p99 8.3 s, 8,100 of 15,001 written" in text
+
+
+def test_the_readme_block_is_replaced_whole(tmp_path, monkeypatch):
+    page = tmp_path / "README.md"
+    page.write_text(f"# B\n\n{summary.START}\nold\n{summary.END}\n\nrest\n")
+    monkeypatch.setattr(summary, "README", page)
+    summary.put_in_readme("new table\n")
+    assert page.read_text() == f"# B\n\n{summary.START}\nnew table\n{summary.END}\n\nrest\n"
