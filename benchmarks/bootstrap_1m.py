@@ -184,7 +184,7 @@ def _bootstrap(s, run: str, args, tmp: Path, sampler: RssSampler) -> tuple[dict,
 def _watermark_at(ckpt: Path) -> float | None:
     """When the bootstrap recorded its watermark (the state file's completed_at), else None."""
     try:
-        from pipelines.state.bootstrap import read_state
+        from pipelines.state.bootstrap_state import read_state
 
         state = read_state(ckpt)
         return float(state.completed_at) if state and state.completed_at else None

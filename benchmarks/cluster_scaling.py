@@ -40,8 +40,7 @@ def cluster_config(settings, topic: str, tmp: Path, python: Path, **spark):
 
 def replay(spark, config) -> tuple[float, int, list[dict]]:
     """(events/s, records, progress events) of one availableNow replay."""
-    from pipelines.spark import job
-
+    from pipelines.streaming import job
     applied: list[int] = []
     started = time.perf_counter()
     query = job.start(spark, config, on_batch=lambda _id, stats, _rows: applied.append(stats.records))

@@ -79,7 +79,7 @@ def spark_rate(folder: Path, n: int, files: int, tmp: Path) -> tuple[float, int]
 
 
 def spark_document_state_rate(folder: Path, n: int, tmp: Path, roots: int) -> tuple[float, int, int]:
-    """(c), what pipelines/spark/documents_query.py does: `applyInPandasWithState` with one group
+    """(c), what pipelines/documents/documents_query.py does: `applyInPandasWithState` with one group
     per document, its state the whole model, read and written once per micro-batch."""
     import pickle
 

@@ -3,7 +3,7 @@ nested-documents benchmark (50,000 orders, 250,000 lines), with the state forget
 (`NestedState.prune`, what the fold does) and, for comparison, keeping them (before the fix).
 
 What a batch costs the documents' query beside the Spark machinery: the state unpickled, the batch
-folded, the state pickled again (pipelines/spark/documents_query.fold_fn times the same three).
+folded, the state pickled again (pipelines/documents/documents_query.fold_fn times the same three).
 The load is Debezium-shaped records through `fold_batch`, no server: the initial snapshot in batches,
 then churn batches in which orders come and go with their lines (inserted, updated, deleted) at a
 steady live size.
@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import write_result  # noqa: E402
 from derived.nested import DocumentSpec, NestedState, Relation  # noqa: E402
-from pipelines.apply.nested_fold import FoldState, fold_batch  # noqa: E402
+from pipelines.documents.nested_fold import FoldState, fold_batch  # noqa: E402
 
 LINES = 5
 

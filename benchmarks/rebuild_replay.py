@@ -38,8 +38,7 @@ def config_for(settings, topic: str, tmp: Path, bulk_chunk: int = 2000):
 
 
 def rebuild_once(spark, config, store: str) -> dict:
-    from pipelines.ops import rebuild
-
+    from pipelines.rebuild import phases as rebuild
     plan = rebuild.make_plan(config, store, None)
     t0 = time.perf_counter()
     state = rebuild.run(spark, config, plan)

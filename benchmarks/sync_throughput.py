@@ -77,8 +77,7 @@ def plain_consumer(config, topic: str, partitions: int) -> float:
 
 
 def spark_job(spark, config) -> tuple[float, int]:
-    from pipelines.spark import job
-
+    from pipelines.streaming import job
     applied = []
     started = time.perf_counter()
     query = job.start(spark, config, on_batch=lambda _id, stats, _rows: applied.append(stats.records))

@@ -7,7 +7,7 @@ from typing import Any, Iterator
 
 import psycopg
 
-from connectors.visibility import parse_lsn
+from connectors.visibility_watermark import parse_lsn
 
 
 class PostgresUnreachable(Exception):

@@ -1,1 +1,2 @@
-"""Wiring: config, the Spark Kafka source, the streaming job, orchestration and the CLI."""
+"""Wiring: config, the flows (streaming, bootstrap, rebuild, documents: a package each), the
+operational commands, Spark's plumbing and the CLI."""

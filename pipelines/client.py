@@ -5,7 +5,7 @@ the cache. Needs only redis-py and requests (no Spark, nothing else of cdckit's 
     wait_visible(token, store="search", watermarks=Watermarks.connect(redis_url=..., search_url=...))
 
 The running job publishes, per store, the WAL position up to which every committed change is in
-that store (pipelines/spark/visibility.py; connectors/visibility.py says why that holds); a commit is
+that store (pipelines/streaming/visibility_publisher.py; connectors/visibility_watermark.py says why that holds); a commit is
 visible once that position reaches the token. Both stores get the same position.
 """
 from __future__ import annotations
@@ -14,9 +14,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from connectors.visibility import format_lsn, parse_lsn
-from derived.sinks import visibility as published
-
+from connectors.visibility_watermark import format_lsn, parse_lsn
+from derived.sinks import visibility_marks as published
 STORES = ("search", "cache", "both")
 
 

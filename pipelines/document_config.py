@@ -1,7 +1,7 @@
 """The `documents:` section: nested documents, one per row of a root table, built from related tables
 (see derived/nested.py for what each relation kind means). Checked up front, errors naming the field;
 what needs the catalog (key columns, joins left to the foreign keys) is resolved by
-pipelines/apply/document_specs.py before the job starts."""
+pipelines/documents/document_specs.py before the job starts."""
 from __future__ import annotations
 
 import re

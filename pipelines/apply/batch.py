@@ -14,7 +14,7 @@ from derived.reduce import last_per_key, merge_cuts, settle_tombstones
 from derived.sinks.errors import StoreUnavailable
 from pipelines.apply import letter_kinds
 from pipelines.apply.decode import decode_records
-from pipelines.apply.documents import columns_seen, type_rows
+from pipelines.apply.typed_rows import columns_seen, type_rows
 from pipelines.apply.stats import BatchStats
 from pipelines.apply.stores import Stores
 

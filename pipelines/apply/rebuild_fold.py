@@ -56,7 +56,7 @@ class PartitionFold:
     dead: list[DeadLetter] = field(default_factory=list)
     records: int = 0
     tombstones: int = 0
-    # The bootstrap's bulk (pipelines/spark/bootstrap_bulk.py): only the partition's leading run of
+    # The bootstrap's bulk (pipelines/bootstrap/bootstrap_bulk.py): only the partition's leading run of
     # snapshot reads is folded; the first other record (a change, a tombstone) stops the fold there
     # and the streaming query applies the rest, deletes included.
     reads_only: bool = False

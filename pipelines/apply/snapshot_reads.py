@@ -1,5 +1,5 @@
 """A partition's leading snapshot reads, folded and written a chunk at a time: the bootstrap's
-bulk (pipelines/spark/bootstrap_bulk.py) runs it per Kafka partition, tests feed it log shapes.
+bulk (pipelines/bootstrap/bootstrap_bulk.py) runs it per Kafka partition, tests feed it log shapes.
 
 A snapshot read (op=r) is the only record of its row in the snapshot, so writing chunk by chunk
 loses nothing and the memory is the chunk's, not the table's. The first record that is not a read

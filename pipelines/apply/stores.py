@@ -12,7 +12,7 @@ from pipelines.apply.column_types import ColumnTypes
 from pipelines.apply.row_filters import RowFilters
 from pipelines.apply.toast_reread import ToastReread
 from pipelines.config import Config
-from pipelines.state.rebuild import Targets
+from pipelines.state.rebuild_state import Targets
 
 
 @dataclass
@@ -24,7 +24,7 @@ class Stores:
     key_columns: dict[str, list[str] | None] = field(default_factory=dict)
     truncate_table: str | None = None
     toast: Any = None   # pipelines.apply.toast_reread.ToastReread, or None (tests)
-    # Documents are rendered by column type (pipelines/apply/documents.py); None: rows as Debezium sends them (tests).
+    # Documents are rendered by column type (pipelines/apply/typed_rows.py); None: rows as Debezium sends them (tests).
     types: ColumnTypes | None = None
     numbers: dict[str, frozenset[str]] = field(default_factory=dict)  # numeric columns rendered as numbers
     filters: Any = None   # pipelines.apply.row_filters.RowFilters: the tables' row filters, or None
@@ -87,7 +87,7 @@ def stores_from_config(config: Config, targets: Targets | None = None) -> Stores
                                        remove=t.transform.removed("cache"),
                                        lookups=tuple(lk.spec for lk in t.lookups))
                     for t in config.tables}
-    # Nested documents (pipelines/spark/documents_query.py) beside the tables, by their store names.
+    # Nested documents (pipelines/documents/documents_query.py) beside the tables, by their store names.
     search_tables.update({d.store_table: SearchTable(d.index_name, None, {}) for d in config.documents})
     cache_tables.update({d.store_table: CacheTable(d.redis_key_template, "json", None, None, {}, equal_replaces=True)
                          for d in config.documents})

@@ -27,7 +27,9 @@ def rebuild_command(store: str, config_path: Path, table: str | None, dry_run: b
     replay that were dead-lettered (more than --accept-dead-letters) stop the switch: the old
     generation stays, the fresh one is dropped, exit 7."""
     from pipelines.errors import DeadLettersLeft
-    from pipelines.ops import preflight, rebuild, rebuild_letters
+    from pipelines.ops import preflight
+    from pipelines.rebuild import phases as rebuild
+    from pipelines.rebuild import switch_gate as rebuild_letters
     from pipelines.stopping import Interrupted, StopRequest
 
     stop = StopRequest("after the running tasks").install()

@@ -50,7 +50,7 @@ class RebuildProgress:
         return self.view.__exit__(*exc)
 
     def callbacks(self):
-        from pipelines.ops.rebuild import Callbacks
+        from pipelines.rebuild.phases import Callbacks
 
         def bulk(progress: dict) -> None:
             for name, p in progress.items():

@@ -16,10 +16,10 @@ def run_command(config_path: Path) -> None:
     """Run the streaming sync (Spark Structured Streaming). Ctrl-C or SIGTERM stop it after the
     current batch (again: at once)."""
     from pipelines.errors import StateLost
-    from pipelines.ops import bootstrap, preflight
+    from pipelines.ops import preflight
+    from pipelines.bootstrap import steps as bootstrap
     from pipelines.stopping import StopRequest
-    from pipelines.spark import job
-
+    from pipelines.streaming import job
     stop = StopRequest().install()
     cfg = load(config_path)
     preflight.check(cfg, postgres="if_reachable")
@@ -39,10 +39,11 @@ def bootstrap_command(config_path: Path, once: bool) -> None:
     consistent with it, and streaming on would hide that."""
     from pipelines.cli.progress_view import ProgressView
     from pipelines.errors import DeadLettersLeft
-    from pipelines.ops import bootstrap, connector, preflight
-    from pipelines.state import bootstrap as bootstrap_state
+    from pipelines.ops import connector, preflight
+    from pipelines.bootstrap import steps as bootstrap
+    from pipelines.state import bootstrap_state
     from pipelines.stopping import StopRequest
-    from pipelines.spark import job
+    from pipelines.streaming import job
     from pipelines.spark.metrics import pipeline_metrics
 
     stop = StopRequest().install()

@@ -20,10 +20,9 @@ from pipelines.cli.render import say, say_error
 @json_option
 def wait_command(config_path: Path, lsn: str, store: str, timeout_s: float, as_json: bool) -> None:
     """Wait until everything committed up to LSN is visible in STORE. Exit 0 when it is, 4 on timeout."""
-    from connectors.visibility import format_lsn, parse_lsn
+    from connectors.visibility_watermark import format_lsn, parse_lsn
     from pipelines.client import NotVisible, wait_visible
-    from pipelines.spark import visibility
-
+    from pipelines.streaming import visibility_publisher as visibility
     cfg = load(config_path)
     try:
         token = parse_lsn(lsn)

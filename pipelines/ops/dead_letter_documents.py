@@ -69,7 +69,7 @@ def replay_documents(config: Config, letters: list[Letter], stores, stats, dead:
     """The lettered documents into the live stores (stats and refusals added to `stats`, `dead`);
     returns how many documents were written or deleted."""
     from pipelines.apply.batch import apply_changes
-    from pipelines.apply.document_specs import Catalog, resolve_documents
+    from pipelines.documents.document_specs import Catalog, resolve_documents
     from pipelines.ops.verify_documents import expected_documents
 
     wanted = newest_versions(letters)

@@ -11,7 +11,7 @@ from typing import Callable
 
 from connectors import postgres
 from pipelines.ops import connector as connector_ops
-from pipelines.ops.bootstrap import prepare
+from pipelines.state.schema import SchemaState
 from pipelines.state.offsets import applied_offsets
 from pipelines.config import Config
 from pipelines.errors import ConfigError
@@ -131,3 +131,17 @@ def _applied_count(stores, table) -> int:
     if hasattr(stores.cache, "count"):
         return stores.cache.count(stores.cache_tables[table.name])
     return stores.search.engine.count(stores.search_tables[table.name].alias)
+
+
+def prepare(config: Config) -> dict[str, int]:
+    """Support tables and publication, the tables' shapes before their snapshot (the schema
+    watch's first sight); returns each table's row count (progress totals)."""
+    pg = config.postgres
+    with postgres.connect(pg.dsn_kwargs()) as conn:
+        postgres.ensure_support_tables(conn, pg.heartbeat_table, pg.signal_table, pg.truncate_table,
+                                       [t.name for t in config.tables])
+        postgres.ensure_publication(conn, pg.publication, [t.name for t in config.tables]
+                                    + [pg.signal_table, pg.heartbeat_table, pg.truncate_table])
+        SchemaState(config.spark.checkpoint_dir).first_sight(
+            {t.name: postgres.table_columns(conn, t.name) for t in config.tables})
+        return {t.name: conn.execute(f"SELECT count(*) FROM {t.name}").fetchone()[0] for t in config.tables}

@@ -135,7 +135,7 @@ def _topics(config: Config, report: Report) -> None:
 
 
 def _pipeline(config: Config, report: Report) -> None:
-    from pipelines.state.bootstrap import handover
+    from pipelines.state.bootstrap_state import handover
     from pipelines.state.status import pipeline_running, process_alive, read_status
 
     st = read_status(config.spark.checkpoint_dir)
@@ -158,8 +158,7 @@ def _pipeline(config: Config, report: Report) -> None:
         report.problem(f"the pipeline process that applied the last batch (pid {st.get('pid')} on "
                        f"{st.get('host')}) is not running: start it with `cdckit run`")
     if config.documents:
-        from pipelines.state import documents as documents_state
-
+        from pipelines.state import documents_state
         handover = documents_state.pending(config.spark.checkpoint_dir)
         if handover is not None:
             report.warnings.append(f"the documents' batches wait for a rebuild to hand its state ({handover}) over: "
@@ -294,8 +293,7 @@ def _dead_letters(config: Config, report: Report) -> None:
 
 def _rebuild(config: Config, report: Report) -> None:
     """The last rebuild refused its switch over dead letters: said, since its generation is gone."""
-    from pipelines.state import rebuild as rebuild_state
-
+    from pipelines.state import rebuild_state
     state = rebuild_state.load(config.spark.checkpoint_dir)
     verdict = (state.dead_letters or {}) if state is not None else {}
     if state is not None and state.phase == "done" and verdict and not verdict.get("switch"):

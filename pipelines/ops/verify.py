@@ -21,7 +21,7 @@ from connectors.typed_values import row_converter
 from connectors.envelope import document_id
 from derived.sinks.cache.keys import render_key
 from derived.shape import shape
-from pipelines.state import documents as documents_state
+from pipelines.state import documents_state
 from pipelines.state.offsets import applied_offsets
 from pipelines.config import Config, TableConfig
 from pipelines.errors import NotCaughtUp

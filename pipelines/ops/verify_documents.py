@@ -19,7 +19,7 @@ from connectors.envelope import document_id
 from connectors.typed_values import row_converter
 from derived.nested import DocumentSpec, Relation, sortable
 from derived.sinks.cache.keys import render_key
-from pipelines.apply.document_specs import Catalog, ResolvedDocuments, resolve_documents
+from pipelines.documents.document_specs import Catalog, ResolvedDocuments, resolve_documents
 from pipelines.config import Config
 from pipelines.document_config import DocumentConfig
 from pipelines.ops.verify_report import BATCH, StoreDiff, TableReport, chunks

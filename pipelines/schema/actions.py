@@ -76,8 +76,7 @@ class JobSchemaActions:
     def rebuild_finished(self, since: float) -> bool:
         """The rebuild started at `since` (or a later one) reached its end; also when it failed and
         nothing runs any more (its log says why; `status` shows a failed rebuild)."""
-        from pipelines.state import rebuild as rebuild_state
-
+        from pipelines.state import rebuild_state
         state = rebuild_state.load(self.config().spark.checkpoint_dir)
         if state is None or state.started_at < since - 60:
             return time.time() - since > 600  # never began: give up waiting on it

@@ -1,5 +1,5 @@
 """Reading change topics as a stream, with the config's Kafka source and client settings: the
-tables' query (pipelines/spark/job.py) and the documents' (pipelines/spark/documents_query.py)."""
+tables' query (pipelines/streaming/job.py) and the documents' (pipelines/documents/documents_query.py)."""
 from __future__ import annotations
 
 import json

@@ -65,7 +65,7 @@ class PipelineMetrics:
                                        "documents, cache keys)", ["table", "store"], registry=r)
         self._pending_tables: set[str] = set()
         self.visible_lsn = Gauge("cdckit_visible_lsn", "WAL position up to which every committed change is in "
-                                 "both stores (pipelines/spark/visibility.py; 0: none published yet)", registry=r)
+                                 "both stores (pipelines/streaming/visibility_publisher.py; 0: none published yet)", registry=r)
         self.position = 0
         self._moved = threading.Condition()
         self.port = port or None
@@ -191,7 +191,7 @@ def visible_answer(metrics: PipelineMetrics, query: str) -> tuple[str, bytes]:
 
     import orjson
 
-    from connectors.visibility import format_lsn, parse_lsn
+    from connectors.visibility_watermark import format_lsn, parse_lsn
 
     args = {k: v[-1] for k, v in parse_qs(query).items()}
     try:

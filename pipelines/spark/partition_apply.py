@@ -17,7 +17,7 @@ from pipelines.apply.batch import SPARK_TASK, ApplyOptions, apply_records, rows_
 from pipelines.apply.stats import BatchStats, add_stats
 from pipelines.spark.schemas import ddl
 from pipelines.state.fences import fence_key
-from pipelines.state.rebuild import Targets
+from pipelines.state.rebuild_state import Targets
 from pipelines.spark import worker_context
 from pipelines.spark.worker_context import kafka_settings, worker_resources
 

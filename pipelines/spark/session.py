@@ -82,7 +82,7 @@ def spark_conf(config: Config, jars: list[Path]):
             .set("spark.ui.enabled", "false")
             .set("spark.ui.showConsoleProgress", "false")   # cdckit draws its own progress
             .set("spark.sql.streaming.stopGracefullyOnShutdown", "true")
-            # Nested documents' state (pipelines/spark/documents_query.py): RocksDB keeps it off the heap.
+            # Nested documents' state (pipelines/documents/documents_query.py): RocksDB keeps it off the heap.
             .set("spark.sql.streaming.stateStore.providerClass",
                  "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider"))
     user = dict(config.spark.conf)

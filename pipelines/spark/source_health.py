@@ -76,7 +76,7 @@ class SourcePoller:
         from connectors import postgres
         from connectors.connect_client import ConnectClient
         from pipelines.spark.store_health import STORE_POLL_S, PendingLetters, store_counts, throttled
-        from pipelines.state.rebuild import progress_board, progress_totals
+        from pipelines.state.rebuild_state import progress_board, progress_totals
 
         client = ConnectClient(config.connect.url, timeout_s=config.connect.timeout_s)
         boards: dict[str, object] = {}  # one consumer per rebuild, reused between polls

@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-from pipelines.state.rebuild import Targets
+from pipelines.state.rebuild_state import Targets
 
 _configs: dict[bytes, Any] = {}
 _resources: dict[tuple[bytes, Targets | None], Any] = {}

@@ -34,19 +34,19 @@ class CheckpointDir(_Folder):
     fences = _File("cdckit-fences.json", "Snapshot fences per batch (pipelines/state/fences.py).")
     topic_ids = _File("cdckit-topic-ids.json", "The ids of the topics read (pipelines/state/topic_ids.py).")
     truncates = _File("cdckit-truncates.json", "The truncates applied (pipelines/state/truncate_cuts.py).")
-    bootstrap = _File("cdckit-bootstrap.json", "The snapshot's watermark (pipelines/state/bootstrap.py).")
-    resnapshot = _File("cdckit-resnapshot.json", "A re-snapshot after lost topics under way (state/bootstrap.py).")
+    bootstrap = _File("cdckit-bootstrap.json", "The snapshot's watermark (pipelines/state/bootstrap_state.py).")
+    resnapshot = _File("cdckit-resnapshot.json", "A re-snapshot after lost topics under way (state/bootstrap_state.py).")
     documents_sweep = _File("cdckit-documents-sweep.json", "A re-snapshot's sweep of the nested documents, "
-                            "waiting for their query to apply the snapshot (state/bootstrap.py).")
+                            "waiting for their query to apply the snapshot (state/bootstrap_state.py).")
     snapshot_bulk = _File("cdckit-snapshot-bulk.json",
                           "The bootstrap's bulk apply of the snapshot reads, and where the streaming query takes over "
-                          "(state/bootstrap.py).")
-    rebuild = _File("cdckit-rebuild.json", "The running or last rebuild (pipelines/state/rebuild.py).")
-    rebuild_live = _File("cdckit-rebuild-live.json", "The live pipeline's catch-up of a rebuild (state/rebuild.py).")
-    rebuild_lock = _File("cdckit-rebuild.lock", "Held by the writer of a rebuild's fresh generation (state/rebuild.py).")
-    documents = _File("cdckit-documents.json", "Which folder holds the documents' query and state (state/documents.py).")
-    documents_lock = _File("cdckit-documents.lock", "Held by a rebuild handing the documents over (state/documents.py).")
-    rebuild_rate = _File("cdckit-rebuild-rate.json", "Events/s a finished rebuild measured (state/rebuild.py).")
+                          "(state/bootstrap_state.py).")
+    rebuild = _File("cdckit-rebuild.json", "The running or last rebuild (pipelines/state/rebuild_state.py).")
+    rebuild_live = _File("cdckit-rebuild-live.json", "The live pipeline's catch-up of a rebuild (state/rebuild_state.py).")
+    rebuild_lock = _File("cdckit-rebuild.lock", "Held by the writer of a rebuild's fresh generation (state/rebuild_state.py).")
+    documents = _File("cdckit-documents.json", "Which folder holds the documents' query and state (state/documents_state.py).")
+    documents_lock = _File("cdckit-documents.lock", "Held by a rebuild handing the documents over (state/documents_state.py).")
+    rebuild_rate = _File("cdckit-rebuild-rate.json", "Events/s a finished rebuild measured (state/rebuild_state.py).")
     dlq_settled = _File("cdckit-dlq-settled.json", "Up to where `cdckit dlq replay` settled the dead letters "
                         "(pipelines/state/dead_letters.py).")
 
@@ -62,4 +62,4 @@ class RebuildWork(_Folder):
     bulk = _File("bulk.json", "The bulk's result per partition.")
     catchup = _File("catchup", "The catch-up query's checkpoint (Spark's).")
     # The bulk tasks' progress and the driver's stop request are not here: tasks run on any host
-    # and report to a Kafka consumer group (state/rebuild.progress_group).
+    # and report to a Kafka consumer group (state/rebuild_state.progress_group).

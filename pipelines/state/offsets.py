@@ -46,6 +46,6 @@ def applied_offsets(checkpoint_dir: Path) -> Offsets | None:
     committed = committed_offsets(checkpoint_dir)
     if committed is not None:
         return committed
-    from pipelines.state.bootstrap import handover
+    from pipelines.state.bootstrap_state import handover
 
     return handover(checkpoint_dir)

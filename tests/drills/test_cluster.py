@@ -169,8 +169,7 @@ def test_bootstrap_then_a_rebuild_beside_the_live_job_on_the_cluster(stack, clus
     """`bootstrap --once`, then the live job and a rebuild under load. Each app capped at one core
     (spark.cores.max), so the rebuild finds an executor while the live job holds the other; the bulk
     tasks' progress is read from Kafka while they run."""
-    from pipelines.state import rebuild as rebuild_state
-
+    from pipelines.state import rebuild_state
     name = f"clr_{uuid.uuid4().hex[:6]}"
     table = f"public.{name}"
     create_simple_table(stack, table, 60000)

@@ -297,7 +297,7 @@ def test_topics_deleted_recovered_by_resnapshot(stack, drill, tmp_path):
     re-snapshots, and removes what the new snapshot did not rewrite. Last: the job is gone after it."""
     from confluent_kafka.admin import AdminClient
 
-    from pipelines.ops.bootstrap import state_path
+    from pipelines.bootstrap.steps import state_path
     from pipelines.config import load_config
 
     w = drill.workload()

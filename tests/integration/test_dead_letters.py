@@ -51,8 +51,7 @@ def test_bad_records_are_dead_lettered_and_the_rest_applied(stack, spark, tmp_pa
     try:
         assert cli("connector", "apply", "-c", str(write_config(tmp_path, data))).returncode == 0
         wait_streaming(stack, data)
-        from pipelines.spark import job
-
+        from pipelines.streaming import job
         query = job.start(spark, cfg)
         wait_for(lambda: "1" in cache_docs(stack, f"{name}:"), 90, 1, "the snapshot row")
         p = Producer({"bootstrap.servers": stack.bootstrap_servers})
@@ -161,8 +160,7 @@ def test_a_refused_document_is_written_again_from_postgres_by_replay(stack, spar
     try:
         assert cli("connector", "apply", "-c", str(path)).returncode == 0
         wait_streaming(stack, data)
-        from pipelines.spark import job
-
+        from pipelines.streaming import job
         query = job.start(spark, cfg)
         wait_for(lambda: {"1", "2", "3"} <= set(search_docs(stack, name)), 90, 1, "the documents of the snapshot")
         with pg(stack) as conn:   # order 1's document outgrows the limit; order 3 changes, and 2 goes

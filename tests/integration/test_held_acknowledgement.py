@@ -1,4 +1,4 @@
-"""The argument read-your-writes rests on (connectors/visibility.py), held against the real worker
+"""The argument read-your-writes rests on (connectors/visibility_watermark.py), held against the real worker
 (issue #38.1): Debezium confirms to the slot only what Kafka Connect committed, and Connect commits
 only up to the first record the producer has not acknowledged. A second broker joins the stack's
 cluster and leads one table's topic; it is stopped (SIGSTOP) with a change of that table in flight,
@@ -19,7 +19,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from connectors import postgres
-from connectors.visibility import format_lsn
+from connectors.visibility_watermark import format_lsn
 from pipelines.client import commit_token
 from tests.support.integration import cli, drop_pipeline, pg, wait_for, wait_streaming, write_config
 from tests.support.secure_servers import free_port

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.integration
 def test_index_created_from_the_catalog_then_a_config_edit_shows(stack, tmp_path):
     from derived.sinks.markers import search_marker
     from pipelines.apply.stores import search_engine
-    from pipelines.spark.job import LiveConfig
+    from pipelines.streaming.job import LiveConfig
 
     name = f"idx{uuid.uuid4().hex[:8]}"
     table = f"public.{name}"

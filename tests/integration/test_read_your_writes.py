@@ -12,7 +12,7 @@ import psycopg
 import pytest
 import requests
 
-from connectors.visibility import format_lsn, parse_lsn
+from connectors.visibility_watermark import format_lsn, parse_lsn
 from pipelines.client import NotVisible, Watermarks, commit_token, wait_visible
 from tests.support.integration import (cli, drop_pipeline, fresh_redis_dbs, kill_mid_batch, pg, start_job,
                                        stop_job, wait_for, wait_streaming, write_config)

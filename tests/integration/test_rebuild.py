@@ -226,9 +226,9 @@ def test_rebuild_over_compacted_log_shapes(stack, tmp_path):
 
 def test_live_batches_write_the_fresh_generation_first_during_a_rebuild(stack, spark, tmp_path):
     """While the rebuild state asks for it, each live batch also writes the rebuild's targets."""
-    from pipelines.state import rebuild as rebuild_state
+    from pipelines.state import rebuild_state
     from pipelines.config import parse_config
-    from pipelines.spark.job import batch_writer
+    from pipelines.streaming.job import batch_writer
     from connectors.kafka.ranges import ARROW_SCHEMA
     from pipelines.spark.schemas import struct_type
 

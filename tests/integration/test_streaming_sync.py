@@ -54,11 +54,9 @@ def test_snapshot_then_mixed_workload_ends_exact(stack, spark, tmp_path, source,
     try:
         assert cli("connector", "apply", "-c", str(path)).returncode == 0
         wait_streaming(stack, data)
-        from pipelines.spark import job
-
+        from pipelines.streaming import job
         if bulk:
-            from pipelines.ops import bootstrap
-
+            from pipelines.bootstrap import steps as bootstrap
             with pg(stack) as conn:  # changes after the reads: each partition's bulk stops at its first
                 conn.execute(f"UPDATE {table} SET name = 'before the hand-over' WHERE id % 7 = 0")
                 conn.execute(f"DELETE FROM {table} WHERE id BETWEEN 2900 AND 2950")

@@ -112,8 +112,7 @@ def test_transaction_straddling_the_consistent_point_wins(stack, spark, tmp_path
         # The race really happened: the streamed change sits below the snapshot's position.
         assert int(raced["source"]["lsn"]) < int(snap["source"]["lsn"])
 
-        from pipelines.spark import job
-
+        from pipelines.streaming import job
         query = job.start(spark, cfg)
         r = redis.Redis.from_url(stack.redis_url)
 

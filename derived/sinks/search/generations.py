@@ -65,7 +65,7 @@ def switch_generation(engine: Engine, gen: SearchGeneration) -> None:
     old = [i for i in engine.alias_targets(gen.alias) if i != gen.target]
     engine.point_alias(gen.alias, gen.target, old)
     # Again: writes between the first refresh and the switch may sit under a published visibility
-    # position (pipelines/spark/visibility.py) that readers now search through the alias.
+    # position (pipelines/streaming/visibility_publisher.py) that readers now search through the alias.
     engine.refresh(gen.target)
 
 

@@ -99,7 +99,7 @@ def test_cdckit_clients_produce_and_consume_a_compacted_topic(compacted_topic):
 @pytest.mark.spark
 def test_spark_builtin_kafka_source_reads_with_the_java_settings(broker, compacted_topic, spark, tmp_path):
     """`spark.kafka_source: jvm`: Spark's own kafka source with KafkaConfig.java_client_config()
-    as `kafka.*` options (JAAS line, PEM trust store), as pipelines/spark/job.py passes them."""
+    as `kafka.*` options (JAAS line, PEM trust store), as pipelines/streaming/job.py passes them."""
     topic, records = compacted_topic
     java = parse_config(config_data(broker, tmp_path)).kafka.java_client_config()
     assert java["ssl.truststore.type"] == "PEM" and "ScramLoginModule" in java["sasl.jaas.config"]

@@ -17,9 +17,9 @@ from hypothesis import given, settings, strategies as st
 
 from connectors.transactions import transaction_end, transaction_of
 from derived.nested import NestedState
-from pipelines.apply.nested_fold import FoldState, fold_batch
+from pipelines.documents.nested_fold import FoldState, fold_batch
 from pipelines.apply.transaction_gate import LATE_MS, TransactionGate
-from tests.unit.pipelines.apply.test_nested_fold import (
+from tests.unit.pipelines.documents.test_nested_fold import (
     KEYS, MARKERS, P, PARTITIONS, SPEC, Log, deliveries, history, joined, visible, write,
 )
 

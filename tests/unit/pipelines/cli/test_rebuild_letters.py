@@ -6,8 +6,8 @@ import pytest
 import yaml
 
 from pipelines.cli.main import main
-from pipelines.ops import rebuild
-from pipelines.state.rebuild import RebuildState, Targets
+from pipelines.rebuild import phases as rebuild
+from pipelines.state.rebuild_state import RebuildState, Targets
 from tests.support.configs import BASE
 
 REFUSED = {"count": 4, "by": {"bulk": 4}, "accepted": 0, "switch": False}

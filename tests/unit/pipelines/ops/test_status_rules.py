@@ -137,8 +137,7 @@ def test_kafka_not_answering_is_a_warning_not_a_verdict(monkeypatch, tmp_path):
 
 
 def test_a_rebuild_that_refused_its_switch_is_said(tmp_path):
-    from pipelines.state import rebuild as rebuild_state
-
+    from pipelines.state import rebuild_state
     cfg = parse_config({**BASE, "spark": {"checkpoint_dir": str(tmp_path)}})
     verdict = {"count": 4, "by": {"bulk": 4}, "accepted": 0, "switch": False}
     rebuild_state.save(tmp_path, rebuild_state.RebuildState({"rebuild_id": "r1"}, rebuild_state.Targets(), "done",

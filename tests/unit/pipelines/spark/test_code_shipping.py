@@ -16,7 +16,7 @@ def test_the_archive_holds_every_module_and_imports_without_the_checkout(tmp_pat
         assert expected <= set(names)
     assert not any("__pycache__" in n or n.endswith(".pyc") for n in names)
     # A Python that only has the zip (and the dependencies) imports the executor-side modules from it.
-    code = ("import sys; sys.path.insert(0, sys.argv[1]); import pipelines.spark.rebuild_jobs as m; "
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import pipelines.rebuild.spark_jobs as m; "
             "print(m.__file__)")
     out = subprocess.run([sys.executable, "-I", "-c", code, str(path)], capture_output=True, text=True,
                          cwd=tmp_path, env={"PYTHONPATH": ""})

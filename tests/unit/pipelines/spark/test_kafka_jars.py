@@ -24,7 +24,7 @@ def test_the_shipped_code_does_not_import_the_local_stack():
     import subprocess
     import sys
 
-    code = ("import sys, pipelines.cli.main, pipelines.spark.job, pipelines.spark.session; "
+    code = ("import sys, pipelines.cli.main, pipelines.streaming.job, pipelines.spark.session; "
             "print([m for m in sys.modules if m.startswith('pipelines.devstack')])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -95,7 +95,7 @@ def test_snapshot_and_rebuild_gauges():
 
 
 def test_bootstrap_watch_reports_the_snapshot_progress():
-    from pipelines.ops.bootstrap import Watch
+    from pipelines.bootstrap.steps import Watch
 
     m = PipelineMetrics(0)
     cfg = two_table_config()

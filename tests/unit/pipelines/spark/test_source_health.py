@@ -105,8 +105,7 @@ def test_the_poller_thread_stops():
 @pytest.mark.parametrize("phase,expected", [("bulk", (True, 30, 100)), ("catchup", (True, 100, 100)),
                                             ("done", (False, 0, 0))])
 def test_rebuild_progress_from_its_state(tmp_path, phase, expected):
-    from pipelines.state import rebuild as rs
-
+    from pipelines.state import rebuild_state as rs
     rs.save(tmp_path, rs.RebuildState({"rebuild_id": "r1", "records": 100, "end": {"cdc.public.t": {"0": 50, "1": 50}}},
                                       rs.Targets(), phase=phase))
     asked = []

@@ -1,6 +1,6 @@
 """The mark `cdckit dlq replay` leaves: letters below it are settled."""
 from pipelines.state import dead_letters as settled
-from pipelines.state.bootstrap import BootstrapState, SnapshotBulk, read_bulk, read_state, write_bulk, write_state
+from pipelines.state.bootstrap_state import BootstrapState, SnapshotBulk, read_bulk, read_state, write_bulk, write_state
 
 
 def test_no_mark_settles_nothing_and_a_mark_round_trips(tmp_path):

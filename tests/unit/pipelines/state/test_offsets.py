@@ -4,7 +4,7 @@ def test_applied_offsets_are_the_bulk_hand_over_until_the_stream_commits(tmp_pat
     recover read where the bulk handed over; a streaming commit takes over from it."""
     import json
 
-    from pipelines.state.bootstrap import SnapshotBulk, write_bulk
+    from pipelines.state.bootstrap_state import SnapshotBulk, write_bulk
     from pipelines.state.checkpoint import CheckpointDir
     from pipelines.state.offsets import applied_offsets
 

@@ -1,0 +1,523 @@
+"""Nested documents (`documents:` in the config) as a second Structured Streaming query beside the
+flat one: the change topics of every table a document names, grouped by document, folded by
+`applyInPandasWithState` into the state model (derived/nested.py), whose state lives in the
+query's checkpoint (RocksDB state store); the documents a batch changed are written to both stores
+with versioned writes.
+
+Why one state object per document, not one per root key (the measurement is benchmarks/nested_state.py):
+- the state is relational: a customer's row belongs to every order pointing at it, a line that
+  moves leaves one order for another, a link row ties two tables. Keyed by root, each change would
+  first need the roots it reaches, which is state keyed by the parent's key: two chained stateful
+  operators, and a fan-out shuffle between them for every change;
+- per-key state calls are what is slow: `transformWithStateInPandas` keyed by root folded 1,318
+  facts/s, one state per document here 3,210 facts/s at 3,000 facts per micro-batch, its cost per
+  micro-batch (~0.7 s), not per fact: the model itself folds ~50k facts/s in one Python process.
+- an intermediate compacted topic keyed by root would hold documents, not the rows they are built
+  from: building one still needs every table's rows (state), so it adds a hop and removes nothing.
+The cost: the state value is serialized once per batch, in proportion to the tables' rows (see
+the benchmark), and one document's fold runs on one core (several documents run in parallel).
+
+Exactly once with respect to the stores: the state of batch N is committed with batch N; a crash
+re-runs N from the state of N-1, computing the same documents with the same versions.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import pickle
+import re
+import threading
+import time
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any, Iterator
+
+import orjson
+import pyarrow as pa
+
+from derived.change import Change, DeadLetter, Position, Version
+from derived.nested import join_edges
+from pipelines.documents.document_specs import ResolvedDocuments
+from pipelines.documents.nested_fold import FoldState, FoldStats, fold_batch
+from pipelines.apply.transaction_gate import LATE_MS
+from pipelines.config import Config
+from pipelines.errors import ConfigError
+from pipelines.state import documents_state
+from pipelines.state import rebuild_state
+from pipelines.state.rebuild_state import Targets
+
+log = logging.getLogger("cdckit.documents")
+
+OUT_DDL = ("document string, doc_id string, key binary, body binary, deleted boolean, epoch long, kind int, "
+           "lsn long, stats binary")
+STATE_DDL = "blob binary"
+WRITE_STATS = pa.schema([("documents", pa.int64()), ("search_applied", pa.int64()), ("search_stale", pa.int64()),
+                         ("cache_applied", pa.int64()), ("cache_stale", pa.int64()), ("dead_letters", pa.int64()),
+                         ("fold", pa.binary())])
+
+
+def checkpoint(config: Config) -> Path:
+    """The live state's folder (a rebuild moves it: pipelines/state/documents_state.py)."""
+    return documents_state.current(config.spark.checkpoint_dir)
+
+
+def fingerprint(resolved: ResolvedDocuments, config: Config) -> str:
+    """What the state was built for: another spec, key, type of a key or join column, or numeric
+    rendering needs another state (held rows keep the rendering they were folded in, and joins
+    compare rendered values)."""
+    joined: set[tuple[str, str]] = {(t, c) for t, cols in resolved.keys.items() for c in cols}
+    for spec in resolved.specs:
+        for e in join_edges(spec):
+            joined.update((e.table, c) for c in e.cols)
+            joined.update((e.parent, c) for c in e.parent_cols)
+    types = sorted((t, c, resolved.types[t].get(c)) for t, c in joined)
+    # Only the tables the documents read: another table's rendering is not in this state.
+    numbers = sorted((t.name, tuple(sorted(t.numeric_as_number))) for t in config.tables
+                     if t.numeric_as_number and t.name in resolved.keys)
+    text = repr((resolved.specs, sorted(resolved.keys.items()), types, numbers))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def state_matches(config: Config, resolved: ResolvedDocuments, folder: Path) -> bool:
+    """Whether the state in `folder` was built for these specs (or there is none yet)."""
+    mark = folder / "cdckit-documents.txt"
+    return not mark.exists() or mark.read_text().strip() == fingerprint(resolved, config)
+
+
+def check_state_matches(config: Config, resolved: ResolvedDocuments, folder: Path) -> None:
+    """The state in `folder` was built for these specs; a changed `documents:` section is refused
+    (its documents need building anew from the topics, which `cdckit rebuild all` does)."""
+    if not state_matches(config, resolved, folder):
+        raise ConfigError("documents", "the documents' definitions (or the types of their key and join "
+                          "columns, or numeric_as_number) changed since their state was built: "
+                          "`cdckit rebuild all` builds them anew from the topics and hands them to the job")
+    mark = folder / "cdckit-documents.txt"
+    if not mark.exists():
+        mark.parent.mkdir(parents=True, exist_ok=True)
+        mark.write_text(fingerprint(resolved, config) + "\n")
+
+
+def stream(spark, config: Config):
+    """The change records of every topic a document reads, one row per (record, document)."""
+    from pyspark.sql import functions as F
+
+    from pipelines.spark.change_topics import topic_reader
+
+    routes = config.document_topics
+    pattern = "^(" + "|".join(re.escape(t) for t in routes) + ")$"
+    route = F.create_map(*[x for t, names in routes.items() for x in (F.lit(t), F.array(*map(F.lit, names)))])
+    records = topic_reader(spark, config, pattern, ranges=False).load()
+    return records.select("key", "value", "topic", F.col("partition").cast("int").alias("partition"),
+                          F.col("offset").cast("long").alias("offset"),
+                          F.expr("unix_millis(timestamp)").alias("timestamp"),
+                          F.explode(F.element_at(route, F.col("topic"))).alias("document"))
+
+
+def fold_fn(config_json: bytes, resolved: ResolvedDocuments):
+    """The applyInPandasWithState function: one call per document and batch."""
+
+    def run(key, frames, state) -> Iterator[Any]:
+        import pandas as pd
+
+        name = key[0]
+        t0 = time.perf_counter()
+        held = _load(state, resolved, name, config_json)
+        t1 = time.perf_counter()
+        rows = [r for f in frames
+                for r in f[["key", "value", "topic", "partition", "offset", "timestamp"]].to_dict("records")]
+        outs, stats, _ = fold_batch(held, rows, *_decoding(config_json, resolved), reread=_rereader(config_json))
+        t2 = time.perf_counter()
+        blob = pickle.dumps(held, protocol=pickle.HIGHEST_PROTOCOL)
+        state.update((blob,))
+        stats.timings = {"load_s": t1 - t0, "fold_s": t2 - t1, "save_s": time.perf_counter() - t2,
+                         "state_bytes": len(blob)}
+        frame = {"document": [name] * len(outs), "doc_id": [o.doc_id for o in outs],
+                 "key": [orjson.dumps(o.key, default=str) for o in outs],
+                 "body": [orjson.dumps(o.doc, default=str) if o.doc is not None else None for o in outs],
+                 "deleted": [o.doc is None for o in outs], "epoch": [o.version.epoch for o in outs],
+                 "kind": [o.version.kind for o in outs], "lsn": [o.version.lsn for o in outs],
+                 "stats": [None] * len(outs)}
+        figures = _stats_row(name, stats)
+        frame = {k: v + [figures[k]] for k, v in frame.items()}  # the fold's figures last
+        yield pd.DataFrame(frame)
+
+    return run
+
+
+def _stats_row(name: str, stats: FoldStats) -> dict[str, Any]:
+    return {"document": name, "doc_id": None, "key": None, "body": None, "deleted": None, "epoch": None,
+            "kind": None, "lsn": None, "stats": orjson.dumps(stats.__dict__)}
+
+
+class _StateUnpickler(pickle.Unpickler):
+    """States pickled before the documents' modules moved into pipelines/documents/ (0.1.0) name
+    the fold's class by its old module: found at its new one, so a job upgraded in place resumes."""
+
+    MOVED = {"pipelines.apply.nested_fold": "pipelines.documents.nested_fold"}
+
+    def find_class(self, module: str, name: str):
+        return super().find_class(self.MOVED.get(module, module), name)
+
+
+def _load(state, resolved: ResolvedDocuments, name: str, config_json: bytes) -> FoldState:
+    from derived.nested import NestedState
+
+    if state.exists:
+        held = _StateUnpickler(io.BytesIO(state.get[0])).load()
+        if getattr(held, "gate", None) is None:   # a state pickled before the gate existed
+            held.gate = _gate(config_json)
+        return held
+    spec = resolved.spec(name)
+    return FoldState(NestedState(spec, {t: resolved.keys[t] for t in spec.tables()}), gate=_gate(config_json))
+
+
+def _gate(config_json: bytes):
+    """Whole transactions only (pipelines/apply/transaction_gate.py) for every table topic a document
+    reads, the truncate markers' included (a TRUNCATE and the rows written after it in one transaction
+    go together)."""
+    from pipelines.apply.transaction_gate import TransactionGate
+    from pipelines.spark.worker_context import worker_config
+
+    config = worker_config(config_json)
+    return TransactionGate(config.topic_prefix, frozenset(config.document_change_topics), config.transaction_topic)
+
+
+def _rereader(config_json: bytes):
+    """Unchanged TOAST columns of rows the state does not hold, read from Postgres (as the tables do)."""
+    from pipelines.spark.worker_context import worker_resources
+
+    toast = worker_resources(config_json)[0].toast
+    return None if toast is None else (lambda changes: toast.fill(changes, every_upsert=True))
+
+
+_decoders: dict[bytes, tuple] = {}
+
+
+def _decoding(config_json: bytes, resolved: ResolvedDocuments) -> tuple:
+    """(key columns, truncate table, typed converters) of a config, once per Python worker. The
+    converters follow the catalog (issue #38.3: they were the types read at the job's start, so an
+    ALTER ... TYPE left re-read rows rendered by the old type for good)."""
+    if config_json not in _decoders:
+        from pipelines.spark.worker_context import worker_config, worker_resources
+
+        config = worker_config(config_json)
+        numbers = {t.name: frozenset(t.numeric_as_number) for t in config.tables}
+        types = worker_resources(config_json)[0].types
+        typed = (LiveTypes(types, numbers, set(resolved.types)) if types is not None
+                 else _fixed_types(resolved, numbers))
+        _decoders[config_json] = ({t.name: t.key for t in config.tables}, config.postgres.truncate_table, typed)
+    return _decoders[config_json]
+
+
+def _fixed_types(resolved: ResolvedDocuments, numbers: dict[str, frozenset[str]]) -> dict:
+    from connectors.typed_values import row_converter
+
+    return {t: row_converter(types, numbers.get(t, frozenset())) for t, types in resolved.types.items()}
+
+
+class LiveTypes:
+    """Typed converters per table from the worker's column types (pipelines/apply/column_types.py),
+    as the tables' documents are rendered: a type change is seen within its ttl (the schema watch's
+    re-read then writes every row again), a column a row carries that was not looked for, at once."""
+
+    def __init__(self, types, numbers: dict[str, frozenset[str]], tables: set[str]):
+        self.types, self.numbers, self.tables = types, numbers, tables
+        self._made: dict[str, tuple[dict[str, str], Any]] = {}
+
+    def get(self, table: str):
+        if table not in self.tables:
+            return None
+        return lambda row: self.converter(table, row)(row)
+
+    def converter(self, table: str, row: dict[str, Any]):
+        from connectors.typed_values import row_converter
+
+        types = self.types.of({table: set(row)})[table]
+        made = self._made.get(table)
+        if made is None or made[0] is not types:   # the same dict until the types are read again
+            made = self._made[table] = (types, row_converter(types, self.numbers.get(table, frozenset())))
+        return made[1]
+
+
+def write_fn(config_json: bytes, targets: Targets | None = None):
+    """mapInArrow over the fold's output: the documents into both stores (given `targets`: a
+    rebuild's fresh generations alone), one stats row per task."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pipelines.apply.batch import apply_changes
+        from pipelines.apply.stats import BatchStats
+        from pipelines.spark.worker_context import worker_resources
+
+        stores, dlq = worker_resources(config_json)
+        if targets is not None:
+            stores = worker_resources(config_json, targets)
+        totals = BatchStats()
+        folds: list[dict] = []
+        count = 0
+        for rb in batches:
+            changes, raw = [], []
+            for r in rb.to_pylist():
+                if r["doc_id"] is None:
+                    folds.append(orjson.loads(r["stats"]))
+                    continue
+                changes.append(_as_change(r, len(changes)))
+                raw.append({"topic": changes[-1].position.topic, "partition": 0, "offset": len(raw),
+                            "key": r["doc_id"].encode(), "value": r["body"]})
+            count += len(changes)
+            dead: list[DeadLetter] = []
+            # A document the engine refuses is dead-lettered with its id and body (see apply_changes).
+            apply_changes(stores, [], changes, totals, dead, raw)
+            for letter in dead:   # `cdckit dlq replay` writes the document again at this version
+                letter.extra = {**letter.extra, "version": changes[letter.position.offset].version.redis()}
+            if dead:
+                totals.dead_letters += dlq.write(dead)
+        yield pa.RecordBatch.from_pylist([{
+            "documents": count, "search_applied": totals.search_applied, "search_stale": totals.search_stale,
+            "cache_applied": totals.cache_applied, "cache_stale": totals.cache_stale,
+            "dead_letters": totals.dead_letters, "fold": orjson.dumps(folds)}], schema=WRITE_STATS)
+
+    return run
+
+
+def _as_change(r: dict[str, Any], offset: int) -> Change:
+    table = f"document:{r['document']}"
+    version = Version(r["epoch"], r["kind"], r["lsn"])
+    position = Position(table, 0, offset)
+    key = orjson.loads(r["key"])
+    if r["deleted"]:
+        return Change(table, "delete", key, r["doc_id"], None, version, position)
+    return Change(table, "upsert", key, r["doc_id"], orjson.loads(r["body"]), version, position)
+
+
+def ensure_indexes(config: Config, stores) -> None:
+    """Each document's index, created when missing (dynamic mappings; a rebuild replaces it)."""
+    if "search" not in config.sinks:
+        return
+    engine = stores.search.engine
+    for doc in config.documents:
+        table = stores.search_tables[doc.store_table]
+        if not engine.alias_exists(table.alias):
+            stores.search.prepare(table)
+
+
+class ColumnDrift:
+    """The live documents' own schema watch, before a batch (the tables' watch is another query's,
+    and may see a DDL later). A column the documents use changing type, or gone: under
+    `on_schema_change: stop` the job stops before a change of the new shape is folded; a key or
+    join column's new type stops it under any policy (the state joins rows by their rendered
+    values); otherwise it is said once, as an error naming `cdckit rebuild all`. The catalog is
+    read before every batch: a join column's new type must stop the query before it folds."""
+
+    def __init__(self, config: Config, resolved: ResolvedDocuments):
+        self.config, self.resolved = config, resolved
+        self.policy = {t.name: t.on_schema_change for t in config.tables}
+        self.joined = resolved.joined()
+        self.stopping = any(self.policy.get(t) == "stop" for t in resolved.types)
+        self.told: set[str] = set()
+
+    def check(self) -> None:
+        from connectors import postgres
+        from pipelines.errors import SchemaChangeError
+
+        try:
+            with postgres.connect(self.config.postgres.dsn_kwargs()) as conn:
+                current = {t: postgres.column_types(conn, t) for t in self.resolved.types}
+        except Exception as exc:  # noqa: BLE001 - Postgres not answering: the next batch checks
+            if self.stopping:
+                from derived.sinks.errors import StoreUnavailable
+
+                # `stop` promises no batch of a new shape: unchecked, the batch waits (a restart).
+                raise StoreUnavailable(f"postgres: the documents' schema check did not read the catalog: "
+                                       f"{type(exc).__name__}: {str(exc)[:200]}") from exc
+            log.warning("documents: schema check skipped: %s: %s", type(exc).__name__, str(exc)[:200])
+            return
+        for table, changes in self.resolved.drift(current).items():
+            what = f"{table}: {'; '.join(f'column {c} {how}' for c, how in changes)}"
+            if self.policy.get(table) == "stop":
+                raise SchemaChangeError(
+                    f"{what}. on_schema_change is 'stop': the job stopped before the documents folded changes "
+                    f"of the new shape. Run `cdckit snapshot resync {table}` (re-reads every row), then "
+                    "`cdckit rebuild all` (the documents are rendered anew), or set on_schema_change: evolve")
+            keyed = [c for c, _ in changes if c in self.joined.get(table, set())]
+            if keyed:   # the state joins rows by these columns' rendered values: they would stop matching
+                raise SchemaChangeError(
+                    f"{what}: the documents join rows by {', '.join(keyed)}, so their state no longer "
+                    "fits; run `cdckit rebuild all` (it builds the documents anew), then start the job again")
+            if what not in self.told:
+                self.told.add(what)
+                log.error("documents: %s: documents holding this table keep its old rendering until "
+                          "`cdckit rebuild all` (run it once the table's re-read is done)", what)
+
+
+class PausedForHandover(RuntimeError):
+    """A live documents' batch given up, unwritten and uncommitted, because its query is stopping."""
+
+
+def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments, folder: Path,
+          targets: Targets | None = None, available_now: bool = False, totals: dict[str, int] | None = None,
+          stopping: threading.Event | None = None):
+    """The documents' query from the state in `folder`: the live one, or (given `targets`) a
+    rebuild's, writing its fresh generations alone, to the log's end (`available_now`).
+    `totals` sums records and documents over its batches; `stopping` set lets a batch that waits
+    for a hand-over give up (the query is being stopped)."""
+    from pyspark.sql.streaming.state import GroupStateTimeout
+
+    check_state_matches(config, resolved, folder)
+    live = targets is None
+    ckpt = config.spark.checkpoint_dir
+    totals = totals if totals is not None else {}
+
+    drift = ColumnDrift(config, resolved) if live else None
+
+    def write(df, batch_id: int) -> None:
+        started = time.monotonic()
+        waited = started
+        if drift is not None:
+            drift.check()
+        while True:
+            with ExitStack() as held:
+                if live:
+                    # A rebuild switches (and hands its documents' state over, or carries the documents
+                    # into its database) holding this lock (pipelines/state/documents_state.py); uncontended
+                    # otherwise. Taken always: a batch that began before a rebuild may outlast its replay.
+                    held.enter_context(documents_state.handover_lock(ckpt))
+                if live and documents_state.current(ckpt) != folder:
+                    log.info("documents batch %d not written: a rebuild's state (%s) took over; this query "
+                             "moves there", batch_id, documents_state.current(ckpt).name)
+                    return
+                if not live or documents_state.pending(ckpt) is None:
+                    # Written by as many tasks as cores (the fold's output is one partition per document).
+                    out = df.repartition(spark.sparkContext.defaultParallelism)
+                    rows = out.mapInArrow(write_fn(config_json, targets), _ddl(WRITE_STATS)).toArrow().to_pylist()
+                    break
+            if stopping is not None and stopping.is_set():
+                # Not committed: the batch runs again after the hand-over, or after its cancel.
+                raise PausedForHandover(f"documents batch {batch_id} stopped while waiting for a rebuild's "
+                                        f"hand-over to {documents_state.pending(ckpt)}")
+            if time.monotonic() - waited > 30:
+                waited = time.monotonic()
+                log.warning("documents batch %d waits for a rebuild's hand-over to %s (its process stopped "
+                            "mid-way? rerun `cdckit rebuild all`)", batch_id, documents_state.pending(ckpt))
+            time.sleep(0.5)
+        folds = [f for r in rows for f in orjson.loads(r["fold"])]
+        holding: dict[str, dict[str, int]] = {}
+        for f in folds:
+            for topic, parts in (f.get("holding") or {}).items():
+                mine = holding.setdefault(topic, {})
+                for p, o in parts.items():
+                    mine[p] = min(mine.get(p, o), o)
+        documents_state.save_held(folder, holding)   # before Spark commits the batch (see save_held)
+        waiting = sum(f.get("held", 0) for f in folds)
+        late = sum(f.get("late", 0) for f in folds)
+        if late:
+            example = next((f["late_example"] for f in folds if f.get("late_example")), "")
+            log.warning("documents batch %d: %d transaction(s) folded incomplete after waiting %d s of record "
+                        "time for the rest (compacted away, or their END record lost); %s", batch_id, late,
+                        LATE_MS // 1000, example)
+        total = {k: sum(r[k] for r in rows) for k in WRITE_STATS.names[:-1]}
+        records = sum(f["records"] for f in folds)
+        totals["records"] = totals.get("records", 0) + records
+        totals["documents"] = totals.get("documents", 0) + total["documents"]
+        totals["dead_letters"] = totals.get("dead_letters", 0) + total["dead_letters"]
+        fan_out = sum(f["fan_out_documents"] for f in folds)
+        undecodable = sum(f["dead"] for f in folds)
+        fold_s = sum(sum(f["timings"][k] for k in ("load_s", "fold_s", "save_s")) for f in folds)
+        state_mb = sum(f["timings"]["state_bytes"] for f in folds) / 1e6
+        log.info("%sdocuments batch %d: %s records, %s documents (%s by shared rows), search %s applied/%s stale, "
+                 "cache %s applied/%s stale%s, %.2f s (fold %.2f s, state %.1f MB)", "" if live else "rebuild: ",
+                 batch_id, f"{records:,}", f"{total['documents']:,}", f"{fan_out:,}",
+                 f"{total['search_applied']:,}", f"{total['search_stale']:,}", f"{total['cache_applied']:,}",
+                 f"{total['cache_stale']:,}",
+                 (f", {total['dead_letters']} DEAD LETTERS" if total["dead_letters"] else "")
+                 + (f", {waiting:,} held for their transactions" if waiting else "")
+                 + (f", {undecodable} undecodable (dead-lettered by the tables' query)" if undecodable else ""),
+                 time.monotonic() - started, fold_s, state_mb)
+
+    # One state partition per document: the session is built with it (session.shuffle_partitions).
+    grouped = stream(spark, config).groupBy("document").applyInPandasWithState(
+        fold_fn(config_json, resolved), OUT_DDL, STATE_DDL, "append", GroupStateTimeout.NoTimeout)
+    writer = grouped.writeStream.foreachBatch(write).option("checkpointLocation", str(folder / "query"))
+    if available_now or config.spark.trigger == "available_now":
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=config.spark.trigger)
+    return writer.queryName("cdckit-documents" if live else "cdckit-rebuild-documents").start()
+
+
+def resolve(config: Config) -> ResolvedDocuments:
+    """The documents' specs resolved against the catalog (errors name the field)."""
+    from connectors import postgres
+    from pipelines.documents.document_specs import Catalog, resolve_documents
+
+    with postgres.connect(config.postgres.dsn_kwargs()) as conn:
+        return resolve_documents(config, Catalog(conn))
+
+
+class LiveDocuments:
+    """The running job's documents' query; moved to a rebuild's state once the rebuild has
+    switched to the generations that state built (`tend`, called between the job's polls)."""
+
+    def __init__(self, spark, config: Config, config_json: bytes, resolved: ResolvedDocuments):
+        self.spark, self.config, self.config_json, self.resolved = spark, config, config_json, resolved
+        self.folder = checkpoint(config)
+        self._remove_stale()
+        self.stopping = threading.Event()
+        self.query = start(spark, config, config_json, resolved, self.folder, stopping=self.stopping)
+
+    def tend(self) -> None:
+        from pipelines.documents.snapshot_sweep import sweep_documents_when_applied
+
+        try:   # after a re-snapshot: deleted roots' documents (the marker stays until it is done)
+            sweep_documents_when_applied(self.config)
+        except Exception as exc:  # noqa: BLE001 - a store or the broker not answering: next poll
+            log.warning("documents: the re-snapshot's sweep not done yet: %s: %s", type(exc).__name__,
+                        str(exc)[:200])
+        now = checkpoint(self.config)
+        if now == self.folder:
+            return
+        log.info("documents: the rebuild's state in %s takes over from %s", now.name, self.folder.name)
+        self.stop()
+        self.stopping.clear()
+        self.folder = now
+        if not state_matches(self.config, self.resolved, now):
+            raise ConfigError("documents", f"the rebuild built the documents' state in {now.name} for another "
+                              "`documents:` section than this job's: restart `cdckit run` with that config")
+        self.query = start(self.spark, self.config, self.config_json, self.resolved, now, stopping=self.stopping)
+        self._remove_stale()
+
+    def _remove_stale(self) -> None:
+        ckpt = self.config.spark.checkpoint_dir
+        state = rebuild_state.load(ckpt)
+        keep = {self.folder}
+        if state is not None and state.plan.get("documents"):
+            keep.add(ckpt / str(state.plan["documents"]["folder"]))
+        for gone in documents_state.remove_stale(ckpt, keep):
+            log.info("documents: the replaced state %s removed", gone.name)
+
+    @property
+    def isActive(self) -> bool:  # noqa: N802 - StreamingQuery's spelling
+        return self.query.isActive
+
+    @property
+    def lastProgress(self):  # noqa: N802
+        return self.query.lastProgress
+
+    def awaitTermination(self, timeout: float | None = None):  # noqa: N802
+        return self.query.awaitTermination(timeout)
+
+    def exception(self):
+        failure = self.query.exception()
+        if failure is not None and self.stopping.is_set() and "PausedForHandover" in str(failure):
+            return None   # stopped on purpose while it waited
+        return failure
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.query.stop()
+
+
+def _ddl(schema: pa.Schema) -> str:
+    from pipelines.spark.schemas import ddl
+
+    return ddl(schema)

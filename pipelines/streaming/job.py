@@ -1,0 +1,500 @@
+"""`cdckit run`: one Structured Streaming query over every change topic, applying each micro-batch
+to the search index and the cache. Spark schedules; pipelines/apply does the work."""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from contextlib import ExitStack
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable
+
+import orjson
+
+from connectors.kafka.admin import ensure_topic, topic_ids
+from connectors.kafka.errors import TopicLost
+from derived.sinks import markers as store_markers
+from derived.sinks.errors import StoreUnavailable
+from pipelines.apply.batch import ApplyOptions, apply_truncates
+from pipelines.apply.letter_kinds import FirstLetters
+from pipelines.apply.stats import BatchStats, add_stats
+from pipelines.apply.stores import stores_from_config
+from pipelines.config import Config, load_config
+from pipelines.errors import CdckitError, from_spark_failure
+from pipelines.apply import index_definitions
+from pipelines.streaming import restart_pause
+from pipelines.streaming.visibility_publisher import VisibilityPublisher
+from pipelines.stopping import StopRequest
+from pipelines.spark.change_topics import topic_reader
+from pipelines.spark.partition_apply import STATS_DDL, executor_fn, range_executor_fn, stats_of
+from pipelines.spark.session import spark_session
+from pipelines.state.fences import FenceStore, fence_key
+from pipelines.state.offsets import batch_committed, batch_offsets, committed_batch, committed_offsets
+from pipelines.state import bootstrap_state
+from pipelines.state import rebuild_state
+from pipelines.state.status import Heartbeat, claim_status, write_status
+from pipelines.state.topic_ids import TopicIds
+from pipelines.state.truncate_cuts import TruncateCuts
+
+log = logging.getLogger("cdckit.job")
+STOP_GRACE_S = 600.0
+COMMIT_WAIT_S = 10.0
+
+
+def change_stream(spark, config: Config):
+    """Every table topic of the prefix as a streaming DataFrame with the kafka source's columns.
+    A pattern, not a list, so a table added later (`cdckit snapshot add`) needs no restart."""
+    starting = bootstrap_state.handover(config.spark.checkpoint_dir)   # after a bulk bootstrap
+    return topic_reader(spark, config, config.topic_pattern, ranges=True, starting=starting).load()
+
+
+class LiveConfig:
+    """The config a batch runs with: re-read when its file changes, so tables can be added while
+    the job runs; an invalid edit is logged and the previous config kept."""
+
+    def __init__(self, config: Config, path: Path | None = None):
+        self.config, self.path = config, path
+        # Unknown: the file may have changed since `config` was read from it, so the first batch re-reads it.
+        self.mtime: float | None = None
+        self._prepare()
+
+    def _prepare(self) -> None:
+        self.stores = stores_from_config(self.config)
+        self.indexes_ensured = False
+        self.json = orjson.dumps(self.config.model_dump(mode="json"))
+
+    def check_stores(self, fresh: bool) -> None:
+        """A fresh pipeline (no batch committed) marks its stores; later batches refuse to write
+        stores whose marker vanished (they lost their data: see derived/sinks/markers.py) and never
+        create their indices again (a rebuild does that). A table's first index is created here."""
+        cfg, sinks = self.config, self.stores.by_name(self.config.sinks)
+        try:
+            if fresh:
+                for sink in sinks.values():
+                    sink.mark(cfg.topic_prefix, "pipeline", index_definitions.marker_definition(cfg))
+                gone = []
+            else:
+                gone = [name for name, sink in sinks.items() if not sink.marked(cfg.topic_prefix)]
+            if not self.indexes_ensured and not gone:
+                self._create_indexes()
+                self.indexes_ensured = True
+        except Exception as exc:  # noqa: BLE001 - connection errors of either client: pause, then retry
+            raise StoreUnavailable(f"a store did not answer before the batch: {type(exc).__name__}: {exc}") from exc
+        if gone:
+            raise StoreUnavailable(store_markers.lost_message(gone, {"search": cfg.search.url, "cache": cfg.redis.url}))
+
+    def _create_indexes(self) -> None:
+        """A first generation for each table without an index, defined from the config and the
+        column types in the catalog (read only when an index is missing)."""
+        s = self.stores
+        missing = [name for name, table in s.search_tables.items() if not s.search.holds(table)]
+        wanted = index_definitions.definitions(self.config, missing) if missing else {}
+        for name in missing:
+            s.search.prepare(replace(s.search_tables[name], definition=wanted.get(name)))
+
+    def current(self) -> Config:
+        if self.path is not None:
+            try:
+                mtime = self.path.stat().st_mtime
+            except OSError:
+                return self.config
+            if mtime != self.mtime:
+                self.mtime = mtime
+                try:
+                    fresh = load_config(self.path)
+                    fresh.spark.checkpoint_dir = self.config.spark.checkpoint_dir
+                    if fresh != self.config:
+                        self.config = fresh
+                        self._prepare()
+                        log.warning("config reloaded: %d table(s)", len(fresh.tables))
+                except CdckitError as exc:
+                    log.error("config change ignored: %s", exc)
+        return self.config
+
+
+def batch_writer(config: Config, on_batch: Callable | None = None, config_path: Path | None = None, metrics=None,
+                 gate: "BatchGate | None" = None):
+    """foreachBatch: every Kafka partition's slice is applied on an executor (mapInArrow), which
+    reads the slice itself when the source gives offset ranges; the driver only gathers the
+    per-partition stats and fences."""
+    live = LiveConfig(config, config_path)
+    ensure_topic(config.kafka.client_config(), config.dead_letter_topic)
+    fences = FenceStore(config.spark.checkpoint_dir)
+
+    # A bulk bootstrap (state/bootstrap_state.handover) marked the stores already: from here on, a marker
+    # gone means lost data.
+    fresh = (committed_offsets(config.spark.checkpoint_dir) is None
+             and bootstrap_state.handover(config.spark.checkpoint_dir) is None)
+    cuts = TruncateCuts(config.spark.checkpoint_dir)
+    known_ids = TopicIds(config.spark.checkpoint_dir)
+    schema = _schema_watch(live, config_path)
+    first_letters = FirstLetters()
+
+    def write(df, batch_id: int) -> None:
+        if gate is None:
+            return apply_batch(df, batch_id)
+        gate.begin(batch_id)
+        finished = None
+        try:
+            apply_batch(df, batch_id)
+            finished = batch_id
+        finally:
+            gate.end(finished)
+
+    def apply_batch(df, batch_id: int) -> None:
+        nonlocal fresh
+        started = time.monotonic()
+        before = live.config
+        live.current()
+        if live.config is not before:
+            schema.config_edited(before, live.config)
+        live.check_stores(fresh)
+        fresh = False
+        _check_schema(schema, live.config)
+        ids = topic_ids(config.kafka.client_config(), config.topic_pattern)
+        recreated = known_ids.recreated(ids)
+        if recreated:
+            raise TopicLost(f"change topics recreated since the pipeline read them: {', '.join(recreated[:5])}. "
+                            "Their positions belong to the old topics; recover with `cdckit bootstrap` (it re-snapshots)")
+        known_ids.learn(ids)
+        state = fences.before(batch_id)
+        with ExitStack() as held:
+            duty = _rebuild_duty(config.spark.checkpoint_dir, held)
+            stats, out, stretch = _apply(df, batch_id, duty, state, live, cuts)
+            fences.save(batch_id, state)
+            seconds = time.monotonic() - started
+            if duty is not None and duty.targets and stats.fresh_dead_letters and duty.state.catchup_epoch:
+                # Before the status, which the rebuild's wait reads: its verdict counts these
+                # refusals of the fresh generation too (pipelines/rebuild/switch_gate.py).
+                rebuild_state.add_live_letters(config.spark.checkpoint_dir, duty.state.catchup_epoch,
+                                               stats.fresh_dead_letters)
+            write_status(config.spark.checkpoint_dir, batch_id, stats, seconds)
+            if stretch is not None:  # after the status: the rebuild's wait for in-flight batches reads it
+                rebuild_state.mark_live_caught_up(config.spark.checkpoint_dir, duty.state.catchup_epoch, batch_id,
+                                                  stretch)
+                log.info("rebuild %s: catch-up stretch of %d records replayed", duty.rebuild_id, stretch["records"])
+        if metrics is not None:
+            metrics.batch(stats, seconds, out, live.config)
+        for line in first_letters.lines(stats.letter_kinds, lambda topic: _table_name(live.config, topic)):
+            log.warning(line)
+        log.info(batch_line(batch_id, stats, seconds, gate.lag if gate else None))
+        if on_batch:
+            on_batch(batch_id, stats, out)
+
+    def _apply(df, batch_id: int, duty, state: dict[str, int], live: LiveConfig, cuts: TruncateCuts):
+        """The batch into the live stores, and into a running rebuild's fresh generations as `duty` says."""
+        rebuild = duty.targets if duty else None
+        stretch = None
+        if duty and duty.catch_up:
+            from pipelines.rebuild.spark_jobs import catch_up_stretch
+
+            # [plan end, this batch's end) into the fresh generations; this batch's records are
+            # then written to the live stores only: the stretch held them already.
+            log.info("rebuild %s: replaying the fresh generations' catch-up stretch", duty.rebuild_id)
+            stretch = catch_up_stretch(df.sparkSession, live.config, duty.state,
+                                       batch_offsets(config.spark.checkpoint_dir, batch_id))
+            rebuild = None
+        apply_fn = range_executor_fn if "start" in df.columns else executor_fn  # ranges, or records (JVM source)
+        how = ApplyOptions(defer_truncates=True, known_cuts=cuts.known)
+        out = df.mapInArrow(apply_fn(live.json, state, rebuild, how), STATS_DDL).toArrow().to_pylist()
+        stats = BatchStats()
+        for row in out:
+            key = fence_key(row["topic"], row["partition"])
+            state[key] = max(state.get(key, 0), row["fence"])
+            add_stats(stats, stats_of(row))
+        if stats.truncate_cuts:  # after every task's writes: see apply_records
+            if rebuild:
+                apply_truncates(stores_from_config(live.config, rebuild), stats.truncate_cuts)
+            apply_truncates(live.stores, stats.truncate_cuts)
+            cuts.learn(stats.truncate_cuts)
+        return stats, out, stretch
+
+    return write
+
+
+def _table_name(config: Config, topic: str) -> str | None:
+    table = config.table_for_topic(topic)
+    return table.name if table is not None else None
+
+
+def _schema_watch(live: LiveConfig, config_path: Path | None):
+    from pipelines.schema.actions import JobSchemaActions
+    from pipelines.schema.watch import SchemaWatch
+    from pipelines.state.schema import SchemaState
+
+    return SchemaWatch(SchemaState(live.config.spark.checkpoint_dir),
+                       JobSchemaActions(lambda: live.config, lambda: live.stores, config_path))
+
+
+def _check_schema(schema, config: Config) -> None:
+    """The tables' columns against the last seen (a change acted on per on_schema_change). A
+    SchemaChangeError (policy stop) fails the batch; the database not answering only skips a check."""
+    from pipelines.errors import SchemaChangeError
+
+    try:
+        schema.check(config)
+    except SchemaChangeError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - Postgres or the search engine not answering: next batch
+        if any(t.on_schema_change == "stop" for t in config.tables):
+            # `stop` promises no batch of a new shape: unchecked, the batch waits (a restart's pause).
+            raise StoreUnavailable(f"postgres: the schema check before the batch (a table under "
+                                   f"on_schema_change: stop) did not read the catalog: {type(exc).__name__}: "
+                                   f"{str(exc)[:200]}") from exc
+        log.warning("schema check skipped: %s: %s", type(exc).__name__, str(exc)[:200])
+
+
+def batch_line(batch_id: int, stats: BatchStats, seconds: float, lag: dict[str, int] | None) -> str:
+    """The one INFO line per batch: what it read and wrote per store, how far behind the topics'
+    ends the pipeline was at its start, and how old the newest change it applied was."""
+    parts = [f"batch {batch_id}: {stats.records:,} records"]
+    if stats.snapshot_reads:
+        parts.append(f"{stats.snapshot_reads:,} snapshot rows")
+    parts.append(f"search {stats.search_applied:,} applied/{stats.search_stale:,} stale")
+    parts.append(f"cache {stats.cache_applied:,} applied/{stats.cache_stale:,} stale")
+    if stats.dead_letters:
+        parts.append(f"{stats.dead_letters:,} DEAD LETTERS (`cdckit dlq list`)")
+    if lag is not None:
+        parts.append(f"lag {sum(lag.values()):,}")
+    if stats.newest_source_ts_ms:
+        parts.append(f"freshness {max(0.0, time.time() - stats.newest_source_ts_ms / 1000):.1f} s")
+    parts.append(f"{seconds:.2f} s")
+    return ", ".join(parts)
+
+
+def _rebuild_duty(checkpoint_dir: Path, held: ExitStack) -> rebuild_state.LiveDuty | None:
+    """What a running rebuild asks of this batch, with the fresh generation's writer lock held for
+    the batch (see LiveDuty): while the rebuild replays its catch-up stretch itself, this waits."""
+    duty = rebuild_state.live_duty(checkpoint_dir)
+    if duty is None:
+        return None
+    waited = time.monotonic()
+    held.enter_context(rebuild_state.writer_lock(checkpoint_dir))
+    if time.monotonic() - waited > 1:
+        log.warning("rebuild %s: waited %.0f s for its catch-up and switch", duty.rebuild_id,
+                    time.monotonic() - waited)
+    return rebuild_state.live_duty(checkpoint_dir)  # what holds now: it may have switched meanwhile
+
+
+def start(spark, config: Config, on_batch=None, config_path: Path | None = None, metrics=None,
+          gate: "BatchGate | None" = None):
+    """The tables' query, and the nested documents' beside it when the config has documents."""
+    documents = start_documents(spark, config) if config.documents else None
+    write = batch_writer(config, on_batch, config_path, metrics, gate)
+    writer = (change_stream(spark, config).writeStream.foreachBatch(write)
+              .option("checkpointLocation", str(config.spark.checkpoint_dir / "query")))
+    if config.spark.trigger == "available_now":
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=config.spark.trigger)
+    try:
+        tables = writer.queryName("cdckit").start()
+    except BaseException:
+        if documents is not None:
+            documents.stop()
+        raise
+    return tables if documents is None else Queries(tables, documents)
+
+
+def start_documents(spark, config: Config):
+    """The documents' specs resolved against the catalog (errors name the field), their indexes
+    created, their query started."""
+    from pipelines.documents import documents_query
+    resolved = documents_query.resolve(config)
+    documents_query.ensure_indexes(config, stores_from_config(config))
+    return documents_query.LiveDocuments(spark, config, orjson.dumps(config.model_dump(mode="json")), resolved)
+
+
+class Queries:
+    """The tables' query and the documents' run and stop together: `run` follows the first, and a
+    failure of either ends both (then both restart from their checkpoints)."""
+
+    def __init__(self, tables, documents):
+        self.tables, self.documents = tables, documents
+
+    @property
+    def isActive(self) -> bool:  # noqa: N802 - StreamingQuery's spelling
+        if self.exception() is not None:
+            return False
+        return self.tables.isActive or self.documents.isActive  # available_now: until both are done
+
+    @property
+    def lastProgress(self):  # noqa: N802
+        return self.tables.lastProgress
+
+    def awaitTermination(self, timeout: float | None = None):  # noqa: N802
+        return (self.tables if self.tables.isActive else self.documents).awaitTermination(timeout)
+
+    def exception(self):
+        return self.tables.exception() or self.documents.exception()
+
+    def tend(self) -> None:
+        """Between polls: the documents' query moves to a rebuild's state once it has switched."""
+        self.documents.tend()
+
+    def stop(self) -> None:
+        try:
+            self.documents.stop()
+        finally:
+            self.tables.stop()
+
+
+def progress_lag(progress: dict | None) -> dict[str, int]:
+    """Records between the last batch's end and the newest offsets the source saw, per topic."""
+    if not progress or not progress.get("sources"):
+        return {}
+    src = progress["sources"][0]
+    end, latest = src.get("endOffset"), src.get("latestOffset")
+    end, latest = ((json.loads(x) if isinstance(x, str) else x) or {} for x in (end, latest))
+    return {t: sum(max(0, int(o) - int(end.get(t, {}).get(p, 0))) for p, o in parts.items())
+            for t, parts in latest.items()}
+
+
+def run(config: Config, config_path: Path | None = None, on_batch=None, once: Callable[[], bool] | None = None,
+        stop: StopRequest | None = None, metrics=None) -> int:
+    """Run until a stop is requested (SIGTERM/SIGINT: after the current batch), or until `once()`
+    says the work is done. A store that stays unreachable beyond the sinks' retries, or a broker
+    that does not answer, fails the batch; the query is then restarted from its checkpoint after a
+    pause (the batch is re-run: versioned writes make that safe). Lost topics and bad config end it
+    with a typed error (pipelines/errors.from_spark_failure): a restart cannot help."""
+    stop = stop or StopRequest().install()
+    if stop.is_set():
+        return 0
+    claim_status(config.spark.checkpoint_dir)
+    # Alive for readers on any host (status, a rebuild waiting for the batch in flight).
+    with Heartbeat(config.spark.checkpoint_dir):
+        return _run(config, config_path, on_batch, once, stop, metrics)
+
+
+def _run(config: Config, config_path: Path | None, on_batch, once: Callable[[], bool] | None,
+         stop: StopRequest, metrics) -> int:
+    from pipelines.spark.metrics import pipeline_metrics
+
+    began = time.monotonic()
+    spark = spark_session(config)
+    # Where a start's time goes: on loaded cores the first batch can come a minute later.
+    log.info("streaming: Spark session up in %.1f s", time.monotonic() - began)
+    metrics = metrics if metrics is not None else pipeline_metrics(config)  # bootstrap brings its own
+    with VisibilityPublisher(config, metrics, config_path):
+        return _run_queries(spark, config, config_path, on_batch, once, stop, metrics)
+
+
+def _run_queries(spark, config: Config, config_path: Path | None, on_batch, once: Callable[[], bool] | None,
+                 stop: StopRequest, metrics) -> int:
+    pause = RESTART_PAUSE_S
+    while True:
+        gate = BatchGate()
+        began = time.monotonic()
+        query = start(spark, config, on_batch=on_batch, config_path=config_path, metrics=metrics, gate=gate)
+        resumed = committed_batch(config.spark.checkpoint_dir)
+        log.info("streaming: query started in %.1f s, %s", time.monotonic() - began,
+                 "first run" if resumed is None else f"resuming after batch {resumed}")
+        try:
+            _follow(query, metrics, stop, once, gate, config.spark.checkpoint_dir)
+        except BaseException:  # e.g. `once` found the connector failed: nothing left running
+            query.stop()
+            spark.stop()
+            raise
+        failure = query.exception()
+        query.stop()  # the documents' query runs on when the tables' failed, and the other way round
+        if failure is None:
+            break
+        text = str(failure)
+        if not _restartable(text) or stop.is_set():
+            error = from_spark_failure(text)
+            error.trace = text
+            spark.stop()
+            raise error
+        log.warning("%s; restarting from the checkpoint in %.0f s (sooner once it answers again)",
+                    _first_line(text), pause)
+        if restart_pause.pause(stop, pause, restart_pause.readiness(config, text)):
+            break
+        pause = min(pause * 2, 60.0)
+    spark.stop()
+    if stop.is_set():
+        log.info("stopped%s; `cdckit run` (or the same command) resumes from the checkpoint",
+                 f" after batch {gate.last}" if gate.last is not None else "")
+    return 0
+
+
+RESTART_PAUSE_S = 5.0
+
+
+class BatchGate:
+    """Whether a batch is being applied, so a stop waits for exactly that batch and no other."""
+
+    def __init__(self) -> None:
+        self.idle = threading.Event()
+        self.idle.set()
+        self.last: int | None = None
+        self.current: int | None = None
+        self.began = 0.0
+        self.lag: dict[str, int] = {}   # records behind the topics' ends, from the last progress
+
+    def begin(self, batch_id: int | None = None) -> None:
+        self.current, self.began = batch_id, time.monotonic()
+        self.idle.clear()
+
+    def end(self, batch_id: int | None = None) -> None:
+        if batch_id is not None:
+            self.last = batch_id
+        self.idle.set()
+
+
+def _await_batch_end(gate: BatchGate) -> bool:
+    """Wait for the batch in flight, saying every 15 s that it is awaited (a backlog's batch can
+    take minutes; a second Ctrl-C stops at once)."""
+    deadline = time.monotonic() + STOP_GRACE_S
+    while not gate.idle.wait(15):
+        if time.monotonic() > deadline:
+            return False
+        log.info("waiting for batch %s to finish (running for %.0f s)", gate.current, time.monotonic() - gate.began)
+    return True
+
+
+def _follow(query, metrics, stop: StopRequest, once: Callable[[], bool] | None, gate: BatchGate,
+            checkpoint_dir: Path) -> None:
+    while query.isActive:
+        try:
+            gate.lag = progress_lag(query.lastProgress)
+            if metrics is not None:
+                metrics.lags(gate.lag)
+        except Exception:  # noqa: BLE001 - a metric must never stop the sync
+            log.debug("lag not read", exc_info=True)
+        if stop.is_set() or (once is not None and once()):
+            # Let the current batch finish, but not forever: a batch stuck on an unreachable store
+            # is re-run from the checkpoint next time anyway. Stopped the moment it ends, so the
+            # next trigger has (almost always) not begun.
+            if not _await_batch_end(gate):
+                log.warning("batch %s did not finish within %.0f s; it is re-run on the next start",
+                            gate.current, STOP_GRACE_S)
+                logging.getLogger("py4j").setLevel(logging.CRITICAL)  # the cancelled batch's callback error
+            elif gate.last is not None:  # and recorded (a stop before Spark's commit re-runs it)
+                deadline = time.monotonic() + COMMIT_WAIT_S
+                while not batch_committed(checkpoint_dir, gate.last) and time.monotonic() < deadline:
+                    time.sleep(0.02)
+            query.stop()
+            break
+        try:
+            query.awaitTermination(1)
+        except Exception:  # noqa: BLE001 - the query failed; the caller reads query.exception()
+            break
+        if hasattr(query, "tend"):
+            query.tend()
+
+
+_RESTARTABLE = ("StoreUnavailable", "KafkaUnavailable", "NoFetchResponse")
+
+
+def _restartable(text: str) -> bool:
+    return any(name in text for name in _RESTARTABLE)
+
+
+def _first_line(text: str) -> str:
+    """The exception's own message out of the Python traceback Spark wraps it in."""
+    import re
+
+    found = re.findall(rf"(?:{'|'.join(_RESTARTABLE)}): (.+)", text)
+    return (found[-1] if found else text.splitlines()[0])[:300]

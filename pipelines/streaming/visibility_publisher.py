@@ -1,0 +1,216 @@
+"""The running job publishes each store's visibility watermark (connectors/visibility_watermark.py says why
+it holds) into the store and its metrics, from a thread of its own, between and after batches.
+
+- Both stores get the same position: every query (the tables', the documents') writes both, and
+  a query's offsets count once its batch is committed, that is after its writes.
+- The search engine shows a write to a search only after a refresh: the written aliases are
+  refreshed before the position is published there (a GET by id sees it at once anyway).
+- Rebuilds: a fresh generation holds at least what the live one holds by its switch (the live
+  pipeline writes it too from the catch-up on, or the rebuild replays to the log's end), so the
+  position carries over: the search document is not behind an alias, and the cache's key is
+  copied into the database SWAPDB brings in (pipelines/rebuild/phases._switch), with this thread held off by
+  the same lock meanwhile, so readers never see it go back.
+- A restarted job starts from the stores' positions: publishing only moves them forward.
+"""
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from connectors.kafka.offsets import Watermarks as KafkaMarks, next_end, to_offsets
+from connectors.visibility_watermark import Watermark
+from derived.sinks import visibility_marks as published
+from pipelines.config import Config
+from pipelines.state import documents_state
+from pipelines.state.offsets import committed_offsets
+
+log = logging.getLogger("cdckit.visibility")
+
+INTERVAL_S = 0.1
+SNAPSHOT_CHECK_S = 2.0
+ALIASES_S = 5.0
+
+
+class VisibilityPublisher:
+    """`with VisibilityPublisher(config, metrics):` while the job runs."""
+
+    def __init__(self, config: Config, metrics=None, config_path: Path | None = None, interval_s: float = INTERVAL_S):
+        self.config, self.metrics, self.interval_s = config, metrics, interval_s
+        self.config_path, self._config, self._config_at = config_path, config, time.monotonic()
+        self._kafka: KafkaMarks | None = None
+        self.watermark = Watermark()
+        self.published = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="cdckit-visibility", daemon=True)
+        self._conn = None          # postgres.connect's context manager, entered
+        self._conn_handle = None
+        self._stores = None
+        self._aliases: list[str] = []
+        self._aliases_at = float("-inf")
+        self._snapshot_done = False
+        self._snapshot_checked = 0.0
+        self._failing = False
+        self._sampled_lsn = -1
+
+    def __enter__(self) -> "VisibilityPublisher":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self._close()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.step()
+                if self._failing:
+                    log.info("visibility watermark published again")
+                self._failing = False
+            except Exception as exc:  # noqa: BLE001 - a store or the database away: the next round retries
+                if not self._failing:
+                    log.warning("visibility watermark not published: %s: %s", type(exc).__name__, str(exc)[:200])
+                self._failing = True
+                self._close()
+                self._stop.wait(1.0)
+
+    def step(self) -> int:
+        """One sample, one advance; publishes when the position moved. Returns the watermark."""
+        if not self._snapshot_committed():
+            return self.published
+        lsn = self._confirmed_lsn()
+        if lsn > self._sampled_lsn:
+            # Topics listed in the same call, after the slot's read: a topic created for a commit below
+            # `lsn` (a table's first row) is in this sample, with its records. A slot that has not moved
+            # needs no new sample: one with the same position and later ends is never covered sooner
+            # (the ends are fetched from the broker: at 10 rounds a second that was most of this
+            # thread's cost and some of the broker's).
+            marks = self._marks()
+            ends = to_offsets(next_end({}, marks.high(marks.partitions()))[1])
+            self.watermark.sample(lsn, ends)
+            self._sampled_lsn = lsn
+        if not self.watermark.samples:
+            return self.published   # nothing waits to be covered
+        committed = self._committed()
+        if committed is None:
+            return self.published   # the documents' state moved while read: the next round
+        position = self.watermark.advance(committed)
+        if position > self.published:
+            self._publish(position)
+        return self.published
+
+    def _snapshot_committed(self) -> bool:
+        """The initial snapshot's reads are not confirmed through the slot: no position before it is in."""
+        if self._snapshot_done or time.monotonic() - self._snapshot_checked < SNAPSHOT_CHECK_S:
+            return self._snapshot_done
+        from connectors.connect_client import ConnectClient
+        from pipelines.state.bootstrap_state import read_state
+
+        self._snapshot_checked = time.monotonic()
+        connect = ConnectClient(self.config.connect.url, timeout_s=self.config.connect.timeout_s)
+        self._snapshot_done = (read_state(self.config.spark.checkpoint_dir) is not None
+                               or connect.snapshot_committed(self.config.connector_name))
+        return self._snapshot_done
+
+    def _confirmed_lsn(self) -> int:
+        from connectors import postgres
+
+        if self._conn is None:
+            self._conn = postgres.connect(self.config.postgres.dsn_kwargs())   # held open: a query per round
+            self._conn_handle = self._conn.__enter__()
+        info = postgres.slot_info(self._conn_handle, self.config.postgres.slot)
+        return int(info.confirmed_flush_lsn or 0) if info is not None else 0
+
+    def _close(self) -> None:
+        if self._kafka is not None:
+            self._kafka.close()
+            self._kafka = None
+        if self._conn is not None:
+            try:
+                self._conn.__exit__(None, None, None)
+            except Exception:  # noqa: BLE001 - already broken
+                pass
+            self._conn = None
+
+    def _marks(self) -> KafkaMarks:
+        if self._kafka is None:
+            self._kafka = KafkaMarks(self.config.kafka.client_config(), pattern=re.compile(self.config.topic_pattern))
+        return self._kafka
+
+    def _committed(self) -> dict[str, dict[str, int]] | None:
+        """Per partition, what every query reading it has committed (the lower of two); None when
+        the documents' state was handed over meanwhile (the old query's last batches commit
+        offsets they did not write)."""
+        ckpt = self.config.spark.checkpoint_dir
+        tables = committed_offsets(ckpt) or {}
+        if not self.config.documents:
+            return tables
+        folder = documents_state.current(ckpt)
+        documents = documents_state.applied(folder) or {}   # held transactions are not applied yet
+        if documents_state.current(ckpt) != folder:
+            return None
+        merged = {t: dict(p) for t, p in tables.items()}
+        for topic in self.config.document_topics:
+            a, b = tables.get(topic) or {}, documents.get(topic) or {}
+            merged[topic] = {p: min(int(a.get(p, -1)), int(b.get(p, -1))) for p in set(a) | set(b)}
+        return merged
+
+    def _publish(self, position: int) -> None:
+        from derived.sinks import markers
+        from pipelines.apply.stores import redis_client, search_engine
+
+        config = self._live_config()
+        if self._stores is None:
+            self._stores = (search_engine(config) if "search" in config.sinks else None,
+                            redis_client(config) if "cache" in config.sinks else None)
+            if self._stores[0] is not None:
+                from pipelines.apply.index_definitions import marker_definition
+
+                published.ensure_search_index(self._stores[0], config.topic_prefix, marker_definition(config))
+        engine, redis = self._stores
+        # A store that lost its data (its marker gone) gets no position: the job stops writing it.
+        lost = markers.missing(config.topic_prefix, engine, redis)
+        if engine is not None and "search" not in lost:
+            # One refresh over every index written (a comma list; an alias not made yet would fail it).
+            if time.monotonic() - self._aliases_at > ALIASES_S:   # listed again: an index made since
+                names = {t.index_name for t in config.tables} | {d.index_name for d in config.documents}
+                self._aliases = sorted(a for a in names if engine.alias_exists(a))
+                self._aliases_at = time.monotonic()
+            if self._aliases:
+                engine.refresh(",".join(self._aliases))
+            published.publish_search(engine, config.topic_prefix, position, time.time())
+        if redis is not None and "cache" not in lost:
+            # A cache rebuild copies the key into its database under this lock, then swaps.
+            with documents_state.handover_lock(config.spark.checkpoint_dir):
+                published.publish_cache(redis, config.topic_prefix, position)
+        self.published = position
+        if self.metrics is not None:
+            self.metrics.visible_position(position)
+
+    def _live_config(self) -> Config:
+        """The config file again every few seconds (tables added to the running job)."""
+        if self.config_path is not None and time.monotonic() - self._config_at > ALIASES_S:
+            from pipelines.config import load_config
+
+            self._config_at = time.monotonic()
+            try:
+                self._config = load_config(self.config_path)
+            except Exception:  # noqa: BLE001 - the job logs a bad edit; the previous config stays
+                pass
+        return self._config
+
+
+def current(config: Config, store: str) -> int:
+    """The position a store's readers can rely on now (0: none yet)."""
+    from pipelines.apply.stores import redis_client, search_engine
+
+    if store == "cache":
+        return published.read_cache(redis_client(config), config.topic_prefix)
+    docs = search_engine(config).mget(published.search_index(config.topic_prefix), [published.SEARCH_DOC])
+    doc: Any = docs.get(published.SEARCH_DOC)
+    return int(doc["lsn"]) if doc else 0

@@ -1,0 +1,108 @@
+"""The bootstrap bulk's driver logic: ranges cut for the cores, pieces settled into the hand-over."""
+from hypothesis import given, strategies as st
+
+from pipelines.config import parse_config
+from pipelines.bootstrap.bootstrap_bulk import pending_ranges, settle, split_ranges
+from pipelines.state.bootstrap_state import SnapshotBulk
+from tests.support.configs import BASE
+
+
+@given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 100_000), st.integers(0, 100_000)), max_size=6),
+       st.integers(1, 8))
+def test_pieces_cover_each_range_contiguously(spans, tasks):
+    ranges = [("t", i, min(a, b), max(a, b) + 1) for i, (_, a, b) in enumerate(spans)]
+    pieces = split_ranges(ranges, tasks)
+    for t, p, s, e in ranges:
+        mine = sorted((ps, pe) for pt, pp, ps, pe in pieces if (pt, pp) == (t, p))
+        assert mine[0][0] == s and mine[-1][1] == e
+        assert all(a[1] == b[0] for a, b in zip(mine, mine[1:]))
+
+
+def row(start, reached, stopped, reads, fence=0, partition=0, topic="cdc.public.items"):
+    return {"topic": topic, "partition": partition, "start": start, "reached": reached, "stopped": stopped,
+            "reads": reads, "fence": fence}
+
+
+def test_a_partition_hands_over_at_its_lowest_stop_and_keeps_the_fences_before_it():
+    config = parse_config(BASE)
+    bulk = SnapshotBulk({}, [], {}, {})
+    topic = config.topic_for(config.tables[0])
+    settle(bulk, config, [row(0, 100, False, 100, 50, topic=topic), row(100, 130, True, 30, 50, topic=topic),
+                          row(200, 300, False, 100, 90, topic=topic), row(0, 40, False, 40, 7, 1, topic)])
+    assert bulk.reached[topic] == {"0": 130, "1": 40}
+    assert bulk.stopped == [f"{topic}:0"] and bulk.fences == {f"{topic}:0": 50, f"{topic}:1": 7}
+    assert bulk.reads == {config.tables[0].name: 270}
+    # A stopped partition is not read again; the others from where they reached.
+    assert pending_ranges(bulk, {topic: {"0": 500, "1": 90}}) == [(topic, 1, 40, 90)]
+
+
+def test_the_snapshots_dead_letters_add_up_per_table_across_rounds():
+    config = parse_config(BASE)
+    bulk = SnapshotBulk({}, [], {}, {})
+    topic = config.topic_for(config.tables[0])
+    settle(bulk, config, [{**row(0, 100, False, 100, topic=topic), "dead_letters": 3},
+                          {**row(100, 200, False, 100, partition=1, topic=topic), "dead_letters": 2},
+                          {**row(0, 10, False, 10, topic="cdc.public.cdckit_heartbeat"), "dead_letters": 1}])
+    settle(bulk, config, [{**row(100, 150, False, 50, topic=topic), "dead_letters": 4}])
+    assert bulk.dead_letters == {config.tables[0].name: 9, "cdc.public.cdckit_heartbeat": 1}
+
+
+def test_the_stream_starts_at_the_hand_over_naming_exactly_the_partitions_there_are(monkeypatch):
+    import json
+
+    import connectors.kafka.admin as admin
+    import connectors.kafka.offsets as offsets
+    from pipelines.spark.change_topics import starting_option
+
+    class Marks:
+        def __init__(self, conf, topics):
+            self.topics = topics
+
+        def partitions(self):
+            return [(t, p) for t in self.topics for p in (0, 1)]
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(admin, "matching_topics", lambda conf, pattern: ["a", "late"])
+    monkeypatch.setattr(offsets, "Watermarks", Marks)
+    config = parse_config(BASE)
+    got = json.loads(starting_option(config, config.topic_pattern, {"a": {"0": 7, "1": 3}, "deleted": {"0": 5}}))
+    # Spark's own source refuses JSON that leaves a subscribed partition out or names one it lacks.
+    assert got == {"a": {"0": 7, "1": 3}, "late": {"0": -2, "1": -2}}
+    assert starting_option(config, config.topic_pattern, None) == "earliest"
+
+
+def test_a_resnapshot_after_lost_topics_is_not_applied_in_bulk(tmp_path):
+    from pipelines.bootstrap import steps as bootstrap
+    from pipelines.state.bootstrap_state import mark_resnapshot
+
+    config = parse_config({**BASE, "spark": {"checkpoint_dir": str(tmp_path)}})
+    assert bootstrap.bulk_applicable(config, None)
+    mark_resnapshot(tmp_path, {"at": 0})
+    assert not bootstrap.bulk_applicable(config, None)
+
+
+@given(st.lists(st.tuples(st.integers(0, 50_000), st.integers(0, 50_000)), min_size=1, max_size=5),
+       st.sets(st.integers(0, 4)), st.integers(1, 4))
+def test_tasks_follow_each_partition_once_from_the_piece_at_its_end(spans, stopped, tasks):
+    from pipelines.bootstrap.bootstrap_bulk import following, task_groups
+
+    topic = "cdc.public.items"
+    bulk = SnapshotBulk({topic: {str(p): s for p, (s, _) in enumerate(spans)}},
+                        [f"{topic}:{p}" for p in stopped], {}, {})
+    ends = {topic: {str(p): max(s, e) for p, (s, e) in enumerate(spans)}}
+    follow = following(bulk, ends)
+    groups = task_groups(split_ranges(pending_ranges(bulk, ends), tasks), follow, tasks)
+    assert 1 <= len(groups) <= tasks or not follow and not pending_ranges(bulk, ends)
+    pieces = [piece for g in groups for piece in g]
+    for p, (s, e) in enumerate(spans):
+        mine = [piece for piece in pieces if piece[1] == p]
+        followed = [piece for piece in mine if piece[4]]
+        if p in stopped:
+            assert mine == []
+            continue
+        # exactly one piece follows, and it starts where nothing before it is left unread
+        assert len(followed) == 1 and followed[0][3] == max(s, e)
+        assert min(piece[2] for piece in mine) == s
+

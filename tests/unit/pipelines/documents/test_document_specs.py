@@ -1,0 +1,133 @@
+"""The `documents:` section: checked up front (errors name the field), then resolved against the
+catalog (joins from foreign keys, columns that exist)."""
+import copy
+
+import pytest
+
+from derived.nested import Relation, Through
+from pipelines.documents.document_specs import resolve_documents
+from pipelines.config import parse_config
+from pipelines.errors import ConfigError
+from tests.support.configs import BASE
+
+TABLES = ["public.orders", "public.lines", "public.customers", "public.order_tags", "public.tags"]
+DOC = {"name": "orders", "root": "public.orders", "redis_key": "order:{id}", "relations": [
+    {"label": "lines", "table": "public.lines", "type": "one_to_many", "join": {"order_id": "id"},
+     "order_by": "line_no", "columns": ["sku", "qty", "line_no"]},
+    {"label": "customer", "table": "public.customers", "type": "many_to_one", "join": {"customer_id": "id"},
+     "columns": ["name"]},
+    {"label": "tags", "table": "public.order_tags", "type": "many_to_many", "through": {"table": "public.tags"},
+     "columns": ["name"]},
+]}
+
+
+def config(doc=None, **edits):
+    data = copy.deepcopy(BASE)
+    data["tables"] = [{"name": t} for t in TABLES]
+    data["documents"] = [copy.deepcopy(doc or DOC)]
+    data.update(edits)
+    return data
+
+
+class FakeCatalog:
+    COLUMNS = {"public.orders": {"id": "bigint", "customer_id": "integer", "status": "text"},
+               "public.lines": {"id": "integer", "order_id": "bigint", "line_no": "integer", "sku": "text",
+                                "qty": "integer"},
+               "public.customers": {"id": "integer", "name": "text"},
+               "public.order_tags": {"order_id": "bigint", "tag_id": "integer"},
+               "public.tags": {"id": "integer", "name": "text"}}
+    KEYS = {"public.order_tags": ("order_id", "tag_id")}
+    FKS = {("public.order_tags", "public.orders"): [{"order_id": "id"}],
+           ("public.order_tags", "public.tags"): [{"tag_id": "id"}]}
+
+    def columns(self, table):
+        return self.COLUMNS.get(table)
+
+    def primary_key(self, table):
+        return self.KEYS.get(table, ("id",))
+
+    def foreign_keys(self, table, references):
+        return self.FKS.get((table, references), [])
+
+
+def test_resolved_with_joins_from_the_foreign_keys():
+    resolved = resolve_documents(parse_config(config()), FakeCatalog())
+    (spec,) = resolved.specs
+    assert spec.relations[2] == Relation("tags", "public.order_tags", "many_to_many", (("order_id", "id"),),
+                                         ("name",), None, Through("public.tags", (("tag_id", "id"),)))
+    assert resolved.keys["public.order_tags"] == ("order_id", "tag_id")
+    assert spec.tables() == set(TABLES)
+
+
+@pytest.mark.parametrize("path, value, field", [
+    ("relations.0.table", "public.nope", "documents.0.relations.0.table"),
+    ("relations.2.through", None, "documents.0.relations.2"),
+    ("relations.1.order_by", "name", "documents.0.relations.1.order_by"),
+    ("relations.0.order_by", "price", "documents.0.relations.0.order_by"),
+    ("relations.0.label", "customer", "documents.0"),
+    ("relations.0.type", "one_to_one", "documents.0.relations.0.type"),
+    ("redis_key", "order:{id}{x}", "documents.0.redis_key"),
+    ("index", "Orders", "documents.0.index"),
+    ("relations", [], "documents.0.relations"),
+])
+def test_config_mistakes_name_the_field(path, value, field):
+    doc = copy.deepcopy(DOC)
+    node = doc
+    parts = path.split(".")
+    for part in parts[:-1]:
+        node = node[int(part)] if part.isdigit() else node[part]
+    node[int(parts[-1]) if parts[-1].isdigit() else parts[-1]] = value
+    with pytest.raises(ConfigError) as err:
+        parse_config(config(doc))
+    assert err.value.field == field, str(err.value)
+
+
+def test_documents_need_their_own_index_and_key_prefix():
+    data = config()
+    data["tables"][0]["index"] = "orders"
+    with pytest.raises(ConfigError) as err:
+        parse_config(data)
+    assert err.value.field == "documents.0.index"
+    data = config()
+    data["tables"][0]["redis_key"] = "order:{id}"
+    with pytest.raises(ConfigError) as err:
+        parse_config(data)
+    assert "redis_key" in err.value.field
+
+
+@pytest.mark.parametrize("edit, field, words", [
+    (("relations", 0, "join"), "documents.0.relations.0.join", "no column"),
+    (("relations", 2, "through"), "documents.0.relations.2.through.join", "no foreign key"),
+    (("relations", 0, "columns"), "documents.0.relations.0.columns", "no column"),
+])
+def test_catalog_mistakes_name_the_field(edit, field, words):
+    doc = copy.deepcopy(DOC)
+    where, i, what = edit
+    if what == "join":
+        doc[where][i]["join"] = {"order_ref": "id"}
+    elif what == "through":
+        doc[where][i]["through"] = {"table": "public.customers"}
+    else:
+        doc[where][i]["columns"] = ["sku", "colour", "line_no"]
+    with pytest.raises(ConfigError) as err:
+        resolve_documents(parse_config(config(doc)), FakeCatalog())
+    assert err.value.field == field and words in str(err.value), str(err.value)
+
+
+@pytest.mark.parametrize("edit, field", [
+    ({"redis_key": "order:{status}"}, "documents.0.redis_key"),
+    ({"relations.0.label": "status"}, "documents.0.relations.0.label"),
+    ({"relations.0.order_by": "tags", "relations.0.columns": None}, "documents.0.relations.0.order_by"),
+])
+def test_what_only_the_catalog_can_tell_names_the_field(edit, field):
+    doc = copy.deepcopy(DOC)
+    for path, value in edit.items():
+        node, parts = doc, path.split(".")
+        for part in parts[:-1]:
+            node = node[int(part)] if part.isdigit() else node[part]
+        node[parts[-1]] = value
+    catalog = FakeCatalog()
+    catalog.COLUMNS = {**catalog.COLUMNS, "public.lines": {**catalog.COLUMNS["public.lines"], "tags": "text[]"}}
+    with pytest.raises(ConfigError) as err:
+        resolve_documents(parse_config(config(doc)), catalog)
+    assert err.value.field == field, str(err.value)

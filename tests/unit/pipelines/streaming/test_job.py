@@ -1,0 +1,89 @@
+"""The job's wiring that needs no Spark: the JVM kafka source switch takes the same options."""
+from types import SimpleNamespace
+
+from pipelines.config import parse_config
+from pipelines.streaming.job import change_stream
+from tests.support.configs import with_
+
+
+class FakeReader:
+    def __init__(self):
+        self.fmt, self.options = None, {}
+
+    def format(self, fmt):
+        self.fmt = fmt
+        return self
+
+    def option(self, key, value):
+        self.options[key] = value
+        return self
+
+    def load(self):
+        return self
+
+
+class FakeSpark:
+    def __init__(self):
+        self.readStream = FakeReader()
+        self.sparkContext = SimpleNamespace(defaultParallelism=2)
+
+
+def test_python_and_jvm_sources_get_the_same_options(tmp_path):
+    # A checkpoint of its own: the working directory's (the quickstart's) may hold a bootstrap's hand-over.
+    ckpt = str(tmp_path / "ckpt")
+    python = change_stream(FakeSpark(), parse_config(with_("spark", {"max_offsets_per_trigger": 1000,
+                                                                     "checkpoint_dir": ckpt})))
+    jvm = change_stream(FakeSpark(), parse_config(with_("spark", {"max_offsets_per_trigger": 1000,
+                                                                  "kafka_source": "jvm", "checkpoint_dir": ckpt})))
+    assert (python.fmt, jvm.fmt) == ("cdckit_kafka", "kafka")
+    assert python.options["subscribePattern"] == parse_config(with_("spark", {})).topic_pattern
+    assert python.options["kafka.bootstrap.servers"] == "127.0.0.1:9092"
+    assert python.options["maxOffsetsPerTrigger"] == "1000"
+    assert {k: v for k, v in jvm.options.items() if k != "failOnDataLoss"} == {
+        k: v for k, v in python.options.items() if k not in ("ranges", "tasks", "kafka.log_level")}  # librdkafka's
+    assert jvm.options["failOnDataLoss"] == "true" and python.options["ranges"] == "true"
+    assert python.options["tasks"] == "2"  # one apply task per core and micro-batch
+
+
+def test_progress_lag_from_spark_progress():
+    from pipelines.streaming.job import progress_lag
+
+    progress = {"sources": [{"endOffset": '{"t": {"0": 5, "1": 7}}', "latestOffset": '{"t": {"0": 9, "1": 7}}'}]}
+    assert progress_lag(progress) == {"t": 4}
+    assert progress_lag(None) == {}
+    assert progress_lag({"sources": [{"endOffset": "null", "latestOffset": None}]}) == {}
+
+
+def test_one_line_per_batch_says_what_it_did():
+    import time
+
+    from pipelines.apply.stats import BatchStats
+    from pipelines.streaming.job import batch_line
+
+    stats = BatchStats(records=1200, search_applied=1000, search_stale=200, cache_applied=990, cache_stale=210,
+                       dead_letters=2, newest_source_ts_ms=int((time.time() - 1.5) * 1000))
+    line = batch_line(12, stats, 0.42, {"a": 5, "b": 7})
+    assert line.startswith("batch 12: 1,200 records, search 1,000 applied/200 stale, cache 990 applied/210 stale, "
+                           "2 DEAD LETTERS (`cdckit dlq list`), lag 12, freshness 1.")
+    assert line.endswith(", 0.42 s")
+    assert "freshness" not in batch_line(13, BatchStats(records=1), 0.1, None)
+
+
+def test_an_unread_catalog_holds_the_batch_only_under_stop():
+    """`stop` promises no batch of a new shape: a schema check that could not read the catalog
+    fails the batch (restartable); under the other policies the batch goes on, the next checks."""
+    import pytest
+
+    from derived.sinks.errors import StoreUnavailable
+    from pipelines.config import parse_config
+    from pipelines.streaming.job import _check_schema
+    from tests.support.configs import BASE, with_
+
+    class Down:
+        def check(self, config):
+            raise OSError("connection refused")
+
+    stop = parse_config(with_("tables", [{**BASE["tables"][0], "on_schema_change": "stop"}]))
+    with pytest.raises(StoreUnavailable, match="did not read the catalog"):
+        _check_schema(Down(), stop)
+    _check_schema(Down(), parse_config(BASE))
