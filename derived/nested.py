@@ -17,6 +17,10 @@ Relations (`Relation.kind`):
 - many_to_many: rows of the link `table` joined to the parent by `join`, each replaced by the row of
   `through.table` it points at (`through.join`: link.tag_id = tag.id), a list.
 Relations nest: a relation's own `relations` hang off each of its rows (a line's product).
+
+A relation with a `value` column holds that column's values instead of its rows' objects (a list of
+tag names; many_to_one: the one value, or null). A list relation with `empty_null` shows null where
+it has no rows (pgsync's rendering) instead of [].
 """
 from __future__ import annotations
 
@@ -45,6 +49,10 @@ class Relation:
     order_by: str | None = None
     through: Through | None = None
     relations: tuple["Relation", ...] = ()
+    # Rendering only, not what the state holds: left out of the repr, which names the state a
+    # documents' checkpoint was built for (documents_query.fingerprint).
+    value: str | None = field(default=None, repr=False)      # a scalar relation: this column's values
+    empty_null: bool = field(default=False, repr=False)      # an empty list shows null, not []
 
 
 @dataclass(frozen=True)
@@ -259,11 +267,14 @@ class NestedState:
                 table = rel.through.table
             children.sort(key=lambda v: (sortable((v.get(rel.order_by),)) if rel.order_by else (),
                                          sortable(_vals(v, self.keys[table]))))
-            out[rel.label] = [self._shaped(rel, table, c, parts) for c in children]
+            shown = [self._shaped(rel, table, c, parts) for c in children]
+            out[rel.label] = None if rel.empty_null and not shown else shown
         return out
 
-    def _shaped(self, rel: Relation, table: str, values: dict[str, Any], parts: list[Version]) -> dict[str, Any]:
+    def _shaped(self, rel: Relation, table: str, values: dict[str, Any], parts: list[Version]) -> Any:
         parts.append(self.rows[table][_vals(values, self.keys[table])].version)
+        if rel.value is not None:
+            return values.get(rel.value)
         doc = _project(values, rel.columns)
         doc.update(self._nest(values, rel.relations, parts))
         return doc

@@ -55,6 +55,10 @@ class RelationConfig(_Strict):
     columns: list[str] | None = Field(None, min_length=1, description="the columns kept; default: all")
     order_by: str | None = Field(None, description="list order (then the key); one_to_many and many_to_many")
     relations: list["RelationConfig"] = Field(default_factory=list, description="nested under each of its rows")
+    value: str | None = Field(None, description="a scalar relation: this one column's values instead of the rows' "
+                              "objects, e.g. `name` gives [\"Economics\", \"Career\"] (many_to_one: the value, or null)")
+    null_when_empty: bool | None = Field(None, description="a list relation without rows shows null instead of []; "
+                                         "default: the document's null_when_empty")
 
     @field_validator("label")
     @classmethod
@@ -77,6 +81,11 @@ class RelationConfig(_Strict):
     def _consistent(self) -> "RelationConfig":
         if (self.type == "many_to_many") != (self.through is not None):
             raise ValueError("'through' is required for many_to_many and only there")
+        if self.value is not None and (self.columns is not None or self.relations):
+            raise ValueError("a relation with 'value' holds that column's values: it takes no 'columns' and no "
+                             "nested 'relations'")
+        if self.null_when_empty is not None and self.type == "many_to_one":
+            raise ValueError("'null_when_empty' is for lists: many_to_one shows null without a row anyway")
         _unique_labels(self.relations, self.columns)
         return self
 
@@ -94,6 +103,8 @@ class DocumentConfig(_Strict):
     redis_key: str | None = Field(None, description="key template over the root's key, e.g. 'order:{id}'; "
                                   "default: 'document:<name>:{_id}'")
     relations: list[RelationConfig] = Field(min_length=1)
+    null_when_empty: bool = Field(False, description="list relations without rows show null instead of [] (as "
+                                  "pgsync writes them); a relation's own null_when_empty overrides it")
 
     @field_validator("redis_key")
     @classmethod

@@ -54,7 +54,7 @@ class ResolvedDocuments:
         def walk(rels) -> None:
             for r in rels:
                 shown = r.through.table if r.through is not None else r.table
-                add(shown, r.columns)
+                add(shown, [r.value] if r.value is not None else r.columns)
                 if r.order_by:
                     add(shown, [r.order_by])
                 walk(r.relations)
@@ -135,14 +135,18 @@ def resolve_documents(config: Config, catalog: Catalog) -> ResolvedDocuments:
             raise ConfigError(f"documents.{j}.redis_key", f"placeholders {sorted(placeholders - allowed)} are not "
                               f"key columns of {doc.root} ({', '.join(keys[doc.root])}) or _id")
         _labels_free(f"documents.{j}", doc.relations, doc.columns or list(types[doc.root]))
-        relations = tuple(_relation(rel, doc.root, f"documents.{j}.relations.{i}", types, catalog)
+        relations = tuple(_relation(rel, doc.root, f"documents.{j}.relations.{i}", types, catalog,
+                                    doc.null_when_empty)
                           for i, rel in enumerate(doc.relations))
         specs.append(DocumentSpec(doc.name, doc.root, tuple(doc.columns) if doc.columns else None, relations))
     return ResolvedDocuments(tuple(specs), keys, types)
 
 
-def _relation(rel: RelationConfig, parent: str, path: str, types, catalog: Catalog) -> Relation:
+def _relation(rel: RelationConfig, parent: str, path: str, types, catalog: Catalog,
+              null_when_empty: bool = False) -> Relation:
     _known_columns(f"{path}.columns", rel.row_table, rel.columns, types)
+    if rel.value is not None:
+        _known_columns(f"{path}.value", rel.row_table, [rel.value], types)
     if rel.order_by is not None:
         _known_columns(f"{path}.order_by", rel.row_table, [rel.order_by], types)
         kind = types[rel.row_table][rel.order_by]
@@ -164,10 +168,12 @@ def _relation(rel: RelationConfig, parent: str, path: str, types, catalog: Catal
         _known_columns(f"{path}.through.join", rel.table, list(far), types)
         _known_columns(f"{path}.through.join", rel.through.table, list(far.values()), types)
         through = Through(rel.through.table, tuple(far.items()))
-    nested = tuple(_relation(r, rel.row_table, f"{path}.relations.{i}", types, catalog)
+    nested = tuple(_relation(r, rel.row_table, f"{path}.relations.{i}", types, catalog, null_when_empty)
                    for i, r in enumerate(rel.relations))
+    own = rel.null_when_empty
+    empty_null = rel.type != "many_to_one" and (null_when_empty if own is None else own)
     return Relation(rel.label, rel.table, rel.type, tuple(join.items()), tuple(rel.columns) if rel.columns else None,
-                    rel.order_by, through, nested)
+                    rel.order_by, through, nested, value=rel.value, empty_null=empty_null)
 
 
 UNORDERED = {"json", "jsonb", "hstore", "bytea", "xml", "point", "box", "polygon", "circle", "line", "lseg", "path"}

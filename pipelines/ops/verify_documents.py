@@ -9,6 +9,7 @@ the model's rule (order_by, then key, in the typed values), which the SQL leaves
 collation in Postgres is not the documents' order."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Iterator
 
 import orjson
@@ -51,6 +52,8 @@ def _object(alias: str, table: str, columns, relations, resolved: ResolvedDocume
 
 def _relation_sql(rel: Relation, parent: str, resolved: ResolvedDocuments, depth: int) -> str:
     a = f"r{depth}"
+    if rel.value is not None:   # a scalar relation: its rows with the one column (mapped to values below)
+        rel = replace(rel, columns=(rel.value,))
     if rel.kind == "many_to_one":
         on = " AND ".join(f'{a}."{there}" = {parent}."{here}"' for here, there in rel.join)
         keys = ", ".join(f'{a}."{k}"' for k in resolved.keys[rel.table])
@@ -100,18 +103,22 @@ def build(raw: dict[str, Any], table: str, columns, relations, reader: _Reader, 
 
 def _nested(raw, rel: Relation, reader: _Reader, keys):
     table = rel.through.table if rel.through is not None else rel.table
+    columns = (rel.value,) if rel.value is not None else rel.columns
+    shown = (lambda doc: doc[rel.value]) if rel.value is not None else (lambda doc: doc)
     if rel.kind == "many_to_one":
         if not raw:
             return None
-        built = [build(r, table, rel.columns, rel.relations, reader, keys) for r in raw]
-        return min(built, key=lambda b: sortable(b[1][1]))[0]
+        built = [build(r, table, columns, rel.relations, reader, keys) for r in raw]
+        return shown(min(built, key=lambda b: sortable(b[1][1]))[0])
     built = []
     for r in raw or []:
-        doc, (order, key) = build(r, table, rel.columns, rel.relations, reader, keys)
+        doc, (order, key) = build(r, table, columns, rel.relations, reader, keys)
         order_typed = reader.row(table, {rel.order_by: order}).get(rel.order_by) if rel.order_by else None
         built.append((doc, order_typed, key))
     built.sort(key=lambda b: ((sortable((b[1],)) if rel.order_by else ()), sortable(b[2])))
-    return [b[0] for b in built]
+    if rel.empty_null and not built:
+        return None
+    return [shown(b[0]) for b in built]
 
 
 def expected_documents(config: Config, doc: DocumentConfig, resolved: ResolvedDocuments, conn

@@ -131,3 +131,45 @@ def test_what_only_the_catalog_can_tell_names_the_field(edit, field):
     with pytest.raises(ConfigError) as err:
         resolve_documents(parse_config(config(doc)), catalog)
     assert err.value.field == field, str(err.value)
+
+
+def test_scalar_relations_and_null_for_empty_lists_resolve_from_the_document_and_the_relation():
+    doc = copy.deepcopy(DOC)
+    doc["null_when_empty"] = True
+    doc["relations"][2] = {"label": "tags", "table": "public.order_tags", "type": "many_to_many",
+                           "through": {"table": "public.tags"}, "value": "name"}
+    doc["relations"][0]["null_when_empty"] = False   # a relation's own choice wins
+    doc["relations"][1] = {"label": "customer", "table": "public.customers", "type": "many_to_one",
+                           "join": {"customer_id": "id"}, "value": "name"}
+    lines, customer, tags = resolve_documents(parse_config(config(doc)), FakeCatalog()).specs[0].relations
+    assert (tags.value, tags.empty_null, tags.columns) == ("name", True, None)
+    assert (lines.value, lines.empty_null) == (None, False)
+    assert (customer.value, customer.empty_null) == ("name", False)
+
+
+@pytest.mark.parametrize("relation, field, words", [
+    ({"value": "name", "columns": ["name"]}, "documents.0.relations.2", "takes no 'columns'"),
+    ({"value": "name", "relations": [{"label": "x", "table": "public.lines", "type": "one_to_many"}]},
+     "documents.0.relations.2", "no nested 'relations'"),
+])
+def test_a_scalar_relation_with_columns_or_relations_is_refused(relation, field, words):
+    doc = copy.deepcopy(DOC)
+    doc["relations"][2] = {"label": "tags", "table": "public.order_tags", "type": "many_to_many",
+                           "through": {"table": "public.tags"}, **relation}
+    with pytest.raises(ConfigError) as err:
+        parse_config(config(doc))
+    assert err.value.field == field and words in str(err.value), str(err.value)
+
+
+def test_empty_is_for_lists_and_a_value_must_be_a_column():
+    doc = copy.deepcopy(DOC)
+    doc["relations"][1]["null_when_empty"] = True
+    with pytest.raises(ConfigError) as err:
+        parse_config(config(doc))
+    assert err.value.field == "documents.0.relations.1" and "for lists" in str(err.value)
+    doc = copy.deepcopy(DOC)
+    doc["relations"][2] = {"label": "tags", "table": "public.order_tags", "type": "many_to_many",
+                           "through": {"table": "public.tags"}, "value": "title"}
+    with pytest.raises(ConfigError) as err:
+        resolve_documents(parse_config(config(doc)), FakeCatalog())
+    assert err.value.field == "documents.0.relations.2.value" and "no column" in str(err.value)

@@ -248,6 +248,24 @@ def test_a_document_index_maps_each_table_by_its_column_types():
     assert differences(d, d) == []
 
 
+def test_a_scalar_relation_maps_as_its_column_does():
+    """A list of one column's values (`value`): engines' fields are arrays, so the label maps as the
+    column; a json column's numbers are templated at the label itself."""
+    from derived.nested import DocumentSpec, Relation, Through
+
+    spec = DocumentSpec("users", "public.users", ("id",), (
+        Relation("tags", "public.user_tags", "many_to_many", (("user_id", "id"),), value="name",
+                 through=Through("public.tags", (("tag_id", "id"),))),
+        Relation("posts", "public.posts", "one_to_many", (("user_id", "id"),), value="meta"),
+    ))
+    types = {"public.users": {"id": "bigint"}, "public.user_tags": {"user_id": "bigint", "tag_id": "bigint"},
+             "public.tags": {"id": "bigint", "name": "text"}, "public.posts": {"user_id": "bigint", "meta": "jsonb"}}
+    d = document_definition(spec, types, {"public.posts": DefinitionOptions(json="object")})
+    assert d["mappings"]["properties"] == {"id": {"type": "long"}, "tags": TEXT, "posts": {"type": "object"}}
+    assert [list(t)[0] for t in d["mappings"]["dynamic_templates"]] == ["posts_integers", "posts_fractions"]
+    assert d["mappings"]["dynamic_templates"][0]["posts_integers"]["path_match"] == "posts.*"
+
+
 def test_a_fields_ignore_malformed_left_out_because_the_index_says_it():
     """OpenSearch 2.19 answers a date created with ignore_malformed under index.mapping.ignore_malformed
     without it (measured): the same as the index's is no difference, otherwise it is."""
