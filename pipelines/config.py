@@ -322,6 +322,8 @@ class TableConfig(_Strict):
     lookups: list[RedisLookup] = Field(
         default_factory=list, description="Redis sets or sorted sets keyed by the row's columns (docs/shaping.md: "
                                           "Redis lookups), e.g. [{key: 'orders_by_customer:{customer_id}'}]")
+    documents_only: bool = Field(False, description="captured for the documents that read it, with no index and "
+                                 "no keys of its own (a table only documents name is added so by itself)")
 
     @field_validator("where")
     @classmethod
@@ -362,6 +364,11 @@ class TableConfig(_Strict):
             allowed = set(self.key or []) | {"_id"}
             if self.key is not None and not fields <= allowed:
                 raise ValueError(f"redis_key placeholders {sorted(fields - allowed)} are not key columns")
+        if self.documents_only:
+            own = [f for f in ("index", "redis_key", "redis_ttl_s", "where", "soft_delete") if getattr(self, f)]
+            own += ["lookups"] if self.lookups else []
+            if own:
+                raise ValueError(f"documents_only: the table has no index or keys of its own, so {own} mean nothing")
         if self.lookups and self.redis_ttl_s:
             raise ValueError("lookups and redis_ttl_s: a row's key would expire and leave its lookup entries "
                              "behind; drop one")
@@ -582,7 +589,7 @@ class Config(_Strict):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"tables listed twice: {dupes}")
-        indexes = [t.index_name for t in self.tables]
+        indexes = [t.index_name for t in self.tables if not t.documents_only]
         if len(set(indexes)) != len(indexes):
             raise ValueError("two tables map to the same index")
         return self
@@ -646,6 +653,11 @@ class Config(_Strict):
         """The topics of changes the documents read: all theirs but the transaction topic (its records
         are no changes, and it grows with every heartbeat)."""
         return [t for t in self.document_topics if t != self.transaction_topic]
+
+    @property
+    def flat_tables(self) -> list[TableConfig]:
+        """The tables with an index and keys of their own (all but those only documents read)."""
+        return [t for t in self.tables if not t.documents_only]
 
     def table_for_topic(self, topic: str) -> TableConfig | None:
         return next((t for t in self.tables if self.topic_for(t) == topic), None)
@@ -722,7 +734,8 @@ def _check_disjoint_keys(config: Config) -> None:
     def sample(template: str) -> str:
         return "".join(lit + ("0" if fld is not None else "") for lit, fld, _, _ in string.Formatter().parse(template))
 
-    owners = [(f"tables.{j}.redis_key", t.name, t.redis_key_template) for j, t in enumerate(config.tables)]
+    owners = [(f"tables.{j}.redis_key", t.name, t.redis_key_template) for j, t in enumerate(config.tables)
+              if not t.documents_only]
     owners += [(f"documents.{j}.redis_key", f"document {d.name}", d.redis_key_template)
                for j, d in enumerate(config.documents)]
     owners += [(f"tables.{j}.lookups.{n}.key", f"lookup {lk.key!r} of {t.name}", lk.key)
@@ -743,15 +756,17 @@ def _check_disjoint_keys(config: Config) -> None:
 
 def _check_documents(config: Config) -> None:
     """Every table a document names is captured and checked as a table of `tables` (the connector,
-    the privilege and replica-identity checks, the truncate markers all work from that list); no
-    document index is a table's."""
+    the privilege and replica-identity checks, the truncate markers all work from that list): one
+    not listed there is added as `documents_only` (no index or keys of its own); no document index
+    is a table's."""
     listed = {t.name for t in config.tables}
-    indexes = {t.index_name: t.name for t in config.tables}
-    for j, doc in enumerate(config.documents):
-        for path, table in doc.placements():
+    indexes = {t.index_name: t.name for t in config.flat_tables}
+    for doc in config.documents:
+        for _, table in doc.placements():
             if table not in listed:
-                raise ConfigError(f"documents.{j}.{path}", f"{table} is not in 'tables': list it there too "
-                                  "(that is what captures it)")
+                config.tables.append(TableConfig(name=table, documents_only=True))
+                listed.add(table)
+    for j, doc in enumerate(config.documents):
         if doc.index_name in indexes:
             raise ConfigError(f"documents.{j}.index", f"index {doc.index_name!r} is the index of table "
                               f"{indexes[doc.index_name]}: give the document its own")

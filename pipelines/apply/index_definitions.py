@@ -38,7 +38,7 @@ def definitions(config: Config, tables: list[str] | None = None, reader: bool = 
     from the catalog (a table gone from the database gets only what the config says)."""
     from connectors import postgres
 
-    wanted = [t for t in config.tables if tables is None or t.name in tables]
+    wanted = [t for t in config.flat_tables if tables is None or t.name in tables]
     documents = [d for d in config.documents if tables is None or d.store_table in tables]
     if not wanted and not documents:
         return {}
@@ -82,7 +82,7 @@ def compare(config: Config, names: list[str] | None = None, engine=None) -> list
     engine = engine or search_engine(config)
     wanted = definitions(config, names, reader=True)
     out = []
-    for table in config.tables:
+    for table in config.flat_tables:
         if table.name not in wanted:
             continue
         alias = table.index_name

@@ -81,12 +81,12 @@ def stores_from_config(config: Config, targets: Targets | None = None) -> Stores
     from derived.sinks.memory import NullStore
 
     search_tables = {t.name: SearchTable(t.index_name, t.columns, dict(t.rename), dict(t.transform.fields),
-                                         t.transform.removed("search")) for t in config.tables}
+                                         t.transform.removed("search")) for t in config.flat_tables}
     cache_tables = {t.name: CacheTable(t.redis_key_template, t.redis_format, t.redis_ttl_s, t.columns,
                                        dict(t.rename), computed=dict(t.transform.fields),
                                        remove=t.transform.removed("cache"),
                                        lookups=tuple(lk.spec for lk in t.lookups))
-                    for t in config.tables}
+                    for t in config.flat_tables}
     # Nested documents (pipelines/documents/documents_query.py) beside the tables, by their store names.
     search_tables.update({d.store_table: SearchTable(d.index_name, None, {}) for d in config.documents})
     cache_tables.update({d.store_table: CacheTable(d.redis_key_template, "json", None, None, {}, equal_replaces=True)

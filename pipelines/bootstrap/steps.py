@@ -337,7 +337,7 @@ def sweep_below_snapshot(config: Config, snapshot_lsn: int) -> dict[str, int]:
     stores = stores_from_config(config)
     cut = Version(snapshot_lsn, 0, 0)
     removed = {}
-    for t in config.tables:
+    for t in config.flat_tables:
         marker = Change(t.name, "truncate", {}, "", None, cut, Position("", 0, 0))
         removed[t.name] = (stores.search.truncate(marker, stores.search_tables[t.name])
                            + stores.cache.truncate(marker, stores.cache_tables[t.name]))

@@ -29,8 +29,8 @@ def index_show(table: str, config_path: Path, as_json: bool) -> None:
     from pipelines.apply.index_definitions import compare
 
     cfg = load(config_path)
-    if table not in {t.name for t in cfg.tables}:
-        raise ConfigError("tables", f"{table} is not a table of the config")
+    if table not in {t.name for t in cfg.flat_tables}:
+        raise ConfigError("tables", f"{table} is not a table of the config with an index of its own")
     [c] = compare(cfg, [table])
     if as_json:
         print_json(c.as_json())

@@ -89,7 +89,8 @@ def show_status(report) -> None:
     for name, t in report.tables.items():
         pg = t.get("postgres_rows", t.get("postgres_rows_estimate"))
         rows.add_row(name, "-" if pg is None else (f"{pg}" if "postgres_rows" in t else f"~{pg}"),
-                     str(t.get("search_docs", "-")), str(t.get("cache_keys", "-")),
+                     *(["(documents only)", "-"] if t.get("documents_only") else
+                       [str(t.get("search_docs", "-")), str(t.get("cache_keys", "-"))]),
                      str(t.get("dead_letters_pending", 0)))   # not settled by a `dlq replay`
     out.print(rows)
     for w in report.warnings:

@@ -37,6 +37,9 @@ def add_table(config: Config, table_name: str, on_progress: Callable[[int, int],
     if table is None:
         raise ConfigError("tables", f"{table_name} is not in the config: add it under tables: first "
                                     f"(the running job picks the change up by itself)")
+    if table.documents_only:
+        raise ConfigError("tables", f"{table_name} is read only by documents (no store of its own): a document "
+                                    "added to a running pipeline is built by `cdckit rebuild all`")
     totals = prepare(config)
     before = _walsender(config)
     if connector_ops.apply(config).action != "unchanged":

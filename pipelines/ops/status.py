@@ -74,6 +74,8 @@ def _slot(config: Config, report: Report) -> None:
                 if est is not None and est[0] < 0:  # never analyzed: no estimate, so count
                     est = conn.execute(f"SELECT count(*) FROM {t.name}").fetchone()
                 report.tables.setdefault(t.name, {})["postgres_rows_estimate"] = est[0] if est else None
+                if t.documents_only:   # no store of its own: read by the documents alone
+                    report.tables[t.name]["documents_only"] = True
     except postgres.PostgresUnreachable as exc:
         report.problem(str(exc))
         return
@@ -185,7 +187,7 @@ def _stores(config: Config, report: Report, exact: bool) -> None:
     stores = stores_from_config(config)
     _lost(config, stores, report)
     # Tables, then nested documents (by their store name, counted against their root table's rows).
-    for name, rows_of in [(t.name, t.name) for t in config.tables] + [(d.store_table, d.root)
+    for name, rows_of in [(t.name, t.name) for t in config.flat_tables] + [(d.store_table, d.root)
                                                                       for d in config.documents]:
         row = report.tables.setdefault(name, {})
         if name != rows_of and rows_of in report.tables:

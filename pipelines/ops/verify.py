@@ -268,7 +268,7 @@ def verify(config: Config, table: str | None = None, sample: int | None = None, 
     from pipelines.apply.stores import stores_from_config
     from pipelines.errors import ConfigError
 
-    chosen = [t for t in config.tables if table is None or t.name == table]
+    chosen = [t for t in config.flat_tables if table is None or t.name == table]
     documents = [d for d in config.documents if table in (None, d.name, d.store_table)]
     if not chosen and not documents:
         raise ConfigError("--table", f"{table} is not a table or a document of the config")

@@ -109,7 +109,7 @@ class Feed:
             problems.append(f"store counts: {type(exc).__name__}")
             return
         failed: set[str] = set()
-        for t in cfg.tables:
+        for t in cfg.flat_tables:
             row = counts.setdefault(t.name, {})
             if "search" in cfg.sinks and "search" not in failed:
                 try:

@@ -104,17 +104,20 @@ def make_plan(config: Config, which: str, table: str | None) -> Plan:
     missing = [s for s in stores if s not in config.sinks]
     if missing:
         raise RebuildRefused(f"sinks: this config does not write {', '.join(missing)}")
-    names = [t.name for t in config.tables]
+    names = [t.name for t in config.flat_tables]
     if table is not None and table in [d.name for d in config.documents]:
         raise RebuildRefused(f"--table: {table} is a document: documents are rebuilt by `cdckit rebuild all`, "
                              "every document and both stores at once (they share one state)")
     if table is not None and table not in names:
-        raise RebuildRefused(f"--table: {table} is not in the config's tables")
-    search_tables = [t for t in config.tables if table in (None, t.name)] if "search" in stores else []
+        only = any(t.name == table and t.documents_only for t in config.tables)
+        raise RebuildRefused(f"--table: {table} " + ("is read only by documents: it has no store of its own (`cdckit "
+                                                     "rebuild all` rebuilds the documents)" if only else
+                                                     "is not in the config's tables"))
+    search_tables = [t for t in config.flat_tables if table in (None, t.name)] if "search" in stores else []
     # Documents only with every store: see _DocumentsReplay.
     search_docs = config.documents if which == "all" and table is None and "search" in stores else []
     # A Redis generation is a whole database: the cache is always rebuilt for every table and document.
-    replayed = config.tables if "cache" in stores else search_tables
+    replayed = config.flat_tables if "cache" in stores else search_tables
     # The truncate markers too: the catch-up applies those it meets (the bulk reads them first).
     conf = config.kafka.client_config()
     topics = existing_topics(conf, [config.topic_for(t) for t in replayed] + [config.truncate_topic]) if replayed else []

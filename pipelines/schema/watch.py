@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 from typing import Callable, Protocol
 
 from connectors.table_shape import Column, diff
@@ -82,6 +83,10 @@ class SchemaWatch:
                 pending.append(PendingWork(name, f"{name}: {what}", stopped=True))
                 stop = stop or f"{name}: {step.stop}"
                 continue
+            if table.documents_only:
+                # No store of its own: the documents that read it follow its types themselves
+                # (documents_query: the drift check); only the re-read of its rows is kept.
+                step = replace(step, extend_mapping=[], rebuild=[])
             if step.extend_mapping:
                 types = {c.name: c.type for c in columns}
                 renamed = {table.rename.get(c, c): c for c in types}
@@ -113,8 +118,8 @@ class SchemaWatch:
         before = {t.name: t for t in old.tables}
         pending, stop = self.state.pending(), None
         for table in new.tables:
-            if table.name not in before:
-                continue  # a new table: `cdckit snapshot add` fills it
+            if table.name not in before or table.documents_only:
+                continue  # a new table: `cdckit snapshot add` fills it; a documents-only one has no store
             edited, stores = config_edits(before[table.name], table, old.search, new.search)
             if not stores:
                 continue

@@ -39,16 +39,17 @@ class PendingLetters:
 
 def store_counts(config: Config, stores, connect: Callable[[], Any]) -> dict[str, dict[str, float | None]]:
     """table (and nested document, against its root table's rows) -> rows_estimate, search, cache."""
-    out: dict[str, dict[str, float | None]] = {}
+    estimates: dict[str, float | None] = {}
     with connect() as conn:
-        for t in config.tables:
+        for t in config.tables:   # a documents-only root too: its documents are counted against it
             if t.filtered:   # its stores hold the rows a filter keeps: `status` counts those (NaN here)
-                out[t.name] = {"rows_estimate": None}
+                estimates[t.name] = None
                 continue
             est = conn.execute("SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass(%s)", (t.name,)).fetchone()
-            out[t.name] = {"rows_estimate": float(est[0]) if est and est[0] is not None and est[0] >= 0 else None}
+            estimates[t.name] = float(est[0]) if est and est[0] is not None and est[0] >= 0 else None
+    out: dict[str, dict[str, float | None]] = {t.name: {"rows_estimate": estimates[t.name]} for t in config.flat_tables}
     for d in config.documents:
-        out[d.store_table] = {"rows_estimate": out.get(d.root, {}).get("rows_estimate")}
+        out[d.store_table] = {"rows_estimate": estimates.get(d.root)}
     for name, row in out.items():
         if "search" in config.sinks:
             table = stores.search_tables[name]

@@ -178,7 +178,7 @@ class VisibilityPublisher:
         if engine is not None and "search" not in lost:
             # One refresh over every index written (a comma list; an alias not made yet would fail it).
             if time.monotonic() - self._aliases_at > ALIASES_S:   # listed again: an index made since
-                names = {t.index_name for t in config.tables} | {d.index_name for d in config.documents}
+                names = {t.index_name for t in config.flat_tables} | {d.index_name for d in config.documents}
                 self._aliases = sorted(a for a in names if engine.alias_exists(a))
                 self._aliases_at = time.monotonic()
             if self._aliases:

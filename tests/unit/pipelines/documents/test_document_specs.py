@@ -60,7 +60,6 @@ def test_resolved_with_joins_from_the_foreign_keys():
 
 
 @pytest.mark.parametrize("path, value, field", [
-    ("relations.0.table", "public.nope", "documents.0.relations.0.table"),
     ("relations.2.through", None, "documents.0.relations.2"),
     ("relations.1.order_by", "name", "documents.0.relations.1.order_by"),
     ("relations.0.order_by", "price", "documents.0.relations.0.order_by"),
@@ -173,3 +172,31 @@ def test_empty_is_for_lists_and_a_value_must_be_a_column():
     with pytest.raises(ConfigError) as err:
         resolve_documents(parse_config(config(doc)), FakeCatalog())
     assert err.value.field == "documents.0.relations.2.value" and "no column" in str(err.value)
+
+
+def test_a_table_only_documents_read_is_captured_without_stores_of_its_own():
+    """Not listed in `tables`: added as documents_only (the connector captures it; no index, no keys)."""
+    data = config()
+    data["tables"] = [{"name": "public.orders"}]
+    cfg = parse_config(data)
+    assert [(t.name, t.documents_only) for t in cfg.tables] == [
+        ("public.orders", False), ("public.lines", True), ("public.customers", True), ("public.order_tags", True),
+        ("public.tags", True)]
+    assert [t.name for t in cfg.flat_tables] == ["public.orders"]
+    again = parse_config(cfg.model_dump(mode="json"))   # what executors parse: the same config
+    assert again == cfg
+    from pipelines.apply.stores import stores_from_config
+
+    stores = stores_from_config(cfg)
+    assert set(stores.search_tables) == set(stores.cache_tables) == {"public.orders", "document:orders"}
+    with pytest.raises(ConfigError) as err:
+        resolve_documents(parse_config(config(copy.deepcopy(DOC) | {"root": "public.nope"})), FakeCatalog())
+    assert err.value.field == "documents.0.root" and "does not exist" in str(err.value)
+
+
+def test_a_documents_only_table_takes_no_store_settings():
+    data = config()
+    data["tables"][1] = {"name": "public.lines", "documents_only": True, "index": "lines"}
+    with pytest.raises(ConfigError) as err:
+        parse_config(data)
+    assert err.value.field == "tables.1" and "index" in str(err.value)
