@@ -18,7 +18,8 @@ Relations (`Relation.kind`):
   `through.table` it points at (`through.join`: link.tag_id = tag.id), a list.
 Relations nest: a relation's own `relations` hang off each of its rows (a line's product).
 
-A relation with a `value` column holds that column's values instead of its rows' objects (a list of
+A table's columns can be renamed in the document (`rename`: column -> field). A relation with a
+`value` column holds that column's values instead of its rows' objects (a list of
 tag names; many_to_one: the one value, or null). A list relation with `empty_null` shows null where
 it has no rows (pgsync's rendering) instead of [].
 """
@@ -53,6 +54,7 @@ class Relation:
     # documents' checkpoint was built for (documents_query.fingerprint).
     value: str | None = field(default=None, repr=False)      # a scalar relation: this column's values
     empty_null: bool = field(default=False, repr=False)      # an empty list shows null, not []
+    rename: tuple[tuple[str, str], ...] = field(default=(), repr=False)   # column -> field in the document
 
 
 @dataclass(frozen=True)
@@ -61,6 +63,7 @@ class DocumentSpec:
     root: str
     columns: tuple[str, ...] | None = None
     relations: tuple[Relation, ...] = ()
+    rename: tuple[tuple[str, str], ...] = field(default=(), repr=False)   # the root's column -> field
 
     def tables(self) -> set[str]:
         out = {self.root}
@@ -240,7 +243,7 @@ class NestedState:
         version = self.touched[root] = max(parts)
         if not row.live:
             return None, version
-        doc = _project(row.values, self.spec.columns)
+        doc = _project(row.values, self.spec.columns, self.spec.rename)
         doc.update(nested)
         return doc, version
 
@@ -275,7 +278,7 @@ class NestedState:
         parts.append(self.rows[table][_vals(values, self.keys[table])].version)
         if rel.value is not None:
             return values.get(rel.value)
-        doc = _project(values, rel.columns)
+        doc = _project(values, rel.columns, rel.rename)
         doc.update(self._nest(values, rel.relations, parts))
         return doc
 
@@ -305,8 +308,13 @@ def _vals(values: dict[str, Any], cols: tuple[str, ...]) -> tuple:
     return tuple(values.get(c) for c in cols)
 
 
-def _project(values: dict[str, Any], columns: tuple[str, ...] | None) -> dict[str, Any]:
-    return dict(values) if columns is None else {c: values.get(c) for c in columns}
+def _project(values: dict[str, Any], columns: tuple[str, ...] | None,
+             rename: tuple[tuple[str, str], ...] = ()) -> dict[str, Any]:
+    out = dict(values) if columns is None else {c: values.get(c) for c in columns}
+    if rename:
+        names = dict(rename)
+        out = {names.get(c, c): v for c, v in out.items()}
+    return out
 
 
 def sortable(values: tuple) -> tuple:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 import string
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -55,6 +55,8 @@ class RelationConfig(_Strict):
     columns: list[str] | None = Field(None, min_length=1, description="the columns kept; default: all")
     order_by: str | None = Field(None, description="list order (then the key); one_to_many and many_to_many")
     relations: list["RelationConfig"] = Field(default_factory=list, description="nested under each of its rows")
+    rename: dict[str, str] = Field(default_factory=dict, description="column -> field name in the document, "
+                                   "e.g. {name: tag_name}")
     value: str | None = Field(None, description="a scalar relation: this one column's values instead of the rows' "
                               "objects, e.g. `name` gives [\"Economics\", \"Career\"] (many_to_one: the value, or null)")
     null_when_empty: bool | None = Field(None, description="a list relation without rows shows null instead of []; "
@@ -81,12 +83,13 @@ class RelationConfig(_Strict):
     def _consistent(self) -> "RelationConfig":
         if (self.type == "many_to_many") != (self.through is not None):
             raise ValueError("'through' is required for many_to_many and only there")
-        if self.value is not None and (self.columns is not None or self.relations):
-            raise ValueError("a relation with 'value' holds that column's values: it takes no 'columns' and no "
-                             "nested 'relations'")
+        _check_rename(self.rename, self.columns)
+        if self.value is not None and (self.columns is not None or self.relations or self.rename):
+            raise ValueError("a relation with 'value' holds that column's values: it takes no 'columns', "
+                             "'rename' or nested 'relations'")
         if self.null_when_empty is not None and self.type == "many_to_one":
             raise ValueError("'null_when_empty' is for lists: many_to_one shows null without a row anyway")
-        _unique_labels(self.relations, self.columns)
+        _unique_labels(self.relations, self.columns, self.rename)
         return self
 
     @property
@@ -103,6 +106,10 @@ class DocumentConfig(_Strict):
     redis_key: str | None = Field(None, description="key template over the root's key, e.g. 'order:{id}'; "
                                   "default: 'document:<name>:{_id}'")
     relations: list[RelationConfig] = Field(min_length=1)
+    rename: dict[str, str] = Field(default_factory=dict, description="root column -> field name in the document")
+    mappings: dict[str, dict[str, Any]] = Field(default_factory=dict, description=(
+        "field -> index mapping over the one derived from the column types; a nested field by its dotted path, "
+        "e.g. {'customer.name': {type: keyword}}"))
     null_when_empty: bool = Field(False, description="list relations without rows show null instead of [] (as "
                                   "pgsync writes them); a relation's own null_when_empty overrides it")
 
@@ -119,7 +126,8 @@ class DocumentConfig(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> "DocumentConfig":
-        _unique_labels(self.relations, self.columns)
+        _check_rename(self.rename, self.columns)
+        _unique_labels(self.relations, self.columns, self.rename)
         return self
 
     @property
@@ -163,11 +171,22 @@ class DocumentConfig(_Strict):
         return out
 
 
-def _unique_labels(relations: list[RelationConfig], columns: list[str] | None) -> None:
+def _unique_labels(relations: list[RelationConfig], columns: list[str] | None, rename: dict[str, str]) -> None:
     labels = [r.label for r in relations]
     twice = sorted({x for x in labels if labels.count(x) > 1})
     if twice:
         raise ValueError(f"relation labels used twice: {twice}")
-    clash = sorted(set(labels) & set(columns or []))
+    clash = sorted(set(labels) & ({rename.get(c, c) for c in columns} if columns else set(rename.values())))
     if clash:
-        raise ValueError(f"relation labels clash with columns: {clash}")
+        raise ValueError(f"relation labels clash with fields: {clash}")
+
+
+def _check_rename(rename: dict[str, str], columns: list[str] | None) -> None:
+    if columns is not None and set(rename) - set(columns):
+        raise ValueError(f"rename names columns outside 'columns': {sorted(set(rename) - set(columns))}")
+    bad = sorted(f for f in rename.values() if not _LABEL.match(f))
+    if bad:
+        raise ValueError(f"rename: {bad} are not field names (letters, digits, '_')")
+    targets = list(rename.values())
+    if len(set(targets)) != len(targets):
+        raise ValueError("rename gives two columns one field name")

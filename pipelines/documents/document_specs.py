@@ -134,11 +134,13 @@ def resolve_documents(config: Config, catalog: Catalog) -> ResolvedDocuments:
         if not placeholders <= allowed:
             raise ConfigError(f"documents.{j}.redis_key", f"placeholders {sorted(placeholders - allowed)} are not "
                               f"key columns of {doc.root} ({', '.join(keys[doc.root])}) or _id")
-        _labels_free(f"documents.{j}", doc.relations, doc.columns or list(types[doc.root]))
+        _known_columns(f"documents.{j}.rename", doc.root, list(doc.rename), types)
+        _labels_free(f"documents.{j}", doc.relations, doc.columns or list(types[doc.root]), doc.rename)
         relations = tuple(_relation(rel, doc.root, f"documents.{j}.relations.{i}", types, catalog,
                                     doc.null_when_empty)
                           for i, rel in enumerate(doc.relations))
-        specs.append(DocumentSpec(doc.name, doc.root, tuple(doc.columns) if doc.columns else None, relations))
+        specs.append(DocumentSpec(doc.name, doc.root, tuple(doc.columns) if doc.columns else None, relations,
+                                  rename=tuple(doc.rename.items())))
     return ResolvedDocuments(tuple(specs), keys, types)
 
 
@@ -153,7 +155,8 @@ def _relation(rel: RelationConfig, parent: str, path: str, types, catalog: Catal
         if kind.endswith("[]") or kind in UNORDERED:
             raise ConfigError(f"{path}.order_by", f"{rel.row_table}.{rel.order_by} is {kind}: lists are ordered "
                               "by a scalar column")
-    _labels_free(path, rel.relations, rel.columns or list(types[rel.row_table]))
+    _known_columns(f"{path}.rename", rel.row_table, list(rel.rename), types)
+    _labels_free(path, rel.relations, rel.columns or list(types[rel.row_table]), rel.rename)
     if rel.type == "many_to_one":   # parent.col = table.col
         join = rel.join or _foreign_key(catalog, parent, rel.table, f"{path}.join")
         _known_columns(f"{path}.join", parent, list(join), types)
@@ -173,16 +176,22 @@ def _relation(rel: RelationConfig, parent: str, path: str, types, catalog: Catal
     own = rel.null_when_empty
     empty_null = rel.type != "many_to_one" and (null_when_empty if own is None else own)
     return Relation(rel.label, rel.table, rel.type, tuple(join.items()), tuple(rel.columns) if rel.columns else None,
-                    rel.order_by, through, nested, value=rel.value, empty_null=empty_null)
+                    rel.order_by, through, nested, value=rel.value, empty_null=empty_null,
+                    rename=tuple(rel.rename.items()))
 
 
 UNORDERED = {"json", "jsonb", "hstore", "bytea", "xml", "point", "box", "polygon", "circle", "line", "lseg", "path"}
 
 
-def _labels_free(path: str, relations, columns: list[str]) -> None:
-    """A relation's label must not hide a column of the rows it hangs off."""
+def _labels_free(path: str, relations, columns: list[str], rename: dict[str, str] | None = None) -> None:
+    """A relation's label must not hide a field of the rows it hangs off, nor a rename give two
+    columns one field."""
+    fields = [(rename or {}).get(c, c) for c in columns]
+    twice = sorted({f for f in fields if fields.count(f) > 1})
+    if twice:
+        raise ConfigError(f"{path}.rename", f"{twice} would name two fields of one row: rename one of them")
     for i, rel in enumerate(relations):
-        if rel.label in columns:
+        if rel.label in fields:
             raise ConfigError(f"{path}.relations.{i}.label", f"{rel.label!r} is also a column of the rows it "
                               "nests under: choose another label, or leave the column out with 'columns'")
 

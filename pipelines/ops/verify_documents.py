@@ -89,12 +89,13 @@ class _Reader:
         return self.typed[table]({c: rendered(v, types.get(c, "")) for c, v in loaded.items()})
 
 
-def build(raw: dict[str, Any], table: str, columns, relations, reader: _Reader, keys) -> tuple[dict, tuple]:
+def build(raw: dict[str, Any], table: str, columns, relations, reader: _Reader, keys, rename=()) -> tuple[dict, tuple]:
     """The typed document of one SQL object, and its sort key (order value, key values)."""
     leaf_names = list(columns) if columns is not None else list(reader.types[table])
     typed = reader.row(table, {c: raw.get(c) for c in leaf_names})
     order = raw.get(ORDER)
-    doc = {c: typed.get(c) for c in leaf_names}
+    names = dict(rename)
+    doc = {names.get(c, c): typed.get(c) for c in leaf_names}
     for rel in relations:
         doc[rel.label] = _nested(raw.get(rel.label), rel, reader, keys)
     key_typed = reader.row(table, dict(zip(keys[table], raw[KEY])))
@@ -108,11 +109,11 @@ def _nested(raw, rel: Relation, reader: _Reader, keys):
     if rel.kind == "many_to_one":
         if not raw:
             return None
-        built = [build(r, table, columns, rel.relations, reader, keys) for r in raw]
+        built = [build(r, table, columns, rel.relations, reader, keys, rel.rename) for r in raw]
         return shown(min(built, key=lambda b: sortable(b[1][1]))[0])
     built = []
     for r in raw or []:
-        doc, (order, key) = build(r, table, columns, rel.relations, reader, keys)
+        doc, (order, key) = build(r, table, columns, rel.relations, reader, keys, rel.rename)
         order_typed = reader.row(table, {rel.order_by: order}).get(rel.order_by) if rel.order_by else None
         built.append((doc, order_typed, key))
     built.sort(key=lambda b: ((sortable((b[1],)) if rel.order_by else ()), sortable(b[2])))
@@ -132,7 +133,7 @@ def expected_documents(config: Config, doc: DocumentConfig, resolved: ResolvedDo
         cur.execute(document_sql(spec, resolved))
         for (text,) in cur:
             raw = orjson.loads(text)
-            built, (_, key) = build(raw, spec.root, spec.columns, spec.relations, reader, resolved.keys)
+            built, (_, key) = build(raw, spec.root, spec.columns, spec.relations, reader, resolved.keys, spec.rename)
             key_dict = dict(zip(root_keys, key))
             yield document_id(key_dict, root_keys), key_dict, built
 

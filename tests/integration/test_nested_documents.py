@@ -39,14 +39,16 @@ def schema(p: str) -> list[str]:
 
 
 def documents(p: str, name: str, scalar_tags: bool = False) -> list[dict]:
-    """`scalar_tags`: the tags as a list of their names, null when an order has none (pgsync's shape)."""
+    """`scalar_tags`: pgsync's shapes: the tags as a list of their names, null when an order has none,
+    a renamed field (qty: quantity) and a configured mapping (lines.sku: keyword)."""
     tags = ({"value": "name"} if scalar_tags else {"columns": ["name"]})
     return [{
         "name": name, "root": f"public.{p}_orders", "index": name, "redis_key": f"{name}:{{id}}",
-        **({"null_when_empty": True} if scalar_tags else {}),
+        **({"null_when_empty": True, "mappings": {"lines.sku": {"type": "keyword"}}} if scalar_tags else {}),
         "relations": [
             {"label": "lines", "table": f"public.{p}_lines", "type": "one_to_many", "join": {"order_id": "id"},
-             "order_by": "line_no", "columns": ["line_no", "sku", "qty", "price", "note"]},
+             "order_by": "line_no", "columns": ["line_no", "sku", "qty", "price", "note"],
+             **({"rename": {"qty": "quantity"}} if scalar_tags else {})},
             {"label": "customer", "table": f"public.{p}_customers", "type": "many_to_one",
              "join": {"customer_id": "id"}, "columns": ["name", "email"]},
             {"label": "tags", "table": f"public.{p}_order_tags", "type": "many_to_many",
@@ -203,6 +205,10 @@ def test_orders_documents_stay_exact_through_workload_and_driver_kill(stack, tmp
         with pg(stack) as conn:
             toasted = conn.execute(f"SELECT order_id, length(note) FROM {p}_lines WHERE id = 5").fetchone()
         assert len(one["lines"]) == lines
+        assert all("quantity" in line and "qty" not in line for line in one["lines"])
+        mapping = requests.get(f"{stack.search_url}/{name}/_mapping", timeout=10).json()
+        lines_props = next(iter(mapping.values()))["mappings"]["properties"]["lines"]["properties"]
+        assert lines_props["sku"]["type"] == "keyword" and "quantity" in lines_props
         held = json.loads(r.get(f"{name}:{toasted[0]}"))
         assert any(line["note"] and len(line["note"]) == toasted[1] for line in held["lines"])
         assert "batch" in log.read_text() and "documents batch" in log.read_text()

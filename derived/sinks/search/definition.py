@@ -219,24 +219,27 @@ def document_definition(document, types: Mapping[str, Mapping[str, str]],
                         options: Mapping[str, DefinitionOptions], settings: Mapping[str, Any] | None = None,
                         gc_deletes_s: int | None = None) -> dict[str, Any]:
     """The index of a nested document (derived/nested.py): the root's columns mapped from their
-    types by the rules above (each table's numeric_as_number, text and json options; documents apply
-    no renames), each relation an object of its rows' columns, nested the same way (a list of rows
-    maps as one object: engines' fields are arrays). `document` is a DocumentSpec or the config's
-    DocumentConfig (root, columns, relations with label, table, through, columns, relations);
+    types by the rules above (each table's numeric_as_number, text and json options; the document's
+    own renames, not the tables'), each relation an object of its rows' columns, nested the same way
+    (a list of rows maps as one object: engines' fields are arrays), then the document's `mappings`
+    by dotted field path over them. `document` is a DocumentSpec or the config's DocumentConfig (root,
+    columns, rename, relations with label, table, through, columns, rename, value, relations);
     `types`: table -> column -> type."""
     json_objects: list[str] = []
 
-    def fields(table: str, columns: Iterable[str] | None, relations, prefix: str) -> dict[str, Any]:
+    def fields(table: str, columns: Iterable[str] | None, relations, prefix: str, rename=()) -> dict[str, Any]:
         o = options.get(table) or DefinitionOptions()
+        names = dict(rename or ())
         out: dict[str, Any] = {}
         for column in (list(columns) if columns is not None else list(types.get(table, {}))):
             pg_type = types.get(table, {}).get(column)
             if pg_type is None:
                 continue
-            out[column] = field_mapping(pg_type, as_number=column in o.numeric_as_number, text=o.text,
-                                        json=o.json, kind=o.kind)
-            if _is_json(pg_type) and out[column]["type"] == "object":
-                json_objects.append(prefix + column)
+            name = names.get(column, column)
+            out[name] = field_mapping(pg_type, as_number=column in o.numeric_as_number, text=o.text,
+                                      json=o.json, kind=o.kind)
+            if _is_json(pg_type) and out[name]["type"] == "object":
+                json_objects.append(prefix + name)
         for rel in relations:
             rows = rel.through.table if rel.through is not None else rel.table
             value = getattr(rel, "value", None)
@@ -247,13 +250,25 @@ def document_definition(document, types: Mapping[str, Mapping[str, str]],
                 if leaf is not None:
                     out[rel.label] = leaf
                 continue
-            out[rel.label] = {"type": "object",
-                              "properties": fields(rows, rel.columns, rel.relations, f"{prefix}{rel.label}.")}
+            out[rel.label] = {"type": "object", "properties": fields(rows, rel.columns, rel.relations,
+                                                                     f"{prefix}{rel.label}.", getattr(rel, "rename", ()))}
         return out
 
-    props = fields(document.root, document.columns, document.relations, "")
+    rename = getattr(document, "rename", ())
+    props = fields(document.root, document.columns, document.relations, "",
+                   rename.items() if isinstance(rename, dict) else rename)
+    for path, mapping in (getattr(document, "mappings", None) or {}).items():
+        _override(props, path.split("."), mapping)
     return {"settings": index_settings({**INDEX_DEFAULTS, **flat_settings(settings or {})}, gc_deletes_s),
             "mappings": _mappings(True, props, json_number_templates(json_objects))}
+
+
+def _override(props: dict[str, Any], path: list[str], mapping: Mapping[str, Any]) -> None:
+    """A configured mapping at a dotted path of a document's properties (an object's fields are under
+    its `properties`), in place of the derived one."""
+    for part in path[:-1]:
+        props = props.setdefault(part, {"type": "object", "properties": {}}).setdefault("properties", {})
+    props[path[-1]] = dict(mapping)
 
 
 def json_number_templates(fields: list[str]) -> list[dict[str, Any]]:

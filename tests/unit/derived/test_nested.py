@@ -244,3 +244,15 @@ def test_rendering_choices_are_not_in_the_states_fingerprint():
     plain = Relation("tags", "public.order_tags", "many_to_many", (("order_id", "id"),))
     assert repr(plain) == repr(Relation("tags", "public.order_tags", "many_to_many", (("order_id", "id"),),
                                         value="name", empty_null=True))
+
+
+def test_renamed_columns_show_under_their_new_names_at_every_level():
+    spec = DocumentSpec("orders", "public.orders", columns=("id", "note"), rename=(("note", "remark"),), relations=(
+        Relation("customer", "public.customers", "many_to_one", (("customer_id", "id"),), columns=("name",),
+                 rename=(("name", "customer_name"),)),))
+    state = NestedState(spec, KEYS)
+    state.apply(Change("public.customers", "upsert", {"id": 9}, "c", {"id": 9, "name": "Ann"}, Version(10, 1, 10),
+                       Position("t", 0, 0)))
+    state.apply(Change("public.orders", "upsert", {"id": 1}, "o", {"id": 1, "customer_id": 9, "note": "x"},
+                       Version(20, 1, 20), Position("t", 0, 1)))
+    assert state.document((1,))[0] == {"id": 1, "remark": "x", "customer": {"customer_name": "Ann"}}

@@ -149,7 +149,7 @@ def test_scalar_relations_and_null_for_empty_lists_resolve_from_the_document_and
 @pytest.mark.parametrize("relation, field, words", [
     ({"value": "name", "columns": ["name"]}, "documents.0.relations.2", "takes no 'columns'"),
     ({"value": "name", "relations": [{"label": "x", "table": "public.lines", "type": "one_to_many"}]},
-     "documents.0.relations.2", "no nested 'relations'"),
+     "documents.0.relations.2", "nested 'relations'"),
 ])
 def test_a_scalar_relation_with_columns_or_relations_is_refused(relation, field, words):
     doc = copy.deepcopy(DOC)
@@ -200,3 +200,32 @@ def test_a_documents_only_table_takes_no_store_settings():
     with pytest.raises(ConfigError) as err:
         parse_config(data)
     assert err.value.field == "tables.1" and "index" in str(err.value)
+
+
+@pytest.mark.parametrize("edit, field, words", [
+    ({"relations.0.rename": {"price": "cost"}}, "documents.0.relations.0", "outside 'columns'"),
+    ({"relations.0.rename": {"sku": "qty"}}, "documents.0.relations.0.rename", "two fields"),
+    ({"rename": {"status": "customer"}}, "documents.0", "clash with fields"),
+    ({"rename": {"colour": "color"}}, "documents.0.rename", "no column"),
+    ({"relations.2": {"label": "tags", "table": "public.order_tags", "type": "many_to_many",
+                      "through": {"table": "public.tags"}, "value": "name", "rename": {"name": "n"}}},
+     "documents.0.relations.2", "'rename'"),
+])
+def test_rename_mistakes_name_the_field(edit, field, words):
+    doc = copy.deepcopy(DOC)
+    for path, value in edit.items():
+        node, parts = doc, path.split(".")
+        for part in parts[:-1]:
+            node = node[int(part)] if part.isdigit() else node[part]
+        node[int(parts[-1]) if parts[-1].isdigit() else parts[-1]] = value
+    with pytest.raises(ConfigError) as err:
+        resolve_documents(parse_config(config(doc)), FakeCatalog())
+    assert err.value.field == field and words in str(err.value), str(err.value)
+
+
+def test_renames_reach_the_specs():
+    doc = copy.deepcopy(DOC)
+    doc["rename"] = {"status": "state"}
+    doc["relations"][0]["rename"] = {"qty": "quantity"}
+    spec = resolve_documents(parse_config(config(doc)), FakeCatalog()).specs[0]
+    assert spec.rename == (("status", "state"),) and spec.relations[0].rename == (("qty", "quantity"),)

@@ -276,3 +276,21 @@ def test_a_fields_ignore_malformed_left_out_because_the_index_says_it():
     live["settings"] = {}
     assert differences(wanted, live) == ["settings index.mapping.ignore_malformed: config true, live not set",
                                          "mappings properties.d.ignore_malformed: config true, live not set"]
+
+
+def test_a_document_maps_renamed_fields_and_takes_configured_mappings_by_path():
+    from derived.nested import DocumentSpec, Relation
+
+    spec = DocumentSpec("users", "public.users", ("id", "name"), (
+        Relation("posts", "public.posts", "one_to_many", (("user_id", "id"),), ("title", "body"),
+                 rename=(("body", "text"),)),), rename=(("name", "full_name"),))
+    types = {"public.users": {"id": "bigint", "name": "text"}, "public.posts": {"title": "text", "body": "text"}}
+
+    class Doc:   # the config's shape: rename as a mapping, mappings by dotted path
+        root, columns, relations = spec.root, spec.columns, spec.relations
+        rename = {"name": "full_name"}
+        mappings = {"posts.title": {"type": "keyword"}, "full_name": {"type": "keyword", "ignore_above": 256}}
+
+    props = document_definition(Doc, types, {})["mappings"]["properties"]
+    assert props["full_name"] == {"type": "keyword", "ignore_above": 256} and "name" not in props
+    assert props["posts"]["properties"] == {"title": {"type": "keyword"}, "text": TEXT}
