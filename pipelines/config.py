@@ -697,8 +697,9 @@ def _anchor_paths(model: BaseModel, base: Path) -> None:
                     _anchor_paths(item, base)
 
 
-def parse_config(data: Any, source: str = "config", base: Path | None = None) -> Config:
-    """`base`: the folder relative paths are relative to (the config file's)."""
+def parse_config(data: Any, source: str = "config", base: Path | None = None, resolve_secrets: bool = True) -> Config:
+    """`base`: the folder relative paths are relative to (the config file's). `resolve_secrets`:
+    False checks a config whose secrets are to be found where it runs (a generated one)."""
     if not isinstance(data, dict):
         raise ConfigError("(top level)", f"{source} must be a mapping")
     try:
@@ -715,7 +716,7 @@ def parse_config(data: Any, source: str = "config", base: Path | None = None) ->
             raise ConfigError(f"tables.{j}.lookups", "lookups are Redis structures, and 'sinks' leaves the cache out")
     if base is not None:
         _anchor_paths(config, base)
-    for field, ref in _secret_refs(config):
+    for field, ref in _secret_refs(config) if resolve_secrets else ():
         try:
             ref.resolve()
         except ValueError as exc:

@@ -51,6 +51,40 @@ def config_check(config_path: Path, connect: bool) -> None:
             say(f"postgres: reader {reader} can read every synced table (verify, status)")
 
 
+@config_group.command("from-pgsync")
+@click.argument("schema", type=click.Path(path_type=Path))
+@click.option("--out", "out", type=click.Path(path_type=Path), default=None,
+              help="where to write it (several databases: one file each, named OUT-<database>.yaml); default: print")
+@click.option("--base", "base", type=click.Path(path_type=Path), default=None,
+              help="a YAML file with the connections (postgres, kafka, connect, search, redis, spark, "
+                   "topic_prefix); default: pgsync's environment (PG_HOST, PG_USER, PG_PASSWORD, ELASTICSEARCH_URL...)")
+@click.option("--no-catalog", is_flag=True, help="do not read Postgres for the joins a schema leaves to the "
+              "foreign keys (cdckit then resolves them at start)")
+def config_from_pgsync(schema: Path, out: Path | None, base: Path | None, no_catalog: bool) -> None:
+    """Convert a pgsync schema file (SCHEMA.json) into cdckit config, one per database. What has no
+    equivalent is refused by file, node path and key, and nothing is written (exit 2)."""
+    import yaml
+
+    from pipelines.errors import ConfigError
+    from pipelines.ops import from_pgsync
+
+    base_data = None
+    if base is not None:
+        try:
+            base_data = yaml.safe_load(base.read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError("--base", f"{base}: {exc}") from None
+        base_data.pop("tables", None)
+        base_data.pop("documents", None)
+    configs = from_pgsync.configs_from(schema, base_data, use_catalog=not no_catalog)
+    for path, text in from_pgsync.render(configs, out, schema.name):
+        if path is None:
+            click.echo(text, nl=False)
+        else:
+            path.write_text(text)
+            say(f"wrote {path} (check its connections, then `cdckit config check --connect -c {path}`)")
+
+
 @config_group.command("roles-sql")
 @config_option
 @click.option("--cdc-role", default="cdckit_cdc", show_default=True,
