@@ -402,6 +402,10 @@ def _run_queries(spark, config: Config, config_path: Path | None, on_batch, once
         if failure is None:
             break
         text = str(failure)
+        if gate.last is not None:
+            # This run applied batches before it failed: a new outage, not the same one going on,
+            # so its pause starts short again (it only grew while restarts kept failing at once).
+            pause = RESTART_PAUSE_S
         if not _restartable(text) or stop.is_set():
             error = from_spark_failure(text)
             error.trace = text

@@ -87,3 +87,41 @@ def test_an_unread_catalog_holds_the_batch_only_under_stop():
     with pytest.raises(StoreUnavailable, match="did not read the catalog"):
         _check_schema(Down(), stop)
     _check_schema(Down(), parse_config(BASE))
+
+
+def test_the_restart_pause_grows_while_restarts_fail_at_once_and_starts_short_after_batches(monkeypatch, tmp_path):
+    """Restarts that fail before any batch double the pause (to 60 s); a run that applied batches
+    before it failed is a new outage: its pause starts at RESTART_PAUSE_S again."""
+    from types import SimpleNamespace
+
+    from pipelines.stopping import StopRequest
+    from pipelines.streaming import job
+
+    runs = iter([False, False, False, True, False, None])   # did the run apply a batch? None: it ends cleanly
+    pauses = []
+
+    class Query:
+        def __init__(self, failed):
+            self.failed = failed
+        isActive = False
+
+        def exception(self):
+            return None if self.failed is None else "StoreUnavailable: redis went away"
+
+        def stop(self):
+            pass
+
+    def start(spark, config, on_batch=None, config_path=None, metrics=None, gate=None):
+        batched = next(runs)
+        if batched:
+            gate.begin(7)
+            gate.end(7)
+        return Query(batched)
+
+    monkeypatch.setattr(job, "start", start)
+    monkeypatch.setattr(job, "committed_batch", lambda _: None)
+    monkeypatch.setattr(job.restart_pause, "readiness", lambda config, text: None)
+    monkeypatch.setattr(job.restart_pause, "pause", lambda stop, seconds, ready: pauses.append(seconds) or False)
+    config = SimpleNamespace(spark=SimpleNamespace(checkpoint_dir=tmp_path))
+    assert job._run_queries(SimpleNamespace(stop=lambda: None), config, None, None, None, StopRequest(), None) == 0
+    assert pauses == [5.0, 10.0, 20.0, 5.0, 10.0]
