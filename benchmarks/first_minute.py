@@ -33,11 +33,11 @@ from benchmarks.common import ROOT, bench_stack, create_orders, job_config, writ
 MARKS = (
     ("connector created", re.compile(r"^connector \S+: ")),
     ("snapshot counted", re.compile(r"^snapshot: ")),
-    ("spark session up", re.compile(r"Spark session up|bulk: ")),
+    ("spark session up", re.compile(r"Spark session up")),
 )
 
 
-def run_once(s, rows: int, tmp: Path) -> dict:
+def run_once(s, rows: int, tmp: Path, debug: bool = False) -> dict:
     import redis
     import requests
     import yaml
@@ -52,7 +52,8 @@ def run_once(s, rows: int, tmp: Path) -> dict:
     config.pop("metrics_port")
     path = tmp / f"{prefix}.yaml"
     path.write_text(yaml.safe_dump(config))
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+    # Unbuffered: each line stamped when it is written, not when a pipe's buffer fills.
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONUNBUFFERED": "1"}
     topic = f"{prefix}.{table}"
     r = redis.Redis.from_url(s.redis_url)
     seen: dict[str, float] = {}
@@ -80,7 +81,8 @@ def run_once(s, rows: int, tmp: Path) -> dict:
     started = time.perf_counter()
     watcher = threading.Thread(target=watch, args=(started,), daemon=True)
     watcher.start()
-    proc = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "bootstrap", "--once", "-c", str(path)], cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, "-m", "pipelines.cli", "bootstrap", "--once", "-c", str(path),
+                             *(["--debug"] if debug else [])], cwd=ROOT,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     for line in proc.stdout:
         lines.append((round(time.perf_counter() - started, 2), line.rstrip()))
@@ -117,13 +119,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=10_000)
     ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--debug", action="store_true", help="the command's debug lines in the timeline too")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="cdckit-first-minute-"))
     runs = []
     with bench_stack() as s:
         version_s = min(cli_start_s() for _ in range(3))
         for i in range(args.runs):
-            result = run_once(s, args.rows, tmp)
+            result = run_once(s, args.rows, tmp, args.debug)
             runs.append(result)
             print(f"run {i + 1}: {args.rows:,} rows synced into both stores in {result['synced_s']} s "
                   f"(exit {result['exit_s']} s)", flush=True)

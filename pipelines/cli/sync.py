@@ -49,6 +49,9 @@ def bootstrap_command(config_path: Path, once: bool) -> None:
     stop = StopRequest().install()
     cfg = load(config_path)
     preflight.check(cfg, postgres="required")
+    # Spark's session (a JVM, ~5 s) starts beside the connector's creation and Debezium's snapshot,
+    # not after them: the first minute's largest fixed cost (benchmarks/first_minute.py).
+    warm = SessionWarmup(cfg).start_now()
     lost = bootstrap.topics_lost(cfg)
     if lost:
         aside = bootstrap.start_over(cfg)
@@ -80,10 +83,9 @@ def bootstrap_command(config_path: Path, once: bool) -> None:
                                 metrics=metrics)
 
         if bootstrap.bulk_applicable(cfg, state):
-            from pipelines.spark.session import spark_session
             from pipelines.stopping import Interrupted
 
-            spark = spark_session(cfg)
+            spark = warm.session()
             try:
                 bootstrap.apply_in_bulk(spark, cfg, watch, stop)
             except Interrupted:
@@ -117,6 +119,7 @@ def bootstrap_command(config_path: Path, once: bool) -> None:
                         and bootstrap_state.documents_sweep(cfg.spark.checkpoint_dir) is None)
             return done and once
 
+        warm.session()   # job.run takes the same session (an error of its start is raised here)
         code = job.run(cfg, config_path=config_path, on_batch=watch.on_batch, once=finished, stop=stop,
                        metrics=metrics)
     if not watch.done:
@@ -124,3 +127,40 @@ def bootstrap_command(config_path: Path, once: bool) -> None:
     elif not state and watch.done.dead_letters:
         raise DeadLettersLeft(bootstrap.letters_message(watch.done.dead_letters))
     sys.exit(code)
+
+
+class SessionWarmup:
+    """The Spark session started in a thread of its own; `session()` waits for it (and raises what
+    its start raised). pyspark installs its SIGINT handler only from the main thread, so the
+    command's own Ctrl-C handling stays as it is."""
+
+    def __init__(self, cfg):
+        import threading
+
+        self.cfg, self.spark, self.error = cfg, None, None
+        self.thread = threading.Thread(target=self._run, name="spark-warmup", daemon=True)
+
+    def start_now(self) -> "SessionWarmup":
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        import logging
+        import time
+
+        from pipelines.spark.session import spark_session
+
+        began = time.monotonic()
+        try:
+            self.spark = spark_session(self.cfg)
+            logging.getLogger("cdckit.bootstrap").info("Spark session up in %.1f s (started beside the "
+                                                       "connector)", time.monotonic() - began)
+        except BaseException as exc:  # noqa: BLE001 - raised in the command's thread by session()
+            self.error = exc
+
+    def session(self):
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.spark
+

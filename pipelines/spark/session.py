@@ -100,7 +100,7 @@ def spark_conf(config: Config, jars: list[Path]):
     conf.set("spark.driver.extraJavaOptions",
              " ".join(o for o in (f"-Dlog4j2.configurationFile=file:{log4j}", archive, _driver_jit(options), options)
                       if o))
-    for key, value in DRIVER_DEFAULTS.items():
+    for key, value in {**DRIVER_DEFAULTS, **(LOCAL_DEFAULTS if is_local(config.spark.master) else {})}.items():
         conf.set(key, value)
     for key, value in user.items():
         conf.set(key, value)
@@ -115,6 +115,11 @@ DRIVER_DEFAULTS = {
     # with one rename(2): atomic on a local or NFS checkpoint directory, which cdckit requires.
     "spark.sql.streaming.checkpointFileManagerClass":
         "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
+}
+# Local masters only: executors elsewhere may get cdckit's code only with their first task.
+LOCAL_DEFAULTS = {
+    # pyspark's daemon with the installed pyspark's bytecode, not the zip Spark puts first (worker_daemon.py).
+    "spark.python.daemon.module": "pipelines.spark.worker_daemon",
 }
 
 

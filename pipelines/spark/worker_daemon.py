@@ -1,0 +1,28 @@
+"""The Python workers' daemon (`spark.python.daemon.module`): pyspark's own, started with
+the installed pyspark ahead of the copy Spark puts first on the workers' path.
+
+Spark starts its Python workers with $SPARK_HOME/python/lib/pyspark.zip (and py4j's zip) first on
+PYTHONPATH. For a pip-installed pyspark that zip is a second copy of the installed package, and
+one without bytecode: every daemon start compiled pyspark's modules from source again (~2.5 s of
+CPU per start, the first micro-batch's and every bootstrap's; benchmarks/first_minute.py). When
+the zip is that copy (it lies inside the installed package), it is dropped from the path, so the
+installed package and its cached bytecode are imported. A Spark distribution's zip (a cluster's
+$SPARK_HOME) is left as it is.
+"""
+import os
+import sys
+
+
+def _prefer_installed_pyspark() -> None:
+    installed = [p for p in sys.path if p.endswith(".zip") and f"{os.sep}pyspark{os.sep}python{os.sep}lib{os.sep}" in p
+                 and os.path.isdir(os.path.join(p.split(f"{os.sep}pyspark{os.sep}python{os.sep}")[0], "pyspark"))]
+    for path in installed:
+        sys.path.remove(path)
+
+
+_prefer_installed_pyspark()
+
+from pyspark import daemon  # noqa: E402 - after the path is set
+
+if __name__ == "__main__":
+    daemon.manager()
