@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pipelines.config import Config
-from pipelines.ops.status_rules import far_below, letter_problem, pending_by_table, shortfall_problem
+from pipelines.status_rules import far_below, letter_problem, pending_by_table, shortfall_problem
 
 LAG_GROWTH_SAMPLE_S = 2.0
 

@@ -55,7 +55,7 @@ class PipelineMetrics:
         self.rebuild_done = Gauge("cdckit_rebuild_records_done", "records the rebuild's bulk replay has read",
                                   registry=r)
         self.rebuild_total = Gauge("cdckit_rebuild_records_total", "records the rebuild's bulk replays", registry=r)
-        # What `cdckit status` judges too (pipelines/ops/status_rules.py), polled by store_health.py:
+        # What `cdckit status` judges too (pipelines/status_rules.py), polled by store_health.py:
         # letters no `cdckit dlq replay` has settled, and each store's entries beside Postgres' rows.
         self.table_letters_pending = Gauge("cdckit_table_dead_letters_pending", "dead letters past the mark "
                                            "`cdckit dlq replay` left, per table", ["table"], registry=r)

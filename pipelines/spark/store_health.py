@@ -10,7 +10,7 @@ import time
 from typing import Any, Callable
 
 from pipelines.config import Config
-from pipelines.ops.status_rules import pending_by_table
+from pipelines.status_rules import pending_by_table
 
 STORE_POLL_S = 60.0      # store counts: enough for an alert that waits 15 minutes
 LETTERS_READ_LIMIT = 500_000

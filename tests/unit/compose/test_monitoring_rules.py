@@ -67,7 +67,7 @@ def test_the_rules_use_the_jobs_metric_names():
 
 def test_the_alerts_keep_status_thresholds():
     """The store-count alert and `cdckit status` call a store short at the same share and size."""
-    from pipelines.ops.status_rules import SHORTFALL_MIN_ROWS, SHORTFALL_SHARE
+    from pipelines.status_rules import SHORTFALL_MIN_ROWS, SHORTFALL_SHARE
 
     [rule] = [r for r in _rules() if r["alert"] == "CdckitStoreFarBelowPostgres"]
     assert f"{SHORTFALL_SHARE} * cdckit_table_rows_estimate" in rule["expr"]

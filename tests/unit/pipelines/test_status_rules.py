@@ -5,7 +5,7 @@ from contextlib import contextmanager
 from connectors.kafka.dead_letter_topic import LetterTally
 from pipelines.config import parse_config
 from pipelines.ops import status
-from pipelines.ops.status_rules import (SHORTFALL_MIN_ROWS, far_below, letter_problem, pending_by_table,
+from pipelines.status_rules import (SHORTFALL_MIN_ROWS, far_below, letter_problem, pending_by_table,
                                         shortfall_problem)
 from pipelines.state import dead_letters as settled
 from tests.support.configs import BASE

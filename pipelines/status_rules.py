@@ -1,5 +1,6 @@
 """What makes `cdckit status` unhealthy besides a stopped part: dead letters no replay has settled,
-and a store holding far fewer entries than Postgres has rows. Pure: status.py gathers the numbers.
+and a store holding far fewer entries than Postgres has rows. Pure: pipelines/ops/status.py gathers
+the numbers, and the running job's store metrics (pipelines/spark/store_health.py) use the same rules.
 compose/monitoring/alerts.yml carries the same two rules (keep the thresholds in step).
 """
 from __future__ import annotations
