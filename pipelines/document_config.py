@@ -44,14 +44,25 @@ class ThroughConfig(_Strict):
                                         "{tag_id: id}; default: the link table's foreign key to it")
 
 
+class LinkConfig(_Strict):
+    table: QualifiedTable = Field(description="the link table of a many_to_many, e.g. public.user_tags")
+    join: dict[str, str] | None = Field(None, min_length=1, description="link column -> parent column, e.g. "
+                                        "{user_id: id}; default: the link table's foreign key to the parent")
+    to: dict[str, str] | None = Field(None, min_length=1, description="link column -> the rows' table column, e.g. "
+                                      "{tag_id: id}; default: the link table's foreign key to it")
+
+
 class RelationConfig(_Strict):
     label: str = Field(description="the field of the parent document holding it")
-    table: QualifiedTable = Field(description="schema.table; for many_to_many the link table")
+    table: QualifiedTable = Field(description="schema.table; for many_to_many the link table, or with `link:` the "
+                                  "table whose rows the list holds")
     type: Literal["one_to_many", "many_to_one", "many_to_many"]
     join: dict[str, str] | None = Field(None, min_length=1, description=(
         "one_to_many / many_to_many: child (link) column -> parent column, e.g. {order_id: id}; many_to_one: "
         "parent column -> this table's column, e.g. {customer_id: id}; default: the foreign key between them"))
     through: ThroughConfig | None = None
+    link: LinkConfig | None = Field(None, description="many_to_many read the other way round: `table:` the rows the "
+                                    "list holds, `link:` the table between (what pgsync calls through_tables)")
     columns: list[str] | None = Field(None, min_length=1, description="the columns kept; default: all")
     order_by: str | None = Field(None, description="list order (then the key); one_to_many and many_to_many")
     relations: list["RelationConfig"] = Field(default_factory=list, description="nested under each of its rows")
@@ -81,6 +92,14 @@ class RelationConfig(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> "RelationConfig":
+        if self.link is not None:
+            # The same relation as table: <link>, through: {table: <rows>}: held in that one form.
+            if self.type != "many_to_many" or self.through is not None or self.join is not None:
+                raise ValueError("'link' is for many_to_many, and takes the place of 'through' and 'join' (give "
+                                 "the joins as link.join and link.to)")
+            link, self.link = self.link, None
+            self.through = ThroughConfig(table=self.table, join=link.to)
+            self.table, self.join = link.table, link.join
         if (self.type == "many_to_many") != (self.through is not None):
             raise ValueError("'through' is required for many_to_many and only there")
         _check_rename(self.rename, self.columns)

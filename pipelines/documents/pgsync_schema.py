@@ -6,7 +6,8 @@ catalog (pipelines/documents/document_specs.Catalog, or a stand-in).
 How pgsync's terms read in cdckit's (docs/coming-from-pgsync.md):
 - a node's children: relations, labelled by `label` (default: the table's name);
 - `one_to_one`: many_to_one (one object, or null), whichever table holds the foreign key;
-- `one_to_many`: one_to_many; with `through_tables: [link]`: many_to_many through the link table;
+- `one_to_many`: one_to_many; with `through_tables: [link]`: many_to_many, `table:` the child's table
+  and `link:` the link table (the order a pgsync user reads it in);
 - `variant: scalar`: a relation of the one column's values (`value:`);
 - pgsync shows a list without rows as null: `null_when_empty: true`;
 - `foreign_key: {child: [...], parent: [...]}`: the join; without it, the one foreign key between
@@ -157,14 +158,14 @@ def _child(node: dict, parent: dict, where: str, mappings: dict, prefix: str, co
             out.refused.append((f"{where}.relationship.foreign_key", "with through_tables the joins are the link "
                                 "table's foreign keys to both tables: leave foreign_key out"))
         link = through[0] if "." in str(through[0]) else f"{node.get('schema', DEFAULT_SCHEMA)}.{through[0]}"
-        relation.update({"table": link, "type": "many_to_many", "through": {"table": table}})
+        relation.update({"table": table, "type": "many_to_many", "link": {"table": link}})
         if catalog is not None:
             to_parent = _one_key(catalog, link, parent_table, f"{where}.relationship.through_tables", out)
             to_far = _one_key(catalog, link, table, f"{where}.relationship.through_tables", out)
             if to_parent:
-                relation["join"] = to_parent
+                relation["link"]["join"] = to_parent
             if to_far:
-                relation["through"]["join"] = to_far
+                relation["link"]["to"] = to_far
         if not any(t["name"] == link for t in config["tables"]):
             config["tables"].append({"name": link, "documents_only": True})
     else:

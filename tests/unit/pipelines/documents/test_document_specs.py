@@ -229,3 +229,18 @@ def test_renames_reach_the_specs():
     doc["relations"][0]["rename"] = {"qty": "quantity"}
     spec = resolve_documents(parse_config(config(doc)), FakeCatalog()).specs[0]
     assert spec.rename == (("status", "state"),) and spec.relations[0].rename == (("qty", "quantity"),)
+
+
+def test_a_many_to_many_reads_the_same_named_by_the_rows_table_and_its_link():
+    """`table:` the rows the list holds and `link:` the table between: the same relation as
+    `table:` the link and `through:` the rows, in the order a pgsync user reads it."""
+    doc = copy.deepcopy(DOC)
+    doc["relations"][2] = {"label": "tags", "table": "public.tags", "type": "many_to_many",
+                           "link": {"table": "public.order_tags"}, "columns": ["name"]}
+    linked = resolve_documents(parse_config(config(doc)), FakeCatalog()).specs[0]
+    through = resolve_documents(parse_config(config()), FakeCatalog()).specs[0]
+    assert linked == through
+    doc["relations"][2]["join"] = {"order_id": "id"}
+    with pytest.raises(ConfigError) as err:
+        parse_config(config(doc))
+    assert err.value.field == "documents.0.relations.2" and "link.join" in str(err.value)

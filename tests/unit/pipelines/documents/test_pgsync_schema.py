@@ -52,10 +52,10 @@ def test_the_social_example_becomes_one_document_over_documents_only_tables():
     (doc,) = cfg["documents"]
     assert doc["root"] == "public.user" and doc["null_when_empty"] and doc["columns"] == ["name", "age", "gender"]
     tags, posts, profile, city = doc["relations"]
-    assert tags == {"label": "tags", "table": "public.user_tag", "type": "many_to_many",
-                    "through": {"table": "public.tag", "join": {"tag_id": "id"}}, "join": {"user_id": "id"},
+    assert tags == {"label": "tags", "table": "public.tag", "type": "many_to_many",
+                    "link": {"table": "public.user_tag", "join": {"user_id": "id"}, "to": {"tag_id": "id"}},
                     "value": "name"}
-    assert posts["relations"][0]["through"]["table"] == "public.comment"
+    assert posts["relations"][0]["link"]["table"] == "public.post_comment"
     # one_to_one whose child holds the key: one object, joined the other way round
     assert profile == {"label": "profile", "table": "public.profile", "type": "many_to_one", "join": {"id": "user_id"},
                        "columns": ["bio"], "rename": {"bio": "about"}}
@@ -69,7 +69,7 @@ def test_the_social_example_becomes_one_document_over_documents_only_tables():
 def test_without_a_catalog_the_joins_are_left_to_cdckits_start():
     conv = convert(SOCIAL, None, "social.json")
     tags = conv.configs["social"]["documents"][0]["relations"][0]
-    assert "join" not in tags and "join" not in tags["through"]
+    assert tags["link"] == {"table": "public.user_tag"}   # no join, no to
 
 
 def test_what_has_no_equivalent_is_refused_by_file_node_path_and_key():
