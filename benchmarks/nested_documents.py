@@ -176,11 +176,16 @@ def _freshness(args, dsn: dict, p: str, r, s) -> dict:
             nxt = time.perf_counter()
             while not writing.is_set():
                 o = rnd.choice(orders) if rnd.random() < 0.5 else rnd.randint(1, args.orders)
-                with lock:
-                    seq[0] += 1
-                    v = seq[0]
                 a, b = (o - 1) * 5 + 1, (o - 1) * 5 + 1 + rnd.randint(1, 4)
                 with conn.transaction():
+                    # The order's first line locked before the seq is drawn: two writers on one order
+                    # commit in seq order. (Drawn before, a higher seq could commit first and the
+                    # lower one overwrite line `a` after it: the database itself then holds the
+                    # higher seq on one line only, which the torn check took for a torn document.)
+                    conn.execute(f"SELECT 1 FROM {p}_lines WHERE id = %s FOR UPDATE", (a,))
+                    with lock:
+                        seq[0] += 1
+                        v = seq[0]
                     conn.execute(f"UPDATE {p}_lines SET seq = %s WHERE id IN (%s, %s)", (v, a, b))
                 committed[(o, v)] = time.time()
                 nxt += interval
