@@ -1,0 +1,192 @@
+"""cdckit beside pgsync 7.3.0 on the same stack and the same table (issue #42, item 4): initial sync
+time and update latency, each tool alone in its turn, one run.
+
+    .venv/bin/python benchmarks/beside_pgsync.py [--rows 200000] [--rate 200] [--duration 30]
+
+One table (`id, name, email, amount, status, seq, updated_at`), loaded once. pgsync (from PyPI in
+a venv of its own, kept under .devstack/peer, as the side-by-side test keeps it) syncs it into an
+index with its own `bootstrap` and `pgsync` (one-shot), then as a daemon; cdckit with `cdckit
+bootstrap --once` (search only), then `cdckit run`. Per tool:
+  initial_sync_s   from the first command's start until the index counts every row
+  update latency   a writer updates random rows of 50 hot ones at --rate commits/s, each with a new
+                   `seq`, recording the commit time; a poller searches the hot ids every 50 ms
+                   (what a search sees after the engine's refresh); latency = first seen - commit
+Writes benchmarks/results/beside_pgsync.json. A quiet machine: no suite, no second stack.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.common import ROOT, bench_stack, create_orders, job_config, searched_sources, write_result  # noqa: E402
+from benchmarks.freshness_report import percentiles  # noqa: E402
+
+PGSYNC = "7.3.0"
+HOT = 50
+QUEUE_DB = 1
+
+
+def pgsync_bin() -> Path:
+    venv = ROOT / ".devstack" / "peer" / f"pgsync-{PGSYNC}"
+    if not (venv / "bin" / "pgsync").exists():
+        subprocess.run([sys.executable, "-m", "venv", "--clear", str(venv)], check=True)
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", f"pgsync=={PGSYNC}"], check=True)
+    return venv / "bin"
+
+
+def count(url: str, index: str) -> int:
+    import requests
+
+    try:
+        requests.post(f"{url}/{index}/_refresh", timeout=30)
+        return int(requests.get(f"{url}/{index}/_count", timeout=30).json().get("count", 0))
+    except (requests.RequestException, ValueError):
+        return 0
+
+
+def wait_count(url: str, index: str, rows: int, started: float, limit_s: float = 900) -> float:
+    while time.perf_counter() - started < limit_s:
+        if count(url, index) >= rows:
+            return time.perf_counter() - started
+        time.sleep(0.25)
+    raise SystemExit(f"{index} did not reach {rows:,} documents within {limit_s:.0f} s")
+
+
+def latency(dsn: dict, table: str, url: str, index: str, rate: int, seconds: float) -> dict:
+    """Commit-to-searchable for updates of hot rows at `rate` commits/s."""
+    import psycopg
+    import requests
+
+    committed: dict[tuple[str, int], float] = {}
+    seen: dict[tuple[str, int], float] = {}
+    stop = threading.Event()
+
+    def poll() -> None:
+        session = requests.Session()
+        ids = [str(i) for i in range(1, HOT + 1)]
+        while not stop.is_set():
+            now = time.time()
+            try:
+                for doc_id, source in searched_sources(session, url, index, ids):
+                    seen.setdefault((doc_id, int(source.get("seq") or 0)), now)
+            except requests.RequestException:
+                pass
+            time.sleep(0.05)
+
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    rnd, seq = random.Random(7), 1_000_000
+    with psycopg.connect(**dsn, autocommit=True) as conn:
+        end, nxt = time.perf_counter() + seconds, time.perf_counter()
+        while time.perf_counter() < end:
+            i = rnd.randint(1, HOT)
+            seq += 1
+            conn.execute(f"UPDATE {table} SET seq = %s, updated_at = now() WHERE id = %s", (seq, i))
+            committed[(str(i), seq)] = time.time()
+            nxt += 1 / rate
+            time.sleep(max(0.0, nxt - time.perf_counter()))
+    time.sleep(15)   # the tail
+    stop.set()
+    poller.join(5)
+    # A value overwritten before a poll saw it is not counted (the next one is).
+    lat = [seen[k] - t for k, t in committed.items() if k in seen]
+    return {"commits": len(committed), "seen": len(lat), **percentiles(lat)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=200_000)
+    ap.add_argument("--rate", type=int, default=200)
+    ap.add_argument("--duration", type=float, default=30)
+    args = ap.parse_args()
+    import psycopg
+    import requests
+    import yaml
+
+    bins = pgsync_bin()
+    tmp = Path(tempfile.mkdtemp(prefix="cdckit-beside-pgsync-"))
+    result: dict = {"rows": args.rows, "rate": args.rate, "duration_s": args.duration, "pgsync": PGSYNC}
+    with bench_stack() as s:
+        prefix = f"f{uuid.uuid4().hex[:6]}"
+        table = f"public.{prefix}_orders"
+        dsn = dict(host="127.0.0.1", port=s.ports["postgres"], dbname="cdckit", user="postgres")
+        create_orders(dsn, table, args.rows)
+        with psycopg.connect(**dsn, autocommit=True) as conn:
+            conn.execute(f"ANALYZE {table}")
+
+        # pgsync alone
+        index = f"pgsync-{prefix}"
+        schema = tmp / "schema.json"
+        schema.write_text(json.dumps([{"database": "cdckit", "index": index, "nodes": {"table": f"{prefix}_orders"}}]))
+        env = {**os.environ, "PG_HOST": "127.0.0.1", "PG_PORT": str(s.ports["postgres"]), "PG_USER": "postgres",
+               "OPENSEARCH": "true", "ELASTICSEARCH_URL": s.search_url,
+               "REDIS_URL": f"{s.redis_url.rsplit('/', 1)[0]}/{QUEUE_DB}", "CHECKPOINT_PATH": str(tmp),
+               "LOG_LEVEL": "WARNING"}
+        started = time.perf_counter()
+        subprocess.run([str(bins / "bootstrap"), "--config", str(schema)], env=env, check=True, capture_output=True)
+        subprocess.run([str(bins / "pgsync"), "--config", str(schema)], env=env, check=True, capture_output=True)
+        result["pgsync_initial_sync_s"] = round(wait_count(s.search_url, index, args.rows, started), 1)
+        print(f"pgsync: {args.rows:,} rows in {result['pgsync_initial_sync_s']} s", flush=True)
+        daemon = subprocess.Popen([str(bins / "pgsync"), "--config", str(schema), "--daemon"], env=env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            time.sleep(5)
+            result["pgsync_update_latency_s"] = latency(dsn, table, s.search_url, index, args.rate, args.duration)
+            print(f"pgsync: update latency {result['pgsync_update_latency_s']}", flush=True)
+        finally:
+            os.killpg(daemon.pid, signal.SIGTERM)
+            daemon.wait(60)
+            subprocess.run([str(bins / "bootstrap"), "--config", str(schema), "--teardown"], env=env,
+                           capture_output=True)
+            requests.delete(f"{s.search_url}/{index}", timeout=60)
+
+        # cdckit alone (search only, as pgsync writes)
+        config = job_config(s, dsn, prefix, table, 2, "500 ms", tmp / "ckpt", 59790, heartbeat_ms=10_000)
+        config["sinks"] = ["search"]
+        config["tables"][0]["index"] = f"cdckit-{prefix}"
+        path = tmp / "cdckit.yaml"
+        path.write_text(yaml.safe_dump(config))
+        cdckit = [sys.executable, "-m", "pipelines.cli"]
+        cenv = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+        started = time.perf_counter()
+        subprocess.run([*cdckit, "bootstrap", "--once", "-c", str(path)], cwd=ROOT, env=cenv, check=True,
+                       capture_output=True)
+        result["cdckit_initial_sync_s"] = round(wait_count(s.search_url, f"cdckit-{prefix}", args.rows, started), 1)
+        print(f"cdckit: {args.rows:,} rows in {result['cdckit_initial_sync_s']} s", flush=True)
+        job = subprocess.Popen([*cdckit, "run", "-c", str(path)], cwd=ROOT, env=cenv, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, start_new_session=True)
+        try:
+            time.sleep(20)   # the job's start (Spark, the first batch)
+            result["cdckit_update_latency_s"] = latency(dsn, table, s.search_url, f"cdckit-{prefix}", args.rate,
+                                                        args.duration)
+            print(f"cdckit: update latency {result['cdckit_update_latency_s']}", flush=True)
+        finally:
+            job.send_signal(signal.SIGTERM)
+            try:
+                job.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(job.pid, signal.SIGKILL)
+            requests.delete(f"{s.connect_url}/connectors/{prefix}-postgres", timeout=30)
+    p, c = result["pgsync_update_latency_s"], result["cdckit_update_latency_s"]
+    result["ratios"] = {"initial_sync_cdckit_vs_pgsync": round(result["cdckit_initial_sync_s"]
+                                                               / result["pgsync_initial_sync_s"], 2),
+                        "update_p50_cdckit_vs_pgsync": round(c["p50"] / p["p50"], 2) if p.get("p50") else None,
+                        "update_p99_cdckit_vs_pgsync": round(c["p99"] / p["p99"], 2) if p.get("p99") else None}
+    write_result("beside_pgsync", result)
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
