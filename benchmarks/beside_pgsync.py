@@ -30,7 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import ROOT, bench_stack, create_orders, job_config, searched_sources, write_result  # noqa: E402
+from benchmarks.common import (ROOT, bench_stack, create_orders, job_config, searched_sources, stop_job,  # noqa: E402
+                               write_result)
 from benchmarks.freshness_report import percentiles  # noqa: E402
 
 PGSYNC = "7.3.0"
@@ -173,11 +174,7 @@ def main() -> None:
                                                         args.duration)
             print(f"cdckit: update latency {result['cdckit_update_latency_s']}", flush=True)
         finally:
-            job.send_signal(signal.SIGTERM)
-            try:
-                job.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(job.pid, signal.SIGKILL)
+            stop_job(job)
             requests.delete(f"{s.connect_url}/connectors/{prefix}-postgres", timeout=30)
     p, c = result["pgsync_update_latency_s"], result["cdckit_update_latency_s"]
     result["ratios"] = {"initial_sync_cdckit_vs_pgsync": round(result["cdckit_initial_sync_s"]

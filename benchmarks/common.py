@@ -133,6 +133,21 @@ def job_config(s, dsn: dict, prefix: str, table: str, partitions: int, trigger: 
     }
 
 
+def stop_job(job) -> None:
+    """A `cdckit run` started by a benchmark (in a session of its own): SIGTERM (it stops after the
+    batch in flight), then SIGKILL of its group after a minute."""
+    import signal
+    import subprocess
+
+    if job is None or job.poll() is not None:
+        return
+    job.send_signal(signal.SIGTERM)
+    try:
+        job.wait(60)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+
+
 def wait_caught_up(bootstrap: str, checkpoint: Path, topic: str, timeout_s: float = 120) -> bool:
     """Until the job's committed offsets reach the topic's end (False when the time is up)."""
     from connectors.kafka.offsets import end_offsets

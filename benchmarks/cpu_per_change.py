@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -33,8 +32,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import (ROOT, RssSampler, bench_stack, create_orders, job_config, wait_caught_up,  # noqa: E402
-                               write_result)
+from benchmarks.common import (ROOT, RssSampler, bench_stack, create_orders, job_config, stop_job,  # noqa: E402
+                               wait_caught_up, write_result)
 from benchmarks.freshness_report import histogram_percentiles  # noqa: E402
 
 ROWS = 20_000
@@ -210,11 +209,7 @@ def main() -> None:
                       f"tail), {phase['batches']} batches, cdckit {own / window:.2f} cores, Debezium "
                       f"{connect / window:.2f}, visible {phase['visible']}", flush=True)
         finally:
-            job.send_signal(signal.SIGTERM)
-            try:
-                job.wait(60)
-            except subprocess.TimeoutExpired:
-                os.killpg(job.pid, signal.SIGKILL)
+            stop_job(job)
             sampler.remove_root(job.pid)
             requests.delete(f"{s.connect_url}/connectors/{prefix}-postgres", timeout=30)
     result = {"rates": rates, "duration_s": args.duration, "idle_s": args.idle, "trigger": args.trigger,

@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import random
-import signal
 import subprocess
 import sys
 import tempfile
@@ -30,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import ROOT, bench_stack, searched_sources, write_result  # noqa: E402
+from benchmarks.common import ROOT, bench_stack, searched_sources, stop_job, write_result  # noqa: E402
 from benchmarks.freshness_report import percentiles  # noqa: E402
 
 WATCHED = 100
@@ -145,12 +144,7 @@ def main() -> None:
                                     env=env, capture_output=True, text=True, timeout=900)
             result["verify_exact"] = json.loads(verify.stdout)["exact"] if verify.stdout else None
         finally:
-            if job is not None and job.poll() is None:
-                job.send_signal(signal.SIGTERM)
-                try:
-                    job.wait(60)
-                except subprocess.TimeoutExpired:
-                    os.killpg(job.pid, signal.SIGKILL)
+            stop_job(job)
             import requests
 
             requests.delete(f"{s.connect_url}/connectors/{p}-postgres", timeout=30)
