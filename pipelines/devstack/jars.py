@@ -18,13 +18,12 @@ from pathlib import Path
 
 from pipelines.devstack.packages import MissingPackage, system_binary
 from pipelines.devstack.versions import maven_properties
-from pipelines.spark.kafka_jars import STAMP
+from pipelines.spark.kafka_jars import STAMP  # the shipped side reads the same stamp
 
 POMS = Path(__file__).with_name("maven")
 COMPONENTS = ("kafka", "connect", "debezium", "spark-kafka", "opensearch")
 # Java sources compiled against a component's jars into its folder (classes/).
 _SOURCES = {"opensearch": POMS / "OpenSearchNode.java"}
-_STAMP = STAMP   # read by the shipped side too (pipelines/spark/kafka_jars.py)
 
 
 def jars_dir() -> Path:
@@ -55,7 +54,7 @@ def pom_hash(component: str) -> str:
 def component_dir(component: str) -> Path:
     """The component's jars; raises MissingPackage when `scripts/setup` has not fetched them."""
     folder = jars_dir() / component
-    stamp = folder / _STAMP
+    stamp = folder / STAMP
     if not stamp.exists() or stamp.read_text().strip() != pom_hash(component):
         raise MissingPackage(component, f"the jars of {_pom(component).name} (in {folder})")
     return folder
@@ -84,7 +83,7 @@ def fetch(component: str, say=print) -> Path:
             javac = system_binary("javac", component, "openjdk-17-jdk-headless")
             subprocess.run([str(javac), "-d", str(out / "classes"), "-cp", f"{out}/*", str(_SOURCES[component])],
                            check=True, capture_output=True)
-        (out / _STAMP).write_text(pom_hash(component) + "\n")
+        (out / STAMP).write_text(pom_hash(component) + "\n")
         if folder.exists():
             shutil.rmtree(folder)
         out.rename(folder)

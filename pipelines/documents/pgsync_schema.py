@@ -76,9 +76,7 @@ def _database(entry: dict, where: str, catalog: ForeignKeys | None, out: Convers
     index = str(entry.get("index") or entry["database"])
     config = out.configs.setdefault(entry["database"], {"tables": [], "documents": []})
     doc: dict[str, Any] = {"name": index, "index": index, "null_when_empty": True}
-    mappings: dict[str, Any] = {}
-    for name, mapping in (entry.get("mapping") or {}).items():
-        mappings[name] = mapping
+    mappings: dict[str, Any] = dict(entry.get("mapping") or {})
     if entry.get("setting"):
         config.setdefault("search", {}).setdefault("index_settings", {}).update(entry["setting"])
     nodes = entry["nodes"]
@@ -115,11 +113,7 @@ def _node_common(node: dict, where: str, target: dict, mappings: dict, prefix: s
                                                           "(a jsonb column is kept whole)"))
     if columns:
         target["columns"] = [c for c in columns if isinstance(c, str)]
-    table = _qualified(node)
-    entry = next((t for t in config["tables"] if t["name"] == table), None)
-    if entry is None:
-        entry = {"name": table, "documents_only": True}
-        config["tables"].append(entry)
+    entry = _captured(config, _qualified(node))
     if node.get("primary_key"):
         entry["key"] = list(node["primary_key"])
     transform = node.get("transform") or {}
@@ -166,8 +160,7 @@ def _child(node: dict, parent: dict, where: str, mappings: dict, prefix: str, co
                 relation["link"]["join"] = to_parent
             if to_far:
                 relation["link"]["to"] = to_far
-        if not any(t["name"] == link for t in config["tables"]):
-            config["tables"].append({"name": link, "documents_only": True})
+        _captured(config, link)
     else:
         relation.update({"table": table, "type": "many_to_one" if kind == "one_to_one" else "one_to_many"})
         join = _join(rel.get("foreign_key"), kind, table, parent_table, catalog, f"{where}.relationship", out)
@@ -229,6 +222,15 @@ def _one_key(catalog: ForeignKeys, table: str, references: str, where: str, out:
         out.refused.append((where, f"{what} from {table} to {references} in the catalog"))
         return None
     return dict(found[0])
+
+
+def _captured(config: dict, table: str) -> dict[str, Any]:
+    """The table's entry in `tables:` (captured for the documents, no store of its own), added once."""
+    entry = next((t for t in config["tables"] if t["name"] == table), None)
+    if entry is None:
+        entry = {"name": table, "documents_only": True}
+        config["tables"].append(entry)
+    return entry
 
 
 def _qualified(node: dict) -> str:

@@ -53,7 +53,7 @@ def _object(alias: str, table: str, columns, relations, resolved: ResolvedDocume
 def _relation_sql(rel: Relation, parent: str, resolved: ResolvedDocuments, depth: int) -> str:
     a = f"r{depth}"
     if rel.value is not None:   # a scalar relation: its rows with the one column (mapped to values below)
-        rel = replace(rel, columns=(rel.value,))
+        rel = replace(rel, columns=_shown_columns(rel))
     if rel.kind == "many_to_one":
         on = " AND ".join(f'{a}."{there}" = {parent}."{here}"' for here, there in rel.join)
         keys = ", ".join(f'{a}."{k}"' for k in resolved.keys[rel.table])
@@ -102,9 +102,14 @@ def build(raw: dict[str, Any], table: str, columns, relations, reader: _Reader, 
     return doc, (order, tuple(key_typed[k] for k in keys[table]))
 
 
+def _shown_columns(rel: Relation):
+    """The columns a relation's rows are read with: a scalar relation's one column, or its columns."""
+    return (rel.value,) if rel.value is not None else rel.columns
+
+
 def _nested(raw, rel: Relation, reader: _Reader, keys):
     table = rel.through.table if rel.through is not None else rel.table
-    columns = (rel.value,) if rel.value is not None else rel.columns
+    columns = _shown_columns(rel)
     shown = (lambda doc: doc[rel.value]) if rel.value is not None else (lambda doc: doc)
     if rel.kind == "many_to_one":
         if not raw:

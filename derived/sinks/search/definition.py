@@ -243,12 +243,8 @@ def document_definition(document, types: Mapping[str, Mapping[str, str]],
         for rel in relations:
             rows = rel.through.table if rel.through is not None else rel.table
             value = getattr(rel, "value", None)
-            if value is not None:   # a scalar relation: its values map as the column does (fields are arrays)
-                leaf = fields(rows, [value], (), f"{prefix}{rel.label}.").get(value)
-                if json_objects and json_objects[-1] == f"{prefix}{rel.label}.{value}":
-                    json_objects[-1] = f"{prefix}{rel.label}"   # the values stand at the label itself
-                if leaf is not None:
-                    out[rel.label] = leaf
+            if value is not None:   # a scalar relation: its values map as the column does, at the label
+                out.update(fields(rows, [value], (), prefix, ((value, rel.label),)))   # (fields are arrays)
                 continue
             out[rel.label] = {"type": "object", "properties": fields(rows, rel.columns, rel.relations,
                                                                      f"{prefix}{rel.label}.", getattr(rel, "rename", ()))}
