@@ -22,6 +22,9 @@ A table's columns can be renamed in the document (`rename`: column -> field). A 
 `value` column holds that column's values instead of its rows' objects (a list of
 tag names; many_to_one: the one value, or null). A list relation with `empty_null` shows null where
 it has no rows (pgsync's rendering) instead of [].
+
+A spec with `meta` adds `_meta` (pgsync's field): bare table name -> key column -> the sorted,
+distinct key values of that table's rows in the document (the root's, the link rows' included).
 """
 from __future__ import annotations
 
@@ -64,6 +67,7 @@ class DocumentSpec:
     columns: tuple[str, ...] | None = None
     relations: tuple[Relation, ...] = ()
     rename: tuple[tuple[str, str], ...] = field(default=(), repr=False)   # the root's column -> field
+    meta: bool = field(default=False, repr=False)   # add `_meta`: the keys of the rows that built it
 
     def tables(self) -> set[str]:
         out = {self.root}
@@ -237,7 +241,8 @@ class NestedState:
         parts.append(row.version)
         # The rows that point at the root are its parts even while it is deleted (a child that came
         # first, or outlived it).
-        nested = self._nest(row.values, self.spec.relations, parts)
+        seen: dict[str, set[Key]] | None = {self.spec.root: {root}} if self.spec.meta else None
+        nested = self._nest(row.values, self.spec.relations, parts, seen)
         # A version handed out is remembered: a part that leaves later (a line's product, with the
         # line) takes its version with it, and the next document must not go below this one.
         version = self.touched[root] = max(parts)
@@ -245,9 +250,12 @@ class NestedState:
             return None, version
         doc = _project(row.values, self.spec.columns, self.spec.rename)
         doc.update(nested)
+        if seen is not None:
+            doc[META] = meta_field(seen, self.keys)
         return doc, version
 
-    def _nest(self, parent: dict[str, Any], relations: Iterable[Relation], parts: list[Version]) -> dict[str, Any]:
+    def _nest(self, parent: dict[str, Any], relations: Iterable[Relation], parts: list[Version],
+              seen: dict[str, set[Key]] | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for rel in relations:
             here = tuple(c for c, _ in rel.join)
@@ -255,7 +263,7 @@ class NestedState:
             if rel.kind == "many_to_one":
                 found = self._lookup(rel.table, there, _vals(parent, here))
                 target = min(found, key=lambda v: sortable(_vals(v, self.keys[rel.table]))) if found else None
-                out[rel.label] = self._shaped(rel, rel.table, target, parts) if target is not None else None
+                out[rel.label] = self._shaped(rel, rel.table, target, parts, seen) if target is not None else None
                 continue
             children = self._lookup(rel.table, here, _vals(parent, there))
             table = rel.table
@@ -263,24 +271,47 @@ class NestedState:
                 assert rel.through is not None
                 link_cols = tuple(c for c, _ in rel.through.join)
                 far_cols = tuple(c for _, c in rel.through.join)
+                far: list[dict[str, Any]] = []
                 for link in children:
-                    parts.append(self.rows[rel.table][_vals(link, self.keys[rel.table])].version)
-                children = [t for link in children for t in self._lookup(rel.through.table, far_cols,
-                                                                          _vals(link, link_cols))]
+                    link_key = _vals(link, self.keys[rel.table])
+                    parts.append(self.rows[rel.table][link_key].version)
+                    rows = self._lookup(rel.through.table, far_cols, _vals(link, link_cols))
+                    if seen is not None and rows:   # a link to no row shows nothing: not in _meta
+                        seen.setdefault(rel.table, set()).add(link_key)
+                    far.extend(rows)
+                children = far
                 table = rel.through.table
             children.sort(key=lambda v: (sortable((v.get(rel.order_by),)) if rel.order_by else (),
                                          sortable(_vals(v, self.keys[table]))))
-            shown = [self._shaped(rel, table, c, parts) for c in children]
+            shown = [self._shaped(rel, table, c, parts, seen) for c in children]
             out[rel.label] = None if rel.empty_null and not shown else shown
         return out
 
-    def _shaped(self, rel: Relation, table: str, values: dict[str, Any], parts: list[Version]) -> Any:
-        parts.append(self.rows[table][_vals(values, self.keys[table])].version)
+    def _shaped(self, rel: Relation, table: str, values: dict[str, Any], parts: list[Version],
+                seen: dict[str, set[Key]] | None) -> Any:
+        key = _vals(values, self.keys[table])
+        parts.append(self.rows[table][key].version)
+        if seen is not None:
+            seen.setdefault(table, set()).add(key)
         if rel.value is not None:
             return values.get(rel.value)
         doc = _project(values, rel.columns, rel.rename)
-        doc.update(self._nest(values, rel.relations, parts))
+        doc.update(self._nest(values, rel.relations, parts, seen))
         return doc
+
+
+META = "_meta"
+
+
+def meta_field(seen: dict[str, set[Key]], keys: dict[str, tuple[str, ...]]) -> dict[str, dict[str, list]]:
+    """`_meta` from the keys of the rows each table gave a document: bare table name -> key column
+    -> its distinct values, sorted (the same document whatever order the rows were found in)."""
+    out: dict[str, dict[str, list]] = {}
+    for table, found in seen.items():
+        cols = keys[table]
+        out[table.split(".", 1)[-1]] = {c: sorted({k[i] for k in found}, key=lambda v: sortable((v,)))
+                                        for i, c in enumerate(cols)}
+    return out
 
 
 def join_edges(spec: DocumentSpec) -> list[_Edge]:

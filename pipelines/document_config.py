@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from derived.nested import META
 from derived.sinks.cache.keys import adjacent_placeholders
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_$]*"
@@ -131,6 +132,10 @@ class DocumentConfig(_Strict):
         "e.g. {'customer.name': {type: keyword}}"))
     null_when_empty: bool = Field(False, description="list relations without rows show null instead of [] (as "
                                   "pgsync writes them); a relation's own null_when_empty overrides it")
+    meta: bool = Field(False, description=(
+        "add `_meta` (pgsync's field): per table, by bare table name, each key column's values of the rows that "
+        "built the document, link tables' included, e.g. {tags: {id: [3, 7]}}; for queries such as 'the documents "
+        "holding tag 7'"))
 
     @field_validator("redis_key")
     @classmethod
@@ -147,6 +152,18 @@ class DocumentConfig(_Strict):
     def _consistent(self) -> "DocumentConfig":
         _check_rename(self.rename, self.columns)
         _unique_labels(self.relations, self.columns, self.rename)
+        # (with every column kept, the catalog's: pipelines/documents/document_specs.py)
+        fields = {self.rename.get(c, c) for c in self.columns or ()} | set(self.rename.values()) \
+            | {r.label for r in self.relations}
+        if self.meta and META in fields:
+            raise ValueError(f"meta: the document already has a field {META!r}")
+        if self.meta:
+            bare: dict[str, list[str]] = {}
+            for table in self.tables():
+                bare.setdefault(table.split(".", 1)[1], []).append(table)
+            twice = sorted(t for names in bare.values() if len(names) > 1 for t in names)
+            if twice:
+                raise ValueError(f"meta: _meta names tables without their schema, and {twice} share a name")
         return self
 
     @property

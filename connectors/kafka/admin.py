@@ -6,13 +6,12 @@ import re
 import threading
 from typing import Any
 
+from connectors.kafka import clients
 from connectors.kafka.errors import KafkaUnavailable
 
 
 def _admin(conf: dict[str, Any]):
-    from confluent_kafka.admin import AdminClient
-
-    return AdminClient(conf)
+    return clients.admin(conf)
 
 
 _kept: dict[tuple, Any] = {}

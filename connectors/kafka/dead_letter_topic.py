@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from contextlib import closing
 from typing import Any, Iterable, Iterator
 
+from connectors.kafka import clients
 from connectors.kafka.admin import ensure_topic
 from connectors.kafka.errors import KafkaUnavailable
 from connectors.kafka.offsets import end_offsets
@@ -19,15 +20,13 @@ class DeadLetterWriter:
     """The dead-letter sink of the pipeline: a Kafka producer."""
 
     def __init__(self, kafka_conf: dict, topic: str, include_values: bool = True):
-        from confluent_kafka import Producer
-
         self.topic = topic
         # Without values a letter holds no row image (personal data stays in the change topics,
         # whose access and retention are already governed); replay never needs it.
         self.include_values = include_values
         # One partition, kept, not compacted: every letter matters.
         ensure_topic(kafka_conf, topic)
-        self._producer = Producer({**kafka_conf, "linger.ms": 5, "enable.idempotence": False})
+        self._producer = clients.producer(kafka_conf, linger_ms=5, enable_idempotence=False)
         self._errors: list[str] = []
 
     def _delivered(self, err, _msg) -> None:
@@ -81,9 +80,9 @@ class Letter:
 def _messages(conf: dict[str, Any], topic: str, start: int, end: int) -> Iterator[Any]:
     """The topic's messages of [start, end), read with a plain consumer: the reasons travel in
     headers, which the Spark source does not carry."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import TopicPartition
 
-    c = Consumer({**conf, "group.id": "cdckit-dlq", "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c = clients.consumer(conf, "cdckit-dlq", auto_offset_reset="earliest")
     c.assign([TopicPartition(topic, 0, start)])
     try:
         position = start

@@ -10,6 +10,7 @@ import re
 import time
 from typing import Any
 
+from connectors.kafka import clients
 from connectors.kafka.errors import KafkaUnavailable, NoFetchResponse, TopicLost
 
 Offsets = dict[str, dict[str, int]]  # topic -> partition (as str, JSON keys) -> next offset
@@ -25,14 +26,11 @@ class Watermarks:
         self._consumer = None
 
     def _meta_consumer(self):
-        from confluent_kafka import Consumer
-
         if self._consumer is None:
             # fetch.wait.max.ms: a fetch at the log's end answers the high watermark; the broker
             # would otherwise hold it up to 500 ms waiting for data, on every micro-batch.
-            self._consumer = Consumer({**self.conf, "group.id": "cdckit-source-driver", "enable.auto.commit": False,
-                                       "enable.partition.eof": True, "auto.offset.reset": "latest",
-                                       "fetch.wait.max.ms": 10, "log_level": 3})
+            self._consumer = clients.consumer(self.conf, "cdckit-source-driver", enable_partition_eof=True,
+                                              auto_offset_reset="latest", fetch_wait_max_ms=10, log_level=3)
         return self._consumer
 
     def partitions(self) -> list[TopicPartition]:

@@ -13,6 +13,8 @@ import json
 import logging
 from typing import Any
 
+from connectors.kafka import clients
+
 log = logging.getLogger("cdckit.progress")
 
 # The broker's default offset.metadata.max.bytes is 4096; a report is a few numbers.
@@ -25,10 +27,7 @@ class ProgressBoard:
         self._consumer = None
 
     def _client(self, group: str | None = None):
-        from confluent_kafka import Consumer
-
-        return Consumer({**self.conf, "group.id": group or self.group, "enable.auto.commit": False,
-                         "auto.offset.reset": "earliest"})
+        return clients.consumer(self.conf, group or self.group, auto_offset_reset="earliest")
 
     def _own(self):
         if self._consumer is None:
@@ -96,9 +95,7 @@ class ProgressBoard:
 
     def forget(self) -> None:
         """Delete both groups (a finished job's progress is kept in its own result)."""
-        from confluent_kafka.admin import AdminClient
-
-        admin = AdminClient(self.conf)
+        admin = clients.admin(self.conf)
         for future in admin.delete_consumer_groups([self.group, f"{self.group}-stop"], request_timeout=10).values():
             try:
                 future.result(10)

@@ -13,6 +13,7 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
+from connectors.kafka import clients
 from connectors.kafka.errors import KafkaUnavailable, TopicLost
 
 # The records of a range as Arrow batches: the columns of Spark's built-in kafka source.
@@ -182,16 +183,13 @@ _readers: dict[str, Any] = {}
 def _reader(conf: dict[str, Any]):
     """A consumer kept per Python worker across micro-batches: creating one and connecting costs
     more than a small batch's whole read."""
-    from confluent_kafka import Consumer
-
     key = json.dumps(conf, sort_keys=True, default=str)
     c = _readers.pop(key, None)
     if c is None:
         # fetch.wait.max.ms: a fetch left in flight at a range's log end would otherwise be held by
         # the broker up to 500 ms, and the next range's fetch (next batch, or the same task) waits behind it.
-        c = Consumer({**conf, "group.id": "cdckit-source-reader", "enable.auto.commit": False,
-                      "auto.offset.reset": "error", "enable.partition.eof": True, "fetch.max.bytes": 52428800,
-                      "fetch.wait.max.ms": 10, "log_level": 3})
+        c = clients.consumer(conf, "cdckit-source-reader", auto_offset_reset="error", enable_partition_eof=True,
+                             fetch_max_bytes=52428800, fetch_wait_max_ms=10, log_level=3)
     return c
 
 

@@ -28,6 +28,9 @@ class NullStore:
     def truncate(self, change, table) -> int:
         return 0
 
+    def count(self, table, exact: bool = False) -> int | None:
+        return 0
+
 
 class VersionedStore:
     """Versioned writes (a version not above the held one is stale), unchanged TOAST fields merged
@@ -69,6 +72,9 @@ class VersionedStore:
 
     def rows(self):
         return {d: row for d, (_, row) in self.docs.items() if row is not None}
+
+    def count(self, table, exact: bool = False) -> int | None:
+        return len(self.rows())
 
 
 class CollectedLetters:

@@ -44,6 +44,10 @@ class Sink(Protocol):
     def holds(self, table: Any) -> bool:
         """The table exists in the store (an index behind its alias; a cache always holds its tables)."""
 
+    def count(self, table: Any, exact: bool = False) -> int | None:
+        """How many entries the table holds (None: the store does not hold it); without `exact` an
+        estimate cheap enough for every `status`."""
+
 
 class DeadLetterSink(Protocol):
     """Where dead letters go: the dead-letter topic, or a collection (tests, `dlq replay`)."""

@@ -60,7 +60,9 @@ def config_check(config_path: Path, connect: bool) -> None:
                    "topic_prefix); default: pgsync's environment (PG_HOST, PG_USER, PG_PASSWORD, ELASTICSEARCH_URL...)")
 @click.option("--no-catalog", is_flag=True, help="do not read Postgres for the joins a schema leaves to the "
               "foreign keys (cdckit then resolves them at start)")
-def config_from_pgsync(schema: Path, out: Path | None, base: Path | None, no_catalog: bool) -> None:
+@click.option("--meta", is_flag=True, help="documents carry pgsync's `_meta` (per table, the keys of the rows "
+              "that built them), for queries that read it")
+def config_from_pgsync(schema: Path, out: Path | None, base: Path | None, no_catalog: bool, meta: bool) -> None:
     """Convert a pgsync schema file (SCHEMA.json) into cdckit config, one per database. What has no
     equivalent is refused by file, node path and key, and nothing is written (exit 2)."""
     import yaml
@@ -76,7 +78,7 @@ def config_from_pgsync(schema: Path, out: Path | None, base: Path | None, no_cat
             raise ConfigError("--base", f"{base}: {exc}") from None
         base_data.pop("tables", None)
         base_data.pop("documents", None)
-    configs = from_pgsync.configs_from(schema, base_data, use_catalog=not no_catalog)
+    configs = from_pgsync.configs_from(schema, base_data, use_catalog=not no_catalog, meta=meta)
     for path, text in from_pgsync.render(configs, out, schema.name):
         if path is None:
             click.echo(text, nl=False)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass
 
-from derived.nested import DocumentSpec, Relation, Through, join_edges
+from derived.nested import META, DocumentSpec, Relation, Through, join_edges
 from pipelines.config import Config
 from pipelines.document_config import RelationConfig
 from pipelines.errors import ConfigError
@@ -136,11 +136,14 @@ def resolve_documents(config: Config, catalog: Catalog) -> ResolvedDocuments:
                               f"key columns of {doc.root} ({', '.join(keys[doc.root])}) or _id")
         _known_columns(f"documents.{j}.rename", doc.root, list(doc.rename), types)
         _labels_free(f"documents.{j}", doc.relations, doc.columns or list(types[doc.root]), doc.rename)
+        if doc.meta and META in {doc.rename.get(c, c) for c in doc.columns or types[doc.root]}:
+            raise ConfigError(f"documents.{j}.meta", f"{doc.root} has a column {META!r}: rename it, or leave it out "
+                              "of 'columns'")
         relations = tuple(_relation(rel, doc.root, f"documents.{j}.relations.{i}", types, catalog,
                                     doc.null_when_empty)
                           for i, rel in enumerate(doc.relations))
         specs.append(DocumentSpec(doc.name, doc.root, tuple(doc.columns) if doc.columns else None, relations,
-                                  rename=tuple(doc.rename.items())))
+                                  rename=tuple(doc.rename.items()), meta=doc.meta))
     return ResolvedDocuments(tuple(specs), keys, types)
 
 

@@ -291,14 +291,11 @@ def _as_change(r: dict[str, Any], offset: int) -> Change:
 
 
 def ensure_indexes(config: Config, stores) -> None:
-    """Each document's index, created when missing (dynamic mappings; a rebuild replaces it)."""
+    """Each document's index, created when missing (a rebuild replaces it)."""
     if "search" not in config.sinks:
         return
-    engine = stores.search.engine
     for doc in config.documents:
-        table = stores.search_tables[doc.store_table]
-        if not engine.alias_exists(table.alias):
-            stores.search.prepare(table)
+        stores.search.prepare(stores.search_tables[doc.store_table])   # idempotent
 
 
 class ColumnDrift:

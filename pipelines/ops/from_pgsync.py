@@ -20,7 +20,7 @@ from pipelines.errors import ConfigError
 
 HEADER = """# Converted from the pgsync schema {source} by `cdckit config from-pgsync` (docs/coming-from-pgsync.md).
 # Documents as pgsync builds them: a list without rows shows null; relations' labels, renames and
-# mappings as the schema has them. Differences from pgsync's documents: no `_meta` field; lists are
+# mappings as the schema has them. Differences from pgsync's documents: {meta}; lists are
 # ordered by their rows' keys (or order_by); values are typed by their Postgres types.
 # Check the connections below, then: cdckit config check -c THIS_FILE --connect; cdckit bootstrap -c THIS_FILE
 """
@@ -44,8 +44,10 @@ def skeleton(database: str) -> dict[str, Any]:
             "spark": {"checkpoint_dir": f"cdckit-checkpoint-{database}"}}
 
 
-def configs_from(schema_path: Path, base: dict[str, Any] | None, use_catalog: bool) -> dict[str, dict[str, Any]]:
-    """database -> the cdckit config (a mapping, checked); ConfigError naming every refusal."""
+def configs_from(schema_path: Path, base: dict[str, Any] | None, use_catalog: bool,
+                 meta: bool = False) -> dict[str, dict[str, Any]]:
+    """database -> the cdckit config (a mapping, checked); ConfigError naming every refusal.
+    `meta`: the documents carry pgsync's `_meta` (the keys of the rows that built them)."""
     try:
         schema = json.loads(schema_path.read_text())
     except FileNotFoundError:
@@ -61,6 +63,9 @@ def configs_from(schema_path: Path, base: dict[str, Any] | None, use_catalog: bo
                                     f"equivalent (nothing was written):\n{lines}")
     out = {}
     for database, sections in conversion.configs.items():
+        if meta:
+            for doc in sections["documents"]:
+                doc["meta"] = True
         data = _merged(base, database, sections)
         parse_config(data, f"the config converted for database {database}", resolve_secrets=False)
         out[database] = data
@@ -104,7 +109,9 @@ def render(configs: dict[str, dict[str, Any]], out: Path | None, source: str) ->
     caller prints it."""
     texts = []
     for database, data in configs.items():
-        text = HEADER.format(source=source) + yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+        meta = ("`_meta` (meta: true) with every key typed as its column" if any(d.get("meta") for d in data["documents"])
+                else "no `_meta` field (meta: true adds it)")
+        text = HEADER.format(source=source, meta=meta) + yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
         path = None if out is None else (out if len(configs) == 1 else
                                          out.with_name(f"{out.stem}-{database}{out.suffix or '.yaml'}"))
         texts.append((path, text))

@@ -42,16 +42,16 @@ def check(config: Config, kafka: bool = True, postgres: str = "no") -> None:
 
 def _kafka(config: Config, timeout_s: float = 8.0) -> None:
     from confluent_kafka import KafkaException
-    from confluent_kafka.admin import AdminClient
+
+    from connectors.kafka import clients
 
     # librdkafka says why a connection failed only to the error callback (TLS, SASL) or in an
     # INFO log line (a listener that drops the connection: another protocol); list_topics itself
     # ends with a generic transport error. A refusal that says what is wrong ends the wait at once;
     # a broker that does not answer (yet) is given up to `timeout_s`, as one starting may need.
     seen: list[str] = []
-    conf = {**config.kafka.client_config(), "socket.connection.setup.timeout.ms": 5000,
-            "error_cb": lambda err: seen.append(err.str()), "log_level": 6, "logger": _FailureLines(seen)}
-    admin = AdminClient(conf)
+    admin = clients.admin(config.kafka.client_config(), socket_connection_setup_timeout_ms=5000,
+                          error_cb=lambda err: seen.append(err.str()), log_level=6, logger=_FailureLines(seen))
     deadline = time.monotonic() + timeout_s
     while True:
         try:

@@ -18,7 +18,7 @@ from connectors import postgres
 from connectors.debezium_values import same
 from connectors.envelope import document_id
 from connectors.typed_values import row_converter
-from derived.nested import DocumentSpec, Relation, sortable
+from derived.nested import META, DocumentSpec, Relation, meta_field, sortable
 from derived.sinks.cache.keys import render_key
 from pipelines.documents.document_specs import Catalog, ResolvedDocuments, resolve_documents
 from pipelines.config import Config
@@ -27,7 +27,7 @@ from pipelines.ops.verify_report import BATCH, StoreDiff, TableReport, chunks
 from pipelines.ops.verify_values import ColumnReader, rendered
 
 PAIRS = 40  # json_build_object takes at most 100 arguments: longer objects are joined from parts
-KEY, ORDER = "__cdckit_key", "__cdckit_order"
+KEY, ORDER, LINK = "__cdckit_key", "__cdckit_order", "__cdckit_link"
 
 
 def document_sql(spec: DocumentSpec, resolved: ResolvedDocuments) -> str:
@@ -38,11 +38,16 @@ def document_sql(spec: DocumentSpec, resolved: ResolvedDocuments) -> str:
 
 
 def _object(alias: str, table: str, columns, relations, resolved: ResolvedDocuments, depth: int,
-            order_by: str | None) -> str:
+            order_by: str | None, link: tuple[str, str] | None = None) -> str:
+    """`link`: (alias, table) of the link row a many_to_many entry came through (its key is kept
+    for `_meta`)."""
     cols = list(columns) if columns is not None else list(resolved.types[table])
     pairs = [f"'{c}', {alias}.\"{c}\"::text" for c in cols]
     key_values = ", ".join(f'{alias}."{k}"::text' for k in resolved.keys[table])
     pairs.append(f"'{KEY}', json_build_array({key_values})")
+    if link is not None:
+        link_values = ", ".join(f'{link[0]}."{k}"::text' for k in resolved.keys[link[1]])
+        pairs.append(f"'{LINK}', json_build_array({link_values})")
     if order_by is not None:
         pairs.append(f"'{ORDER}', {alias}.\"{order_by}\"::text")
     pairs += [f"'{rel.label}', ({_relation_sql(rel, alias, resolved, depth + 1)})" for rel in relations]
@@ -67,7 +72,7 @@ def _relation_sql(rel: Relation, parent: str, resolved: ResolvedDocuments, depth
     assert rel.through is not None
     f = f"f{depth}"
     far_on = " AND ".join(f'{f}."{there}" = {a}."{here}"' for here, there in rel.through.join)
-    obj = _object(f, rel.through.table, rel.columns, rel.relations, resolved, depth, rel.order_by)
+    obj = _object(f, rel.through.table, rel.columns, rel.relations, resolved, depth, rel.order_by, (a, rel.table))
     return (f"SELECT coalesce(jsonb_agg({obj}), '[]'::jsonb) FROM {rel.table} {a} "
             f"JOIN {rel.through.table} {f} ON {far_on} WHERE {on}")
 
@@ -89,17 +94,27 @@ class _Reader:
         return self.typed[table]({c: rendered(v, types.get(c, "")) for c, v in loaded.items()})
 
 
-def build(raw: dict[str, Any], table: str, columns, relations, reader: _Reader, keys, rename=()) -> tuple[dict, tuple]:
-    """The typed document of one SQL object, and its sort key (order value, key values)."""
+def build(raw: dict[str, Any], table: str, columns, relations, reader: _Reader, keys, rename=(),
+          seen: dict[str, set] | None = None) -> tuple[dict, tuple]:
+    """The typed document of one SQL object, and its sort key (order value, key values). `seen`
+    (for `_meta`) gathers the keys of the rows it is built from, per table."""
     leaf_names = list(columns) if columns is not None else list(reader.types[table])
     typed = reader.row(table, {c: raw.get(c) for c in leaf_names})
     order = raw.get(ORDER)
     names = dict(rename)
     doc = {names.get(c, c): typed.get(c) for c in leaf_names}
     for rel in relations:
-        doc[rel.label] = _nested(raw.get(rel.label), rel, reader, keys)
+        doc[rel.label] = _nested(raw.get(rel.label), rel, reader, keys, seen)
     key_typed = reader.row(table, dict(zip(keys[table], raw[KEY])))
-    return doc, (order, tuple(key_typed[k] for k in keys[table]))
+    key = tuple(key_typed[k] for k in keys[table])
+    if seen is not None:
+        seen.setdefault(table, set()).add(key)
+    return doc, (order, key)
+
+
+def _link_key(raw: dict[str, Any], rel: Relation, reader: _Reader, keys) -> tuple:
+    typed = reader.row(rel.table, dict(zip(keys[rel.table], raw[LINK])))
+    return tuple(typed[k] for k in keys[rel.table])
 
 
 def _shown_columns(rel: Relation):
@@ -107,18 +122,27 @@ def _shown_columns(rel: Relation):
     return (rel.value,) if rel.value is not None else rel.columns
 
 
-def _nested(raw, rel: Relation, reader: _Reader, keys):
+def _nested(raw, rel: Relation, reader: _Reader, keys, seen: dict[str, set] | None = None):
     table = rel.through.table if rel.through is not None else rel.table
     columns = _shown_columns(rel)
     shown = (lambda doc: doc[rel.value]) if rel.value is not None else (lambda doc: doc)
     if rel.kind == "many_to_one":
         if not raw:
             return None
-        built = [build(r, table, columns, rel.relations, reader, keys, rel.rename) for r in raw]
-        return shown(min(built, key=lambda b: sortable(b[1][1]))[0])
+        # The model shows the lowest key's row: only that row's keys are the document's.
+        candidates = []
+        for r in raw:
+            own: dict[str, set] | None = {} if seen is not None else None
+            candidates.append((build(r, table, columns, rel.relations, reader, keys, rel.rename, own), own))
+        (doc, _), own = min(candidates, key=lambda c: sortable(c[0][1][1]))
+        for t, found in (own or {}).items():
+            seen.setdefault(t, set()).update(found)
+        return shown(doc)
     built = []
     for r in raw or []:
-        doc, (order, key) = build(r, table, columns, rel.relations, reader, keys, rel.rename)
+        if seen is not None and rel.through is not None:
+            seen.setdefault(rel.table, set()).add(_link_key(r, rel, reader, keys))
+        doc, (order, key) = build(r, table, columns, rel.relations, reader, keys, rel.rename, seen)
         order_typed = reader.row(table, {rel.order_by: order}).get(rel.order_by) if rel.order_by else None
         built.append((doc, order_typed, key))
     built.sort(key=lambda b: ((sortable((b[1],)) if rel.order_by else ()), sortable(b[2])))
@@ -138,9 +162,40 @@ def expected_documents(config: Config, doc: DocumentConfig, resolved: ResolvedDo
         cur.execute(document_sql(spec, resolved))
         for (text,) in cur:
             raw = orjson.loads(text)
-            built, (_, key) = build(raw, spec.root, spec.columns, spec.relations, reader, resolved.keys, spec.rename)
+            seen: dict[str, set] | None = {} if spec.meta else None
+            built, (_, key) = build(raw, spec.root, spec.columns, spec.relations, reader, resolved.keys, spec.rename,
+                                    seen)
+            if seen is not None:
+                built[META] = meta_field(seen, resolved.keys)
             key_dict = dict(zip(root_keys, key))
             yield document_id(key_dict, root_keys), key_dict, built
+
+
+def document_difference(got: dict[str, Any], want: dict[str, Any], spec_types: dict[str, Any],
+                        meta_types: dict[str, dict[str, str]] | None = None) -> str | None:
+    """The first field that differs; `_meta`'s key values by their columns' types (`meta_types`:
+    bare table name -> column -> type), as the leaves are."""
+    if META in got or META in want:
+        where = _meta_difference(got.get(META), want.get(META), meta_types or {})
+        if where is not None:
+            return where
+    return first_difference({k: v for k, v in got.items() if k != META},
+                            {k: v for k, v in want.items() if k != META}, spec_types)
+
+
+def _meta_difference(got: Any, want: Any, types: dict[str, dict[str, str]]) -> str | None:
+    if not isinstance(got, dict) or not isinstance(want, dict) or set(got) != set(want):
+        return META
+    for table, columns in want.items():
+        held = got[table]
+        if not isinstance(held, dict) or set(held) != set(columns):
+            return f"{META}.{table}"
+        for column, values in columns.items():
+            kind = types.get(table, {}).get(column, "")
+            if not isinstance(held[column], list) or len(held[column]) != len(values) or not all(
+                    same(g, orjson.loads(orjson.dumps(w, default=str)), kind) for g, w in zip(held[column], values)):
+                return f"{META}.{table}.{column}"
+    return None
 
 
 def first_difference(got: Any, want: Any, spec_types: dict[str, str], path: str = "") -> str | None:
@@ -200,6 +255,7 @@ def verify_documents(config: Config, stores, only: str | None = None) -> list:
                 continue
             report = TableReport(doc.store_table, stores={s: StoreDiff() for s in config.sinks})
             types = leaf_types(resolved.spec(doc.name), resolved)
+            meta_types = {t.split(".", 1)[-1]: resolved.types[t] for t in resolved.spec(doc.name).tables()}
             search_t, cache_t = stores.search_tables[doc.store_table], stores.cache_tables[doc.store_table]
             seen = {s: 0 for s in config.sinks}
             if "search" in config.sinks:
@@ -220,7 +276,7 @@ def verify_documents(config: Config, stores, only: str | None = None) -> list:
                         if have is None:
                             report.stores[store].add("missing", doc_id)
                             continue
-                        where = first_difference(have, want, types)
+                        where = document_difference(have, want, types, meta_types)
                         if where is not None:
                             report.stores[store].add("different", {"id": doc_id, "field": where})
             if "search" in config.sinks and stores.search.engine.count(search_t.alias) > seen["search"]:

@@ -52,9 +52,7 @@ def store_counts(config: Config, stores, connect: Callable[[], Any]) -> dict[str
         out[d.store_table] = {"rows_estimate": estimates.get(d.root)}
     for name, row in out.items():
         if "search" in config.sinks:
-            table = stores.search_tables[name]
-            row["search"] = stores.search.engine.count(table.alias) if stores.search.engine.alias_exists(table.alias) \
-                else None
+            row["search"] = stores.search.count(stores.search_tables[name])
         if "cache" in config.sinks:
             row["cache"] = stores.cache.count(stores.cache_tables[name])
     return out

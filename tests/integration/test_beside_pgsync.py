@@ -3,8 +3,8 @@ cdckit on one Postgres and one search engine, each with its own index, from one 
 pgsync's format (converted by `cdckit config from-pgsync`): a root with an object child, a list
 child with a nested list under it, a scalar child through a link table, renames and mappings.
 
-After the bootstrap every document must be the same in both (apart from pgsync's `_meta` and the
-list order: docs/coming-from-pgsync.md). After a workload of inserts, updates, deletes and moves of
+After the bootstrap every document must be the same in both, pgsync's `_meta` included (converted
+with `--meta`; apart from the list order and `_meta`'s value types: docs/coming-from-pgsync.md). After a workload of inserts, updates, deletes and moves of
 children between parents, cdckit must match Postgres (`verify` exact), and every document where
 pgsync differs from cdckit is a pgsync finding: printed and written to .drills/peer-pgsync.json
 with the step of the workload that touched it."""
@@ -108,18 +108,21 @@ WORKLOAD = [
 
 
 def normalized(doc: dict | None) -> dict | None:
-    """pgsync's `_meta` left out; lists compared whatever their order."""
+    """Lists compared whatever their order; `_meta`'s values as text (pgsync writes the root's ids
+    as strings, the rest as their types; cdckit every one as its column's type)."""
     if doc is None:
         return None
 
     def norm(v):
         if isinstance(v, dict):
-            return {k: norm(x) for k, x in v.items() if k != "_meta"}
+            return {k: norm(x) for k, x in v.items()}
         if isinstance(v, list):
             return sorted((norm(x) for x in v), key=lambda x: json.dumps(x, sort_keys=True, default=str))
         return v
 
-    return norm(doc)
+    meta = {table: {col: sorted({str(v) for v in values}) for col, values in keys.items()}
+            for table, keys in (doc.get("_meta") or {}).items()}
+    return {**norm({k: v for k, v in doc.items() if k != "_meta"}), "_meta": meta}
 
 
 def documents(search_url: str, index: str) -> dict[str, dict]:
@@ -165,7 +168,8 @@ def test_cdckit_and_pgsync_build_the_same_documents_and_cdckit_stays_exact(stack
     daemon = job = None
     findings: list[dict] = []
     try:
-        converted = cli("config", "from-pgsync", str(ours_schema), "--base", str(base_path), "--out", str(config))
+        converted = cli("config", "from-pgsync", str(ours_schema), "--base", str(base_path), "--out", str(config),
+                        "--meta")
         assert converted.returncode == 0, converted.stderr
         ours_data = yaml.safe_load(config.read_text())
 

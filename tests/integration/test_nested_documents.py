@@ -40,11 +40,12 @@ def schema(p: str) -> list[str]:
 
 def documents(p: str, name: str, scalar_tags: bool = False) -> list[dict]:
     """`scalar_tags`: pgsync's shapes: the tags as a list of their names, null when an order has none,
-    a renamed field (qty: quantity) and a configured mapping (lines.sku: keyword)."""
+    a renamed field (qty: quantity), a configured mapping (lines.sku: keyword) and `_meta`."""
     tags = ({"value": "name"} if scalar_tags else {"columns": ["name"]})
     return [{
         "name": name, "root": f"public.{p}_orders", "index": name, "redis_key": f"{name}:{{id}}",
-        **({"null_when_empty": True, "mappings": {"lines.sku": {"type": "keyword"}}} if scalar_tags else {}),
+        **({"null_when_empty": True, "mappings": {"lines.sku": {"type": "keyword"}}, "meta": True}
+           if scalar_tags else {}),
         "relations": [
             {"label": "lines", "table": f"public.{p}_lines", "type": "one_to_many", "join": {"order_id": "id"},
              "order_by": "line_no", "columns": ["line_no", "sku", "qty", "price", "note"],
@@ -136,14 +137,18 @@ def test_orders_documents_stay_exact_through_workload_and_driver_kill(stack, tmp
         pair in an order's document is on two of its lines (pair lines never move or go)."""
         r = redis.Redis.from_url(own.redis_url)
         keys = [f"{name}:{k}" for k in range(1, 151)]
-        while not stop.is_set():
-            for key, raw in zip(keys, r.mget(keys)):
-                if raw is None:
-                    continue
-                pairs = sorted(line["sku"] for line in json.loads(raw)["lines"] if line["sku"].startswith("pair-"))
-                if pairs and pairs.count(pairs[-1]) != 2:
-                    torn.setdefault(key, set()).add(pairs[-1])
-            time.sleep(0.05)
+        try:
+            while not stop.is_set():
+                for key, raw in zip(keys, r.mget(keys)):
+                    if raw is None:
+                        continue
+                    lines = json.loads(raw)["lines"] or []   # null without lines (null_when_empty)
+                    pairs = sorted(line["sku"] for line in lines if line["sku"].startswith("pair-"))
+                    if pairs and pairs.count(pairs[-1]) != 2:
+                        torn.setdefault(key, set()).add(pairs[-1])
+                time.sleep(0.05)
+        except Exception as exc:  # noqa: BLE001 - a watcher that died checks nothing: the test fails
+            torn["the watcher itself"] = {repr(exc)}
 
     try:
         assert cli("connector", "apply", "-c", str(path)).returncode == 0
@@ -202,6 +207,16 @@ def test_orders_documents_stay_exact_through_workload_and_driver_kill(stack, tmp
         # the truncate emptied the links, then (1, 2); the tags are their names, null where there are none
         assert one["tags"] == [n for (n,) in tags] == ["tag 2"]
         assert json.loads(r.get(f"{name}:2"))["tags"] is None
+        # `_meta`: the keys of the rows order 1 is built from (verify compared it for every document)
+        with pg(stack) as conn:
+            line_ids = [i for (i,) in conn.execute(f"SELECT id FROM {p}_lines WHERE order_id = 1 ORDER BY id")]
+            (customer,) = conn.execute(f"SELECT customer_id FROM {p}_orders WHERE id = 1").fetchone()
+        assert one["_meta"] == {f"{p}_orders": {"id": [1]}, f"{p}_customers": {"id": [customer]},
+                                **({f"{p}_lines": {"id": line_ids}} if line_ids else {}), f"{p}_tags": {"id": [2]},
+                                f"{p}_order_tags": {"order_id": [1], "tag_id": [2]}}, one["_meta"]
+        holding = requests.post(f"{stack.search_url}/{name}/_search", json={
+            "query": {"term": {f"_meta.{p}_tags.id": 2}}, "_source": False, "size": 1000}, timeout=10).json()
+        assert "1" in [h["_id"] for h in holding["hits"]["hits"]], holding
         with pg(stack) as conn:
             toasted = conn.execute(f"SELECT order_id, length(note) FROM {p}_lines WHERE id = 5").fetchone()
         assert len(one["lines"]) == lines
@@ -219,6 +234,12 @@ def test_orders_documents_stay_exact_through_workload_and_driver_kill(stack, tmp
         assert bad.returncode == 1, bad.stdout
         found = json.loads(bad.stdout)["tables"][0]["stores"]["search"]
         assert [d["id"] for d in found["different"]] == ["2"], found
+        three = json.loads(r.get(f"{name}:3"))
+        three["_meta"][f"{p}_orders"]["id"] = [99]
+        r.set(f"{name}:3", json.dumps(three))
+        bad = cli("verify", "--json", "-c", str(path), "--table", name, timeout=300)
+        found = json.loads(bad.stdout)["tables"][0]["stores"]["cache"]
+        assert found["different"] == [{"id": "3", "field": "_meta"}], found
     finally:
         stop.set()
         stop_job(proc)

@@ -64,6 +64,14 @@ class SearchSink:
     def holds(self, table: SearchTable) -> bool:
         return self.engine.alias_exists(table.alias)
 
+    def count(self, table: SearchTable, exact: bool = False) -> int | None:
+        """The documents behind the alias (exact once refreshed: `exact` refreshes first)."""
+        if not self.holds(table):
+            return None
+        if exact:
+            self.engine.refresh(table.alias)
+        return self.engine.count(table.alias)
+
     def prepare(self, table: SearchTable) -> None:
         """A first generation `<alias>_v1` behind the alias, unless the alias exists already."""
         if self.engine.alias_exists(table.alias):

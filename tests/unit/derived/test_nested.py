@@ -256,3 +256,46 @@ def test_renamed_columns_show_under_their_new_names_at_every_level():
     state.apply(Change("public.orders", "upsert", {"id": 1}, "o", {"id": 1, "customer_id": 9, "note": "x"},
                        Version(20, 1, 20), Position("t", 0, 1)))
     assert state.document((1,))[0] == {"id": 1, "remark": "x", "customer": {"customer_name": "Ann"}}
+
+
+def meta_brute_force(db: dict[str, dict], order_id: int) -> dict | None:
+    """`_meta` from the final rows: every row the document shows, per bare table name."""
+    order = db["public.orders"].get((order_id,))
+    if order is None:
+        return None
+    lines = [r for r in db["public.lines"].values() if r["order_id"] == order_id]
+    products = {r["product_id"] for r in lines if (r["product_id"],) in db["public.products"]}
+    links = [r for r in db["public.order_tags"].values()   # a link to no tag shows nothing
+             if r["order_id"] == order_id and (r["tag_id"],) in db["public.tags"]]
+    tags = {r["tag_id"] for r in links if (r["tag_id"],) in db["public.tags"]}
+    seen = {"orders": {"id": [order_id]}}
+    if lines:
+        seen["lines"] = {"order_id": [order_id], "line_no": sorted({r["line_no"] for r in lines})}
+    if products:
+        seen["products"] = {"id": sorted(products)}
+    if (order["customer_id"],) in db["public.customers"]:
+        seen["customers"] = {"id": [order["customer_id"]]}
+    if links:
+        seen["order_tags"] = {"order_id": [order_id], "tag_id": sorted({r["tag_id"] for r in links})}
+    if tags:
+        seen["tags"] = {"id": sorted(tags)}
+    return seen
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 10_000), st.integers(1, 60), st.integers(0, 1000))
+def test_meta_names_the_keys_of_every_row_a_document_is_built_from(seed, steps, order_seed):
+    from dataclasses import replace
+
+    changes, db = history(seed, steps)
+    state = NestedState(replace(SPEC, meta=True), KEYS)
+    for change in delivered(changes, random.Random(order_seed)):
+        before = all_docs(state)
+        roots = state.apply(change)
+        changed = {(o,) for o, d in all_docs(state).items() if before[o] != d}
+        assert changed <= roots, (change, changed - roots)
+    for o in range(1, 5):
+        doc = state.document((o,))[0]
+        want = brute_force(db, o)
+        assert (doc and {k: v for k, v in doc.items() if k != "_meta"}) == want
+        assert (doc or {}).get("_meta") == meta_brute_force(db, o), (o, seed, steps, order_seed)

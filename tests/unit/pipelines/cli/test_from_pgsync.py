@@ -38,3 +38,15 @@ def test_a_schema_with_parts_without_an_equivalent_writes_nothing_and_names_them
     done = cli("config", "from-pgsync", str(schema), "--out", str(out), "--no-catalog")
     assert done.returncode == 2 and not out.exists()
     assert "schema.json: [0].plugins" in done.stderr and "schema.json: [0].nodes.columns[1]" in done.stderr
+
+
+def test_meta_asks_for_pgsyncs_meta_on_every_document(tmp_path):
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps(SOCIAL))
+    out = tmp_path / "cdckit.yaml"
+    plain = cli("config", "from-pgsync", str(schema), "--out", str(out), "--no-catalog")
+    assert plain.returncode == 0, plain.stderr
+    assert all("meta" not in d for d in yaml.safe_load(out.read_text())["documents"])
+    done = cli("config", "from-pgsync", str(schema), "--out", str(out), "--no-catalog", "--meta")
+    assert done.returncode == 0, done.stderr
+    assert all(d["meta"] is True for d in yaml.safe_load(out.read_text())["documents"])

@@ -244,3 +244,31 @@ def test_a_many_to_many_reads_the_same_named_by_the_rows_table_and_its_link():
     with pytest.raises(ConfigError) as err:
         parse_config(config(doc))
     assert err.value.field == "documents.0.relations.2" and "link.join" in str(err.value)
+
+
+def test_meta_reaches_the_spec_and_refuses_tables_of_one_name_or_a_field_of_its_name():
+    doc = copy.deepcopy(DOC)
+    doc["meta"] = True
+    assert resolve_documents(parse_config(config(doc)), FakeCatalog()).specs[0].meta
+    assert not resolve_documents(parse_config(config()), FakeCatalog()).specs[0].meta
+    doc["rename"] = {"status": "_meta"}
+    with pytest.raises(ConfigError, match="already has a field '_meta'"):
+        parse_config(config(doc))
+    doc["rename"] = {}
+    FakeCatalog.COLUMNS["public.orders"]["_meta"] = "text"   # every column kept: the catalog's
+    try:
+        with pytest.raises(ConfigError, match="has a column '_meta'") as err:
+            resolve_documents(parse_config(config(doc)), FakeCatalog())
+        assert err.value.field == "documents.0.meta"
+        doc["rename"] = {"_meta": "meta_text"}
+        resolve_documents(parse_config(config(doc)), FakeCatalog())
+    finally:
+        del FakeCatalog.COLUMNS["public.orders"]["_meta"]
+    twice = copy.deepcopy(DOC)
+    twice["meta"] = True
+    twice["relations"][1]["table"] = "sales.orders"   # beside the root public.orders
+    data = config(twice)
+    data["tables"].append({"name": "sales.orders"})
+    with pytest.raises(ConfigError, match="share a name") as err:
+        parse_config(data)
+    assert err.value.field.startswith("documents.0"), err.value.field

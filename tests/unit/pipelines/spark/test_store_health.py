@@ -79,9 +79,9 @@ def test_store_counts_beside_postgres_estimate_become_gauges():
     def connect():
         yield FakeConn()
 
-    engine = SimpleNamespace(alias_exists=lambda alias: True, count=lambda alias: 161)
-    stores = SimpleNamespace(search=SimpleNamespace(engine=engine), search_tables={"public.customers": SimpleNamespace(
-        alias="customers")}, cache=SimpleNamespace(count=lambda table: 48_884), cache_tables={"public.customers": None})
+    stores = SimpleNamespace(search=SimpleNamespace(count=lambda table: 161), search_tables={
+        "public.customers": SimpleNamespace(alias="customers")}, cache=SimpleNamespace(count=lambda table: 48_884),
+        cache_tables={"public.customers": None})
     counts = store_health.store_counts(cfg, stores, connect)
     assert counts == {"public.customers": {"rows_estimate": 48_884.0, "search": 161, "cache": 48_884}}
     m = PipelineMetrics(0)
