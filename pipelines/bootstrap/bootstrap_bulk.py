@@ -20,6 +20,11 @@ read after the commit.
 
 Memory stays bounded by a task's chunk (a snapshot read is the only record of its row, so folding
 chunk by chunk loses nothing), not by the table's size.
+
+A small snapshot (at most IN_PROCESS_ROWS rows counted at the start) is applied by the command's
+own process, the same tasks one after the other: a Spark job's fixed cost (a first job, the
+workers' start) is seconds, more than the apply of such a snapshot, and the snapshot need not wait
+for Spark's session at all (benchmarks/first_minute.py).
 """
 from __future__ import annotations
 
@@ -57,28 +62,38 @@ RESULT_SCHEMA = pa.schema([
     ("dead_letters", pa.int64()), ("letter_kinds", pa.string()),
 ])
 IDLE_WAIT_S = 0.3       # between rounds that found nothing new
+IN_PROCESS_ROWS = 50_000   # a snapshot this small is applied without Spark (see the module's docstring)
 FOLLOW_S = 10.0         # a following task's longest stretch: the round's progress and resume point
 FOLLOW_IDLE_S = 0.5     # nothing new this long: the snapshot is (nearly) written, the round ends
 
 
-def run(spark, config: Config, on_round: Callable[[SnapshotBulk], None], committed: Callable[[], bool],
-        stop: StopRequest | None = None, check: Callable[[], None] = lambda: None) -> SnapshotBulk:
+def run(session: Callable[[], Any], config: Config, on_round: Callable[[SnapshotBulk], None],
+        committed: Callable[[], bool], stop: StopRequest | None = None, check: Callable[[], None] = lambda: None,
+        rows: int | None = None) -> SnapshotBulk:
     """Rounds until the snapshot is applied (see the module's docstring); returns the final state,
-    also recorded in the checkpoint. `committed()`: Connect has committed the snapshot's offsets;
-    `check()` raises when the connector failed; a stop request ends it between rounds
-    (Interrupted: a rerun resumes it)."""
+    also recorded in the checkpoint. `session()`: the Spark session (asked for only by a round that
+    runs as a Spark job); `rows`: the snapshot's rows counted at its start (None: unknown, Spark
+    applies it); `committed()`: Connect has committed the snapshot's offsets; `check()` raises when
+    the connector failed; a stop request ends it between rounds (Interrupted: a rerun resumes it)."""
     ckpt = config.spark.checkpoint_dir
     bulk = read_bulk(ckpt) or SnapshotBulk({}, [], {}, {})
     started = time.monotonic() - bulk.seconds
     client = config.kafka.client_config()
-    fn = bulk_fn(orjson.dumps(config.model_dump(mode="json")))
+    config_json = orjson.dumps(config.model_dump(mode="json"))
+    fn = bulk_fn(config_json)
+    in_process = rows is not None and rows <= IN_PROCESS_ROWS
     known_ids = TopicIds(ckpt)
     first_letters = FirstLetters()
+    seen_committed = False
     while not bulk.done:
         if stop is not None and stop.is_set():
             raise Interrupted(f"in the snapshot's bulk apply after {bulk.rounds} round(s)")
         check()
-        last = committed()   # before the ends: then they hold every snapshot record
+        # Before the ends: then they hold every snapshot record. Believed from the second round
+        # in a row that says so: the first still follows the topics (a bulk once ended a snapshot
+        # at a fifth of its rows in a first round begun as Debezium started writing; not seen again).
+        now_committed = committed()
+        last, seen_committed = now_committed and seen_committed, now_committed
         topics = matching_topics(client, config.topic_pattern)
         ends = end_offsets(client, topics) if topics else {}
         ids = topic_ids(client, config.topic_pattern)
@@ -91,16 +106,22 @@ def run(spark, config: Config, on_round: Callable[[SnapshotBulk], None], committ
         # Following is for while Debezium writes: the last round reads exactly to its ends.
         follow = {} if last else following(bulk, ends)
         if ranges or follow:
-            cores = spark.sparkContext.defaultParallelism
-            groups = task_groups(split_ranges(ranges, cores), follow, cores)
-            rows_in = [(orjson.dumps(g).decode(), 0.0 if last else FOLLOW_S) for g in groups]
-            frame = spark.createDataFrame(spark.sparkContext.parallelize(rows_in, len(rows_in)), ddl(GROUP_SCHEMA))
-            rows = frame.mapInArrow(fn, ddl(RESULT_SCHEMA)).toArrow().to_pylist()
-            settle(bulk, config, rows)
-            for line in first_letters.lines([s for r in rows for s in orjson.loads(r["letter_kinds"] or "[]")],
+            follow_s = 0.0 if last else FOLLOW_S
+            if in_process:   # one task of every piece, here
+                results = apply_group(config_json, task_groups(ranges, follow, 1)[0], follow_s).to_pylist()
+            else:
+                spark = session()
+                cores = spark.sparkContext.defaultParallelism
+                groups = task_groups(split_ranges(ranges, cores), follow, cores)
+                rows_in = [(orjson.dumps(g).decode(), follow_s) for g in groups]
+                frame = spark.createDataFrame(spark.sparkContext.parallelize(rows_in, len(rows_in)),
+                                              ddl(GROUP_SCHEMA))
+                results = frame.mapInArrow(fn, ddl(RESULT_SCHEMA)).toArrow().to_pylist()
+            settle(bulk, config, results)
+            for line in first_letters.lines([s for r in results for s in orjson.loads(r["letter_kinds"] or "[]")],
                                             lambda t: getattr(config.table_for_topic(t), "name", None)):
                 log.warning(line)
-            ranges = ranges or [r for r in rows if r["reached"] > r["start"]]
+            ranges = ranges or [r for r in results if r["reached"] > r["start"]]
         for t, parts in ends.items():   # partitions met empty still get a place to start from
             for p in parts:
                 bulk.reached.setdefault(t, {}).setdefault(str(p), 0)

@@ -211,10 +211,11 @@ def bulk_applicable(config: Config, state: BootstrapState | None) -> bool:
             and not resnapshot_pending(config))
 
 
-def apply_in_bulk(spark, config: Config, watch: Watch, stop=None) -> None:
+def apply_in_bulk(session: Callable[[], Any], config: Config, watch: Watch, stop=None) -> None:
     """The snapshot reads into the stores by the bulk, then the watermark recorded: the tables'
-    streaming query starts where the bulk stopped (state/bootstrap_state.handover). Raises Interrupted
-    on a stop request (a rerun resumes the bulk)."""
+    streaming query starts where the bulk stopped (state/bootstrap_state.handover). `session()`:
+    the Spark session, waited for only when the snapshot is too large to apply in this process.
+    Raises Interrupted on a stop request (a rerun resumes the bulk)."""
     from pipelines.bootstrap import bootstrap_bulk
     from pipelines.streaming.job import LiveConfig
 
@@ -229,8 +230,8 @@ def apply_in_bulk(spark, config: Config, watch: Watch, stop=None) -> None:
         log.warning("a store lost what the interrupted snapshot bulk had written: applying the snapshot again")
         bootstrap_state.clear_bulk(config.spark.checkpoint_dir)
         live.check_stores(fresh=True)
-    bulk = bootstrap_bulk.run(spark, config, lambda b: watch.bulk_round(b.reads), lambda: snapshot_committed(config),
-                              stop, watch.check_connector)
+    bulk = bootstrap_bulk.run(session, config, lambda b: watch.bulk_round(b.reads), lambda: snapshot_committed(config),
+                              stop, watch.check_connector, rows=sum(watch.totals.values()))
     watch.bulk_round(bulk.reads)
     watch.letters = dict(bulk.dead_letters)
     lsn = max(bulk.fences.values(), default=0) or None

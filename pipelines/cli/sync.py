@@ -85,20 +85,19 @@ def bootstrap_command(config_path: Path, once: bool) -> None:
         if bootstrap.bulk_applicable(cfg, state):
             from pipelines.stopping import Interrupted
 
-            spark = warm.session()
-            try:
-                bootstrap.apply_in_bulk(spark, cfg, watch, stop)
+            try:   # a small snapshot is applied before (or without) Spark's session
+                bootstrap.apply_in_bulk(warm.session, cfg, watch, stop)
             except Interrupted:
-                spark.stop()
+                warm.stop()
                 say("stopped before the snapshot was applied; run `cdckit bootstrap` again to finish it")
                 sys.exit(0)
             for name in list(progress.tasks):
                 progress.finish(name)
             if watch.done is not None and watch.done.dead_letters:
-                spark.stop()
+                warm.stop()
                 raise DeadLettersLeft(bootstrap.letters_message(watch.done.dead_letters))
             if once and not cfg.documents:
-                spark.stop()
+                warm.stop()
                 sys.exit(0)
 
         documents_end: list = []
@@ -163,4 +162,10 @@ class SessionWarmup:
         if self.error is not None:
             raise self.error
         return self.spark
+
+    def stop(self) -> None:
+        """The session stopped if it is up; one still starting is left to end with this process
+        (its JVM exits when the command's end closes its stdin)."""
+        if not self.thread.is_alive() and self.spark is not None:
+            self.spark.stop()
 

@@ -61,7 +61,7 @@ def test_snapshot_then_mixed_workload_ends_exact(stack, spark, tmp_path, source,
                 conn.execute(f"UPDATE {table} SET name = 'before the hand-over' WHERE id % 7 = 0")
                 conn.execute(f"DELETE FROM {table} WHERE id BETWEEN 2900 AND 2950")
             watch = bootstrap.Watch(cfg, {table: 3000})
-            bootstrap.apply_in_bulk(spark, cfg, watch)
+            bootstrap.apply_in_bulk(lambda: spark, cfg, watch)
             assert watch.done is not None and watch.done.detected_by.startswith("bulk apply")
         query = job.start(spark, cfg)
 

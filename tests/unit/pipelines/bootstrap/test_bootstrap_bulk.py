@@ -1,4 +1,5 @@
 """The bootstrap bulk's driver logic: ranges cut for the cores, pieces settled into the hand-over."""
+import pytest
 from hypothesis import given, strategies as st
 
 from pipelines.config import parse_config
@@ -106,3 +107,50 @@ def test_tasks_follow_each_partition_once_from_the_piece_at_its_end(spans, stopp
         assert len(followed) == 1 and followed[0][3] == max(s, e)
         assert min(piece[2] for piece in mine) == s
 
+
+
+def test_a_small_snapshot_is_applied_in_this_process_and_a_large_one_by_spark(monkeypatch, tmp_path):
+    """Without Spark's session for a snapshot of at most IN_PROCESS_ROWS rows: every piece in one
+    task here (a Spark job's fixed cost is more than such a snapshot's apply)."""
+    import copy
+
+    import pyarrow as pa
+
+    from pipelines.bootstrap import bootstrap_bulk as bb
+
+    data = copy.deepcopy(BASE)
+    data["spark"] = {**data.get("spark", {}), "checkpoint_dir": str(tmp_path / "ckpt")}
+    config = parse_config(data)
+    topic = config.topic_for(config.tables[0])
+    monkeypatch.setattr(bb, "matching_topics", lambda conf, pattern: [topic])
+    monkeypatch.setattr(bb, "end_offsets", lambda conf, topics: {topic: {"0": 300, "1": 200}})
+    monkeypatch.setattr(bb, "topic_ids", lambda conf, pattern: {topic: "id-1"})
+    groups = []
+
+    def apply_group(config_json, pieces, follow_s=0.0):
+        groups.append(pieces)
+        return pa.RecordBatch.from_pylist([{**row(s, e, False, e - s, partition=p, topic=t), "search_applied": 0,
+                                            "cache_applied": 0, "dead_letters": 0, "letter_kinds": None}
+                                           for t, p, s, e, _ in pieces], schema=bb.RESULT_SCHEMA)
+
+    monkeypatch.setattr(bb, "apply_group", apply_group)
+
+    def no_session():
+        raise AssertionError("a small snapshot waited for Spark")
+
+    bulk = bb.run(no_session, config, lambda b: None, lambda: True, rows=500)
+    assert bulk.done and bulk.reads == {config.tables[0].name: 500}
+    assert [sorted((p, s, e) for _, p, s, e, _ in g) for g in groups] == [[(0, 0, 300), (1, 0, 200)]]
+
+    asked = []
+
+    def session():
+        asked.append(True)
+        raise RuntimeError("the Spark job")
+
+    (tmp_path / "ckpt").rename(tmp_path / "first")   # a fresh bulk
+    with pytest.raises(RuntimeError, match="the Spark job"):
+        bb.run(session, config, lambda b: None, lambda: True, rows=bb.IN_PROCESS_ROWS + 1)
+    with pytest.raises(RuntimeError, match="the Spark job"):   # rows unknown: Spark's
+        bb.run(session, config, lambda b: None, lambda: True)
+    assert asked == [True, True]
