@@ -9,7 +9,8 @@ into one table with the machine it ran on.
   alone, the index alone, both;
 - `cpu_per_change.py --rates ...`: CPU per change per role, cdckit against Debezium, freshness
   p50/p99 from the job's own histogram, peak memory per role;
-- `real_time_mode.py --rate 500`: Spark's Real-Time Mode beside the micro-batch trigger.
+- `real_time_mode.py --rate 500`: Spark's Real-Time Mode beside the micro-batch trigger;
+- `first_minute.py --runs 3`: a 10,000-row table into both stores by one `bootstrap --once`.
 
 Writes benchmarks/results/summary.json and summary.md; `--readme` puts the table into
 benchmarks/README.md between its summary markers. Each script brings up and stops the bench stack.
@@ -50,7 +51,7 @@ def _n(v, digits: int = 0) -> str:
     return f"{v:,.{digits}f}"
 
 
-def table(cpu: dict | None, boot: dict | None, rtm: dict | None) -> str:
+def table(cpu: dict | None, boot: dict | None, rtm: dict | None, first: dict | None = None) -> str:
     """The headline table as markdown, from whichever results exist."""
     lines = []
     machine = (cpu or {}).get("machine_detail") or {}
@@ -58,7 +59,8 @@ def table(cpu: dict | None, boot: dict | None, rtm: dict | None) -> str:
         lines.append(f"Machine: {machine.get('cores')} cores ({machine.get('model')}), {machine.get('memory_gib')} GiB; "
                      "the whole stack on it. " + ", ".join(
                          f"{name} {r['at'][:10]}" for name, r in (("cpu_per_change", cpu), ("bootstrap_1m", boot),
-                                                                  ("real_time_mode", rtm)) if r))
+                                                                  ("real_time_mode", rtm), ("first_minute", first))
+                         if r))
         lines.append("")
     lines += ["| measure | figure |", "|---|---|"]
     if boot:
@@ -73,6 +75,13 @@ def table(cpu: dict | None, boot: dict | None, rtm: dict | None) -> str:
                          if r.get("snapshot_into_kafka_s") else "")
                 lines.append(f"| bootstrap, {label}: start to synced | {r['synced_s']} s, {_n(r['rows_per_s'])} rows/s"
                              f"{ratio}{'' if r.get('every_row') else ', ROWS MISSING'} |")
+    if first:
+        runs = first["runs"]
+        missing = sum(1 for r in runs if not r.get("every_row", True))
+        lines.append(f"| first minute: {first['rows']:,} rows into both stores by `bootstrap --once`, best of "
+                     f"{len(runs)} (each run's figure) | {first['best_synced_s']} s ("
+                     + ", ".join(f"{r['synced_s']}" for r in runs) + " s)"
+                     + (f", ROWS MISSING in {missing} run(s)" if missing else "") + " |")
     if cpu:
         loaded = [p for p in cpu["phases"] if p["rate"]]
         idle = next((p for p in cpu["phases"] if not p["rate"]), None)
@@ -134,8 +143,9 @@ def main() -> None:
         run("bootstrap_1m.py", "--rows", str(args.rows))
         run("cpu_per_change.py", "--rates", args.rates)
         run("real_time_mode.py", "--rate", "500")
+        run("first_minute.py", "--runs", "3")
     cpu, boot, rtm = load("cpu_per_change"), load("bootstrap_1m"), load("real_time_mode")
-    text = table(cpu, boot, rtm)
+    text = table(cpu, boot, rtm, load("first_minute"))
     print(text)
     (RESULTS / "summary.md").write_text(text)
     write_result("summary", {"table_md": text})

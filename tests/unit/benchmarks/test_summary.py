@@ -23,8 +23,12 @@ RTM = {"at": "2026-11-27T04:10:00Z", "rate": 500, "modes": [
     {"mode": "micro_batch", "written": 15001, "sent": 15001, "latency_s": {"p50": 0.43, "p99": 0.9}}]}
 
 
+FIRST = {"at": "2026-11-27T07:21:00Z", "rows": 10000, "best_synced_s": 6.07, "runs": [
+    {"synced_s": 11.83, "every_row": True}, {"synced_s": 5.35, "every_row": False}, {"synced_s": 6.07, "every_row": True}]}
+
+
 def test_the_table_states_the_machine_and_every_headline_figure():
-    text = summary.table(CPU, BOOT, RTM)
+    text = summary.table(CPU, BOOT, RTM, FIRST)
     assert text.startswith("Machine: 2 cores (Xeon), 23.5 GiB")
     assert "| snapshot: Debezium into Kafka, 1,000,000 rows | 20,000 rows/s |" in text
     assert "| bootstrap, Redis alone: start to synced | 55.0 s, 18,182 rows/s (1.10x the snapshot's time) |" in text
@@ -33,6 +37,8 @@ def test_the_table_states_the_machine_and_every_headline_figure():
     assert "| idle (nothing changing): cdckit cores | 0.040 |" in text
     assert "spark driver 1,100, redis 10" in text
     assert "real-time p50 4.4 / p99 8.3 s, 8,100 of 15,001 written" in text
+    assert ("| first minute: 10,000 rows into both stores by `bootstrap --once`, best of 3 (each run's figure) | "
+            "6.07 s (11.83, 5.35, 6.07 s), ROWS MISSING in 1 run(s) |") in text
 
 
 def test_the_readme_block_is_replaced_whole(tmp_path, monkeypatch):
