@@ -140,6 +140,19 @@ def all_docs(state: NestedState) -> dict:
     return {o: state.document((o,))[0] for o in range(1, 5)}
 
 
+def folded(spec: DocumentSpec, seed: int, steps: int, order_seed: int) -> tuple[NestedState, dict]:
+    """(the state after a random history delivered in any order, the final rows); every change
+    named every root whose document it changed."""
+    changes, db = history(seed, steps)
+    state = NestedState(spec, KEYS)
+    for change in delivered(changes, random.Random(order_seed)):
+        before = all_docs(state)
+        roots = state.apply(change)
+        changed = {(o,) for o, d in all_docs(state).items() if before[o] != d}
+        assert changed <= roots, (change, changed - roots)
+    return state, db
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.integers(0, 10_000), st.integers(1, 60), st.integers(0, 1000))
 def test_documents_equal_the_final_rows_and_changes_name_every_root_they_change(seed, steps, order_seed):
@@ -228,13 +241,7 @@ def scalar_brute_force(db: dict[str, dict], order_id: int) -> dict | None:
 @settings(max_examples=60, deadline=None)
 @given(st.integers(0, 10_000), st.integers(1, 60), st.integers(0, 1000))
 def test_scalar_relations_and_null_for_empty_lists_equal_the_final_rows(seed, steps, order_seed):
-    changes, db = history(seed, steps)
-    state = NestedState(SCALAR_SPEC, KEYS)
-    for change in delivered(changes, random.Random(order_seed)):
-        before = all_docs(state)
-        roots = state.apply(change)
-        changed = {(o,) for o, d in all_docs(state).items() if before[o] != d}
-        assert changed <= roots, (change, changed - roots)
+    state, db = folded(SCALAR_SPEC, seed, steps, order_seed)
     for o in range(1, 5):
         assert state.document((o,))[0] == scalar_brute_force(db, o), (o, seed, steps, order_seed)
 
@@ -287,13 +294,7 @@ def meta_brute_force(db: dict[str, dict], order_id: int) -> dict | None:
 def test_meta_names_the_keys_of_every_row_a_document_is_built_from(seed, steps, order_seed):
     from dataclasses import replace
 
-    changes, db = history(seed, steps)
-    state = NestedState(replace(SPEC, meta=True), KEYS)
-    for change in delivered(changes, random.Random(order_seed)):
-        before = all_docs(state)
-        roots = state.apply(change)
-        changed = {(o,) for o, d in all_docs(state).items() if before[o] != d}
-        assert changed <= roots, (change, changed - roots)
+    state, db = folded(replace(SPEC, meta=True), seed, steps, order_seed)
     for o in range(1, 5):
         doc = state.document((o,))[0]
         want = brute_force(db, o)
