@@ -164,8 +164,24 @@ class SessionWarmup:
         return self.spark
 
     def stop(self) -> None:
-        """The session stopped if it is up; one still starting is left to end with this process
-        (its JVM exits when the command's end closes its stdin)."""
-        if not self.thread.is_alive() and self.spark is not None:
+        """The session stopped if it is up; one still starting is not waited for: its JVM (this
+        process's only child then) is ended, as it would end anyway once this process's exit
+        closed its stdin, but seconds later."""
+        if self.thread.is_alive():
+            import os
+            import signal
+            from pathlib import Path
+
+            for stat in Path("/proc").glob("[0-9]*/stat"):
+                try:
+                    fields = stat.read_text().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                if int(fields[1]) == os.getpid():   # its parent: this process
+                    try:
+                        os.kill(int(stat.parent.name), signal.SIGTERM)
+                    except OSError:
+                        pass
+        elif self.spark is not None:
             self.spark.stop()
 
