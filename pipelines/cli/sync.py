@@ -165,21 +165,22 @@ class SessionWarmup:
 
     def stop(self) -> None:
         """The session stopped if it is up; one still starting is not waited for: its JVM (this
-        process's only child then) is ended, as it would end anyway once this process's exit
-        closed its stdin, but seconds later."""
+        process's child running spark-submit) is ended, as it would end anyway once this process's
+        exit closed its stdin, but seconds later. Other children are left alone."""
         if self.thread.is_alive():
             import os
             import signal
             from pathlib import Path
 
-            for stat in Path("/proc").glob("[0-9]*/stat"):
+            for proc in Path("/proc").glob("[0-9]*"):
                 try:
-                    fields = stat.read_text().rsplit(")", 1)[1].split()
-                except OSError:
+                    parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                    command = (proc / "cmdline").read_bytes()
+                except (OSError, IndexError, ValueError):
                     continue
-                if int(fields[1]) == os.getpid():   # its parent: this process
+                if parent == os.getpid() and (b"spark-submit" in command or b"deploy.SparkSubmit" in command):
                     try:
-                        os.kill(int(stat.parent.name), signal.SIGTERM)
+                        os.kill(int(proc.name), signal.SIGTERM)
                     except OSError:
                         pass
         elif self.spark is not None:

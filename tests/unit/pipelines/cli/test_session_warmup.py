@@ -6,20 +6,30 @@ import threading
 
 from pipelines.cli.sync import SessionWarmup
 
+# In a process of its own: this test process's own children (a test stack, a Spark session of the
+# spark tier) must not be the ones it looks at.
+STOP_WHILE_STARTING = r"""
+import subprocess, sys, threading
+from pipelines.cli.sync import SessionWarmup
 
-def test_a_session_still_starting_is_ended_with_its_child_process():
-    release = threading.Event()
-    warm = SessionWarmup(cfg=None)
-    warm.thread = threading.Thread(target=release.wait, daemon=True)   # a start that has not ended
-    warm.thread.start()
-    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    try:
-        warm.stop()
-        assert child.wait(10) != 0   # ended by a signal
-    finally:
-        release.set()
-        if child.poll() is None:
-            child.kill()
+release = threading.Event()
+warm = SessionWarmup(cfg=None)
+warm.thread = threading.Thread(target=release.wait, daemon=True)   # a start that has not ended
+warm.thread.start()
+sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
+jvm = subprocess.Popen([*sleep, "org.apache.spark.deploy.SparkSubmit", "pyspark-shell"])
+cluster = subprocess.Popen([*sleep, "org.apache.spark.deploy.master.Master"])   # not the session's
+warm.stop()
+ended = jvm.wait(10)
+alive = cluster.poll() is None
+cluster.kill()
+print(ended != 0, alive)
+"""
+
+
+def test_a_session_still_starting_is_ended_with_its_jvm_and_nothing_else():
+    done = subprocess.run([sys.executable, "-c", STOP_WHILE_STARTING], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["True", "True"], done.stderr[-2000:]
 
 
 def test_a_session_that_is_up_is_stopped():
