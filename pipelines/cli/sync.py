@@ -164,25 +164,11 @@ class SessionWarmup:
         return self.spark
 
     def stop(self) -> None:
-        """The session stopped if it is up; one still starting is not waited for: its JVM (this
-        process's child running spark-submit) is ended, as it would end anyway once this process's
-        exit closed its stdin, but seconds later. Other children are left alone."""
+        """The session stopped if it is up; one still starting is not waited for: its JVM is ended."""
         if self.thread.is_alive():
-            import os
-            import signal
-            from pathlib import Path
+            from pipelines.spark.session import end_starting_jvm
 
-            for proc in Path("/proc").glob("[0-9]*"):
-                try:
-                    parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-                    command = (proc / "cmdline").read_bytes()
-                except (OSError, IndexError, ValueError):
-                    continue
-                if parent == os.getpid() and (b"spark-submit" in command or b"deploy.SparkSubmit" in command):
-                    try:
-                        os.kill(int(proc.name), signal.SIGTERM)
-                    except OSError:
-                        pass
+            end_starting_jvm()
         elif self.spark is not None:
             self.spark.stop()
 
