@@ -59,6 +59,7 @@ def main() -> None:
                     help="bootstraps to make, one after another over the same table: cache (sinks [cache]), "
                          "search (sinks [search]), both (sinks [search, cache])")
     ap.add_argument("--raw-chunks", default="1000,2000,5000", help="bulk sizes of the raw runs; the best one counts")
+    ap.add_argument("--no-raw", action="store_true", help="skip the raw bulk runs (no search ratio)")
     args = ap.parse_args()
     runs = parse_runs(args.sinks_runs)
     import psycopg
@@ -78,7 +79,7 @@ def main() -> None:
                          f"now() FROM generate_series(1, {args.rows}) g")
             conn.execute(f"VACUUM ANALYZE {TABLE}")
             print(f"loaded {args.rows:,} rows into {TABLE} in {time.perf_counter() - t0:.1f} s", flush=True)
-        raw_from = "search" if "search" in runs else ("both" if "both" in runs else None)
+        raw_from = None if args.no_raw else "search" if "search" in runs else ("both" if "both" in runs else None)
         for run in runs:
             by_run[run], prefix = _bootstrap(s, run, args, tmp, sampler)
             if run == raw_from:

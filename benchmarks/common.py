@@ -377,6 +377,11 @@ class RssSampler:
         self.pss_peaks: dict[str, dict[str, float]] = {}  # phase -> role -> peak MB (PSS sums, PSS_ROLES)
         self.processes: dict[str, dict[str, int]] = {}  # phase -> role -> most processes seen at once
         self.samples: dict[str, int] = {}
+        # CPU per phase: each process's time at the phase's start and at its last sample (a process
+        # that ended keeps what it had used by then, to within a sample).
+        self._cpu_start: dict[int, float] = {}
+        self._cpu_last: dict[int, tuple[str, float]] = {}
+        self.cpu_s: dict[str, dict[str, float]] = {}   # phase -> role -> CPU seconds used in it
         self.current: str | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -392,6 +397,9 @@ class RssSampler:
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
+        start = {pid: cpu for pid, (_, cpu) in self.cpu_seconds().items()}
+        with self._lock:
+            self._cpu_start, self._cpu_last = start, {}
         self.current = name
         self.sample()  # one sample at once: a short phase gets one
         try:
@@ -399,6 +407,11 @@ class RssSampler:
         finally:
             self.sample()
             self.current = None
+            used: dict[str, float] = {}
+            with self._lock:
+                for pid, (role, cpu) in self._cpu_last.items():
+                    used[role] = used.get(role, 0.0) + cpu - self._cpu_start.get(pid, 0.0)
+            self.cpu_s[name] = {r: round(v, 1) for r, v in sorted(used.items(), key=lambda kv: -kv[1])}
 
     def start(self) -> "RssSampler":
         self._thread.start()
@@ -473,7 +486,9 @@ class RssSampler:
         pss: dict[str, float] = {}
         count: dict[str, int] = {}
         worker_max = 0.0
-        for pid, role in self.tree():
+        for pid, (role, cpu) in self.cpu_seconds().items():
+            with self._lock:
+                self._cpu_last[pid] = (role, cpu)
             mb = _kb(_read(f"/proc/{pid}/status"), b"VmRSS:") / 1024
             rss[role] = rss.get(role, 0.0) + mb
             count[role] = count.get(role, 0) + 1
@@ -512,7 +527,7 @@ class RssSampler:
                 "pss_peak_mb": {p: ordered(v) for p, v in self.pss_peaks.items()},
                 "rss_peak_mb_overall": overall(self.peaks), "pss_peak_mb_overall": overall(self.pss_peaks),
                 "max_processes": {p: ordered(v) for p, v in self.processes.items()},
-                "samples": dict(self.samples), "interval_s": self.interval_s}
+                "cpu_s": dict(self.cpu_s), "samples": dict(self.samples), "interval_s": self.interval_s}
 
     def table(self) -> str:
         """Peak RSS in MB, a row per role, a column per phase; PSS sums in brackets where they differ."""
@@ -536,6 +551,9 @@ class RssSampler:
         if any(self.pss_peaks.get(p) for p in phases):
             lines.append(f"(in brackets: the PSS sum, shared pages counted once; xN: at most N processes at "
                          "once; the RSS sum counts shared pages once per process)")
+        for p in phases:
+            if self.cpu_s.get(p):
+                lines.append(f"CPU s, {p}: " + ", ".join(f"{r} {v:g}" for r, v in self.cpu_s[p].items() if v >= 0.1))
         lines.append(f"(sampled every {self.interval_s:g} s: " +
                      ", ".join(f"{p} {self.samples.get(p, 0)}" for p in phases) + " samples)")
         return "\n".join(lines)

@@ -33,16 +33,33 @@ PLACEHOLDER_MARKERS = (UNAVAILABLE.encode(), _UNAVAILABLE_B64.rstrip("=").encode
 _GARBLED_MARKERS = (b"[null", b"[ null", b'"[L')
 
 
-def garbled_arrays(raw: bytes, after: dict[str, Any]) -> tuple[str, ...]:
-    """The columns of `after` whose array value Debezium could not render (see above)."""
-    if not any(m in raw for m in _GARBLED_MARKERS):
+def garbled_arrays(raw: bytes, after: dict[str, Any], end: int | None = None) -> tuple[str, ...]:
+    """The columns of `after` whose array value Debezium could not render (see above); `end`:
+    where the record's rows end in `raw` (row_end)."""
+    if not _holds_any(raw, _GARBLED_MARKERS, len(raw) if end is None else end):
         return ()
     return tuple(c for c, v in after.items() if type(v) is list and v and (
         all(x is None for x in v) or any(type(x) is str and x.startswith("[L") and ";@" in x for x in v)))
 
 
-def may_hold_placeholder(raw: bytes) -> bool:
-    return any(marker in raw for marker in PLACEHOLDER_MARKERS)
+def may_hold_placeholder(raw: bytes, end: int | None = None) -> bool:
+    return _holds_any(raw, PLACEHOLDER_MARKERS, len(raw) if end is None else end)
+
+
+def row_end(raw: bytes) -> int:
+    """Where the rows of a Debezium value end: its `source` block follows `before` and `after`
+    and holds text a marker can match (a snapshot's `sequence` is "[null,..."), so the markers
+    are looked for before it; the whole record when written in another order. The last
+    `"source":` (a map column may hold that key; nothing after the block holds row values)."""
+    source = raw.rfind(b'"source":')
+    return source if 0 <= raw.find(b'"after":', 0, max(source, 0)) else len(raw)
+
+
+def _holds_any(raw: bytes, markers: tuple[bytes, ...], end: int) -> bool:
+    for marker in markers:   # a loop, not any(): this runs for every record
+        if raw.find(marker, 0, end) >= 0:
+            return True
+    return False
 
 
 def is_unavailable(value: Any) -> bool:
@@ -168,8 +185,9 @@ def decode(key: bytes | None, value: bytes | None, position: Position, fence: in
     after = env.get("after")
     if not isinstance(after, dict):
         raise RecordError(f"op {op!r} without an 'after' row")
-    garbled = garbled_arrays(value, after)
-    if not garbled and not may_hold_placeholder(value):  # the common case: nothing to look for
+    end = row_end(value)
+    garbled = garbled_arrays(value, after, end)
+    if not garbled and not may_hold_placeholder(value, end):  # the common case: nothing to look for
         return Change(table, "upsert", key_data, doc_id, after, **common)
     unavailable = tuple(c for c, v in after.items() if c in garbled or is_unavailable(v))
     row = {c: v for c, v in after.items() if c not in unavailable}

@@ -22,6 +22,12 @@ class NullStore:
     def prepare(self, table) -> None:
         pass
 
+    def begin_load(self, table) -> None:
+        pass
+
+    def end_load(self, table, interrupted: bool = False) -> bool:
+        return False
+
     def apply(self, changes, tables) -> SinkResult:
         return SinkResult(applied=len(list(changes)))
 
@@ -42,6 +48,12 @@ class VersionedStore:
 
     def prepare(self, table) -> None:
         pass
+
+    def begin_load(self, table) -> None:
+        pass
+
+    def end_load(self, table, interrupted: bool = False) -> bool:
+        return False
 
     def apply(self, changes, tables) -> SinkResult:
         stats = SinkResult()

@@ -44,6 +44,14 @@ class Sink(Protocol):
     def holds(self, table: Any) -> bool:
         """The table exists in the store (an index behind its alias; a cache always holds its tables)."""
 
+    def begin_load(self, table: Any) -> None:
+        """A bulk load of the table begins (the bootstrap's snapshot): the store may defer work
+        readers need (the index's refreshes) until end_load."""
+
+    def end_load(self, table: Any, interrupted: bool = False) -> bool:
+        """The load ended (`interrupted`: a job's start, after a load a crash may have cut short):
+        the table is as readable as configured again. Returns whether anything changed."""
+
     def count(self, table: Any, exact: bool = False) -> int | None:
         """How many entries the table holds (None: the store does not hold it); without `exact` an
         estimate cheap enough for every `status`."""

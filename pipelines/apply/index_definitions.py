@@ -21,6 +21,12 @@ def options_for(config: Config, table: TableConfig) -> DefinitionOptions:
                              mappings=dict(table.search_mappings), gc_deletes_s=config.search.deleted_version_ttl_s)
 
 
+def refresh_interval(config: Config, table: TableConfig) -> str | None:
+    """The refresh interval the config gives the table's index (None: the engine's default)."""
+    value = options_for(config, table).settings.get("index.refresh_interval")
+    return None if value is None else str(value)
+
+
 def definition_for(config: Config, table: TableConfig, types: dict[str, str]) -> dict[str, Any]:
     """Pure: the definition for these column types (name -> format_type)."""
     return index_definition(types, options_for(config, table))

@@ -9,6 +9,7 @@ from derived.sinks.cache.sink import CacheTable, RedisCache
 from derived.sinks.protocol import Sink
 from derived.sinks.search.sink import SearchSink, SearchTable
 from pipelines.apply.column_types import ColumnTypes
+from pipelines.apply.index_definitions import refresh_interval
 from pipelines.apply.row_filters import RowFilters
 from pipelines.apply.toast_reread import ToastReread
 from pipelines.config import Config
@@ -81,7 +82,8 @@ def stores_from_config(config: Config, targets: Targets | None = None) -> Stores
     from derived.sinks.memory import NullStore
 
     search_tables = {t.name: SearchTable(t.index_name, t.columns, dict(t.rename), dict(t.transform.fields),
-                                         t.transform.removed("search")) for t in config.flat_tables}
+                                         t.transform.removed("search"), refresh_interval=refresh_interval(config, t))
+                     for t in config.flat_tables}
     cache_tables = {t.name: CacheTable(t.redis_key_template, t.redis_format, t.redis_ttl_s, t.columns,
                                        dict(t.rename), computed=dict(t.transform.fields),
                                        remove=t.transform.removed("cache"),

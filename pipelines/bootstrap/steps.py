@@ -230,8 +230,22 @@ def apply_in_bulk(session: Callable[[], Any], config: Config, watch: Watch, stop
         log.warning("a store lost what the interrupted snapshot bulk had written: applying the snapshot again")
         bootstrap_state.clear_bulk(config.spark.checkpoint_dir)
         live.check_stores(fresh=True)
-    bulk = bootstrap_bulk.run(session, config, lambda b: watch.bulk_round(b.reads), lambda: snapshot_committed(config),
-                              stop, watch.check_connector, rows=sum(watch.totals.values()))
+    rows = sum(watch.totals.values())
+    # A large load is not searched until it is synced: the index's refreshes wait for its end.
+    loading = ([] if rows <= bootstrap_bulk.IN_PROCESS_ROWS else
+               [live.stores.search_tables[t.name] for t in config.flat_tables if t.name in live.stores.search_tables])
+    for table in loading:
+        live.stores.search.begin_load(table)
+    try:
+        bulk = bootstrap_bulk.run(session, config, lambda b: watch.bulk_round(b.reads),
+                                  lambda: snapshot_committed(config), stop, watch.check_connector, rows=rows)
+    finally:   # also when stopped or failed (else the next job's start resumes them: LiveConfig)
+        for table in loading:
+            try:
+                live.stores.search.end_load(table)
+            except Exception as exc:  # noqa: BLE001 - the engine gone: the next job's start resumes it
+                log.warning("index %s: refreshes not resumed (%s); the next `cdckit run` resumes them",
+                            table.alias, exc)
     watch.bulk_round(bulk.reads)
     watch.letters = dict(bulk.dead_letters)
     lsn = max(bulk.fences.values(), default=0) or None

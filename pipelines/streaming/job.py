@@ -93,6 +93,9 @@ class LiveConfig:
         wanted = index_definitions.definitions(self.config, missing) if missing else {}
         for name in missing:
             s.search.prepare(replace(s.search_tables[name], definition=wanted.get(name)))
+        for name, table in s.search_tables.items():   # a bootstrap's bulk load cut short by a crash
+            if name not in missing and s.search.end_load(table, interrupted=True):
+                log.warning("index %s: refreshes paused by an interrupted snapshot load, resumed", table.alias)
 
     def current(self) -> Config:
         if self.path is not None:

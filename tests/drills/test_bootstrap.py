@@ -36,6 +36,14 @@ def kill(proc: subprocess.Popen) -> None:
         wait_group_gone(proc.pid)  # the JVM lingers a moment after kill -9
 
 
+def refresh_intervals(stack, alias: str) -> list:
+    """The refresh_interval setting of each index behind the alias (None: not set)."""
+    import requests
+
+    body = requests.get(f"{stack.search_url}/{alias}/_settings", params={"flat_settings": "true"}, timeout=10).json()
+    return [v["settings"].get("index.refresh_interval") for v in body.values()]
+
+
 def test_bootstrap_killed_midway_then_rerun_is_exact(stack, tmp_path):
     name = f"boot_{uuid.uuid4().hex[:6]}"
     table = f"public.{name}"
@@ -54,6 +62,9 @@ def test_bootstrap_killed_midway_then_rerun_is_exact(stack, tmp_path):
         assert first.poll() is None, log.read_text()[-2000:]
         kill(first)
         assert not (ckpt / "cdckit-bootstrap.json").exists()
+        # The load paused the index's refreshes (a large snapshot is not searched until synced); the
+        # crash left them paused, and the next start resumes them before anything else.
+        assert refresh_intervals(stack, name) == ["-1"]
         second = cdckit("bootstrap", "--once", "-c", str(path), log=log)
         assert second.wait(timeout=400) == 0, log.read_text()[-3000:]
         state = json.loads((ckpt / "cdckit-bootstrap.json").read_text())
@@ -62,6 +73,8 @@ def test_bootstrap_killed_midway_then_rerun_is_exact(stack, tmp_path):
         assert sum(state["offsets"][f"{data['topic_prefix']}.{table}"].values()) == BOOT_ROWS
         text = log.read_text()
         assert f"{BOOT_ROWS:,}/{BOOT_ROWS:,}" in text and "rows/s" in text
+        assert "refreshes paused by an interrupted snapshot load, resumed" in text
+        assert refresh_intervals(stack, name) == [None]   # the engine's default again, as configured
         assert not any(diff_stores(stack, table, f"{name}:", name).values())
         # Run again: nothing to do, and it says so.
         again = cli("bootstrap", "--once", "-c", str(path))

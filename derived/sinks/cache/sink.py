@@ -118,6 +118,12 @@ class RedisCache:
         pattern = table.pattern()
         return sum(1 for k in self.r.scan_iter(match=pattern, count=1000) if not k.startswith(b"cdckit:"))
 
+    def begin_load(self, table: CacheTable) -> None:
+        """A key is readable once written: nothing to defer."""
+
+    def end_load(self, table: CacheTable, interrupted: bool = False) -> bool:
+        return False
+
     def prepare(self, table: CacheTable) -> None:
         """Nothing to create: a key is written where its template says."""
 

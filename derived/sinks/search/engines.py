@@ -25,6 +25,8 @@ class Engine(Protocol):
     def scan_versions(self, index: str, page: int = 5000) -> Iterator[tuple[str, int]]: ...
     def refresh(self, index: str) -> None: ...
     def put_mapping(self, index: str, properties: dict[str, Any]) -> None: ...
+    def put_settings(self, index: str, settings: dict[str, Any]) -> None: ...
+    def settings(self, index: str) -> dict[str, Any]: ...
 
 
 def create_index_if_missing(engine: Engine, index: str, definition: dict[str, Any] | None) -> None:
@@ -102,6 +104,11 @@ class _Common:
     def index_exists(self, index: str) -> bool:
         return bool(self.client.indices.exists(index=index))
 
+    def settings(self, index: str) -> dict[str, Any]:
+        """Index name -> its settings, flat (`index.refresh_interval`), of an index or an alias's."""
+        body = self._get(lambda index: self.client.indices.get_settings(index=index, flat_settings=True), index)
+        return {name: v.get("settings", {}) for name, v in body.items()}
+
     def refresh(self, index: str) -> None:
         self.client.indices.refresh(index=index)
 
@@ -112,11 +119,13 @@ class OpenSearchEngine(_Common):
         from opensearchpy import OpenSearch
 
         headers = {"Authorization": f"ApiKey {api_key}"} if api_key else None
-        self.client = OpenSearch(url, http_auth=http_auth, headers=headers, verify_certs=verify_certs,
-                                 ca_certs=ca_certs, timeout=timeout, max_retries=0)
+        options = dict(http_auth=http_auth, headers=headers, verify_certs=verify_certs, ca_certs=ca_certs,
+                       timeout=timeout, max_retries=0)
+        self.client = OpenSearch(url, **options)
+        self._bulk_client = OpenSearch(url, serializer=_bulk_response_parser(), **options)
 
     def bulk(self, operations):
-        return self.client.bulk(body=_ndjson(operations))
+        return self._bulk_client.bulk(body=_ndjson(operations))
 
     def create_index(self, index, definition):
         body = {k: v for k, v in (definition or {}).items() if k in ("settings", "mappings") and v}
@@ -131,6 +140,9 @@ class OpenSearchEngine(_Common):
 
     def put_mapping(self, index, properties):
         self.client.indices.put_mapping(index=index, body={"properties": properties})
+
+    def put_settings(self, index, settings):
+        self.client.indices.put_settings(index=index, body=settings)
 
     def _mget(self, index, ids):
         return self.client.mget(index=index, body={"ids": ids})
@@ -173,6 +185,9 @@ class ElasticsearchEngine(_Common):
     def put_mapping(self, index, properties):
         self.client.indices.put_mapping(index=index, properties=properties)
 
+    def put_settings(self, index, settings):
+        self.client.indices.put_settings(index=index, settings=settings)
+
     def _mget(self, index, ids):
         return self.client.mget(index=index, ids=ids).body
 
@@ -185,6 +200,23 @@ class ElasticsearchEngine(_Common):
 
     def _scroll_next(self, scroll_id):
         return self.client.scroll(scroll_id=scroll_id, scroll="2m").body
+
+
+def _bulk_response_parser():
+    """opensearch-py's JSON serializer parsing with orjson, for bulk responses only: parsed by the
+    stdlib's, a response (an item per document) costs a tenth of a bootstrap worker's CPU. Not for
+    responses holding documents: orjson reads an integer beyond 64 bits as a float."""
+    from opensearchpy.exceptions import SerializationError
+    from opensearchpy.serializer import JSONSerializer
+
+    class BulkResponses(JSONSerializer):
+        def loads(self, s: str) -> Any:
+            try:
+                return orjson.loads(s)
+            except (orjson.JSONDecodeError, TypeError) as exc:
+                raise SerializationError(s, exc)
+
+    return BulkResponses()
 
 
 def _ndjson(operations: list[dict[str, Any]]) -> bytes:

@@ -23,6 +23,7 @@ from derived.sinks.search.definition import with_gc_deletes
 from derived.sinks.search.engines import Engine
 
 RETRYABLE = {429, 500, 502, 503, 504}
+PAUSED = "-1"   # refresh_interval of an index whose refreshes are paused
 log = logging.getLogger("cdckit.search")
 
 
@@ -36,6 +37,7 @@ class SearchTable:
     # The index definition {"settings", "mappings"} `prepare` creates a first generation with; built
     # on the driver from the catalog (pipelines/apply/index_definitions.py), None on executors.
     definition: dict[str, Any] | None = None
+    refresh_interval: str | None = None   # the configured one (None: the engine's default)
 
 
 class SearchSink:
@@ -83,6 +85,24 @@ class SearchSink:
             if "already_exists" not in str(exc) and "already exists" not in str(exc):
                 raise
         self.engine.point_alias(table.alias, index, [])
+
+    def begin_load(self, table: SearchTable) -> None:
+        """A bulk load nobody searches yet: the engine stops refreshing the index (each refresh
+        writes a small segment that merges then rewrite) until end_load."""
+        self.engine.put_settings(table.alias, {"index": {"refresh_interval": PAUSED}})
+
+    def end_load(self, table: SearchTable, interrupted: bool = False) -> bool:
+        """The table's configured refresh interval again (None: the engine's default) and a
+        refresh, so what was loaded is searchable; `interrupted`: only if a load left an index
+        behind the alias paused (a crash in it). Returns whether it changed the settings."""
+        if interrupted:
+            held = self.engine.settings(table.alias)
+            if table.refresh_interval == PAUSED or all(s.get("index.refresh_interval") != PAUSED
+                                                       for s in held.values()):
+                return False
+        self.engine.put_settings(table.alias, {"index": {"refresh_interval": table.refresh_interval}})
+        self.engine.refresh(table.alias)
+        return True
 
     def _op(self, ch: Change, table: SearchTable, kept: dict[str, Any]) -> list[dict[str, Any]]:
         meta = {"_index": self.target(table), "_id": ch.doc_id, "version": ch.version.external(),

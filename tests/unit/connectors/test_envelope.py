@@ -173,3 +173,23 @@ def test_a_streamed_create_is_marked_created():
     created = decode(KEY, envelope("c", after={"id": 5, "big": placeholder}), POS)
     updated = decode(KEY, envelope("u", after={"id": 5, "big": placeholder}), POS)
     assert created.created and created.unavailable == ("big",) and not updated.created
+
+
+def test_markers_are_looked_for_in_the_rows_not_in_the_source_block():
+    from connectors.envelope import garbled_arrays, may_hold_placeholder, row_end
+
+    # A snapshot's sequence starts "[null": in the source block it marks no array.
+    raw = envelope("r", after={"id": 5, "tags": ["a"]}, seq=(None, 100), snapshot="true")
+    after = json.loads(raw)["after"]
+    assert b"[null" in raw and b"[null" not in raw[:row_end(raw)]
+    assert garbled_arrays(raw, after, row_end(raw)) == ()
+    # A map column holding a "source" key does not end the rows early.
+    after = {"id": 5, "m": {"source": "x"}, "big": "__debezium_unavailable_value"}
+    raw = envelope("u", after=after)
+    assert may_hold_placeholder(raw, row_end(raw))
+    assert decode(KEY, raw, POS).unavailable == ("big",)
+    # Written in another order (source first), the whole record is searched.
+    raw = json.dumps({"source": {"schema": "public", "table": "t", "lsn": 1, "snapshot": "false",
+                                 "sequence": "[null,\"1\"]"}, "op": "u",
+                      "after": {"id": 5, "big": "__debezium_unavailable_value"}}).encode()
+    assert row_end(raw) == len(raw) and decode(KEY, raw, POS).unavailable == ("big",)

@@ -154,3 +154,37 @@ def test_a_small_snapshot_is_applied_in_this_process_and_a_large_one_by_spark(mo
     with pytest.raises(RuntimeError, match="the Spark job"):   # rows unknown: Spark's
         bb.run(session, config, lambda b: None, lambda: True)
     assert asked == [True, True]
+
+
+def test_a_pieces_chunks_are_written_in_order_one_in_flight_and_a_failed_write_is_raised():
+    import threading
+    import time
+
+    import pytest
+
+    from pipelines.bootstrap.bootstrap_bulk import PieceApply
+
+    piece = object.__new__(PieceApply)   # only its writing: no stores needed
+    piece._writing = None
+    written, in_flight, most = [], [0], [0]
+    lock = threading.Lock()
+
+    def apply(fold):
+        with lock:
+            in_flight[0] += 1
+            most[0] = max(most[0], in_flight[0])
+        time.sleep(0.02)
+        if fold == "bad":
+            raise RuntimeError("search refused the request")
+        written.append(fold)
+        with lock:
+            in_flight[0] -= 1
+
+    piece._apply = apply
+    for fold in ("a", "b", "c"):
+        piece._write(fold)
+    piece._written()
+    assert written == ["a", "b", "c"] and most[0] == 1
+    piece._write("bad")
+    with pytest.raises(RuntimeError, match="refused"):
+        piece._written()
