@@ -10,6 +10,15 @@ from derived.sinks.protocol import SinkResult
 class NullStore:
     """Accepts everything and keeps nothing."""
 
+    def prepare_visible(self, prefix, definition=None) -> None:
+        pass
+
+    def publish_visible(self, prefix, position, tables) -> None:
+        pass
+
+    def visible(self, prefix) -> int:
+        return 0
+
     def mark(self, prefix, label, definition=None) -> None:
         pass
 

@@ -44,6 +44,16 @@ class Sink(Protocol):
     def holds(self, table: Any) -> bool:
         """The table exists in the store (an index behind its alias; a cache always holds its tables)."""
 
+    def prepare_visible(self, prefix: str, definition: dict[str, Any] | None = None) -> None:
+        """Make a place for the pipeline's visibility position (derived/sinks/visibility_marks.py)."""
+
+    def publish_visible(self, prefix: str, position: int, tables: list[Any]) -> None:
+        """Readers of these tables may rely on every change up to `position`: what was written is
+        made readable (the index refreshed), then the position is published; it only moves forward."""
+
+    def visible(self, prefix: str) -> int:
+        """The published position (0: none yet)."""
+
     def begin_load(self, table: Any) -> None:
         """A bulk load of the table begins (the bootstrap's snapshot): the store may defer work
         readers need (the index's refreshes) until end_load."""

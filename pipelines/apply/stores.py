@@ -76,6 +76,17 @@ def _search_sink(config: Config, live: bool) -> SearchSink:
                       require_alias=live, gc_deletes_s=s.deleted_version_ttl_s)
 
 
+def live_sinks(config: Config) -> dict[str, Sink]:
+    """The live stores the config writes, by name ("search", "cache"), without the rest of
+    Stores (the tables' types, filters, TOAST reads): for what only publishes or reads marks."""
+    out: dict[str, Sink] = {}
+    if "search" in config.sinks:
+        out["search"] = _search_sink(config, live=True)
+    if "cache" in config.sinks:
+        out["cache"] = RedisCache(redis_client(config), config.redis.deleted_version_ttl_s)
+    return out
+
+
 def stores_from_config(config: Config, targets: Targets | None = None) -> Stores:
     """The live stores (through the alias and the live database), or, given `targets`, only a
     rebuild's fresh generations."""
@@ -95,9 +106,8 @@ def stores_from_config(config: Config, targets: Targets | None = None) -> Stores
                          for d in config.documents})
     rc = config.redis
     if targets is None:
-        search = _search_sink(config, live=True) if "search" in config.sinks else NullStore()
-        cache = (RedisCache(redis_client(config), rc.deleted_version_ttl_s) if "cache" in config.sinks
-                 else NullStore())
+        live = live_sinks(config)
+        search, cache = live.get("search") or NullStore(), live.get("cache") or NullStore()
     else:
         indexes = dict(targets.search)
         search_tables = {name: SearchTable(indexes[name], t.columns, t.rename, t.computed, t.remove)

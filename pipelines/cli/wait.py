@@ -22,7 +22,7 @@ def wait_command(config_path: Path, lsn: str, store: str, timeout_s: float, as_j
     """Wait until everything committed up to LSN is visible in STORE. Exit 0 when it is, 4 on timeout."""
     from connectors.visibility_watermark import format_lsn, parse_lsn
     from pipelines.client import NotVisible, wait_visible
-    from pipelines.streaming import visibility_publisher as visibility
+    from pipelines.apply.stores import live_sinks
     cfg = load(config_path)
     try:
         token = parse_lsn(lsn)
@@ -33,8 +33,10 @@ def wait_command(config_path: Path, lsn: str, store: str, timeout_s: float, as_j
     if missing:
         raise click.BadParameter(f"this config does not write {', '.join(missing)}", param_hint="--store")
 
+    sinks = live_sinks(cfg)
+
     def read(which: str) -> int:
-        return min(visibility.current(cfg, s) for s in stores)
+        return min(sinks[s].visible(cfg.topic_prefix) for s in stores)
 
     try:
         waited = wait_visible(token, store, timeout_s, read=read)

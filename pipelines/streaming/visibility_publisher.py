@@ -19,11 +19,9 @@ import re
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
 from connectors.kafka.offsets import Watermarks as KafkaMarks, next_end, to_offsets
 from connectors.visibility_watermark import Watermark
-from derived.sinks import visibility_marks as published
 from pipelines.config import Config
 from pipelines.state import documents_state
 from pipelines.state.offsets import committed_offsets
@@ -48,8 +46,8 @@ class VisibilityPublisher:
         self._thread = threading.Thread(target=self._loop, name="cdckit-visibility", daemon=True)
         self._conn = None          # postgres.connect's context manager, entered
         self._conn_handle = None
-        self._stores = None
-        self._aliases: list[str] = []
+        self._sinks = None
+        self._indexes: list = []
         self._aliases_at = float("-inf")
         self._snapshot_done = False
         self._snapshot_checked = 0.0
@@ -161,36 +159,39 @@ class VisibilityPublisher:
         return merged
 
     def _publish(self, position: int) -> None:
-        from derived.sinks import markers
-        from pipelines.apply.stores import redis_client, search_engine
+        from pipelines.apply.stores import live_sinks
 
         config = self._live_config()
-        if self._stores is None:
-            self._stores = (search_engine(config) if "search" in config.sinks else None,
-                            redis_client(config) if "cache" in config.sinks else None)
-            if self._stores[0] is not None:
-                from pipelines.apply.index_definitions import marker_definition
+        if self._sinks is None:
+            from pipelines.apply.index_definitions import marker_definition
 
-                published.ensure_search_index(self._stores[0], config.topic_prefix, marker_definition(config))
-        engine, redis = self._stores
-        # A store that lost its data (its marker gone) gets no position: the job stops writing it.
-        lost = markers.missing(config.topic_prefix, engine, redis)
-        if engine is not None and "search" not in lost:
-            # One refresh over every index written (a comma list; an alias not made yet would fail it).
-            if time.monotonic() - self._aliases_at > ALIASES_S:   # listed again: an index made since
-                names = {t.index_name for t in config.flat_tables} | {d.index_name for d in config.documents}
-                self._aliases = sorted(a for a in names if engine.alias_exists(a))
-                self._aliases_at = time.monotonic()
-            if self._aliases:
-                engine.refresh(",".join(self._aliases))
-            published.publish_search(engine, config.topic_prefix, position, time.time())
-        if redis is not None and "cache" not in lost:
+            self._sinks = live_sinks(config)
+            for sink in self._sinks.values():
+                sink.prepare_visible(config.topic_prefix, marker_definition(config))
+        prefix = config.topic_prefix
+        for name, sink in self._sinks.items():
+            if not sink.marked(prefix):
+                continue   # the store lost its data (its marker gone): no position; the job stops writing it
+            if name == "search":
+                sink.publish_visible(prefix, position, self._written_indexes(config, sink))
+                continue
             # A cache rebuild copies the key into its database under this lock, then swaps.
             with documents_state.handover_lock(config.spark.checkpoint_dir):
-                published.publish_cache(redis, config.topic_prefix, position)
+                sink.publish_visible(prefix, position, [])
         self.published = position
         if self.metrics is not None:
             self.metrics.visible_position(position)
+
+    def _written_indexes(self, config: Config, sink) -> list:
+        """The indexes the job writes that exist (an alias not made yet would fail the refresh),
+        listed again every ALIASES_S (an index made since)."""
+        from derived.sinks.search.sink import SearchTable
+
+        if time.monotonic() - self._aliases_at > ALIASES_S:
+            names = {t.index_name for t in config.flat_tables} | {d.index_name for d in config.documents}
+            self._indexes = [t for t in (SearchTable(n) for n in sorted(names)) if sink.holds(t)]
+            self._aliases_at = time.monotonic()
+        return self._indexes
 
     def _live_config(self) -> Config:
         """The config file again every few seconds (tables added to the running job)."""
@@ -203,14 +204,3 @@ class VisibilityPublisher:
             except Exception:  # noqa: BLE001 - the job logs a bad edit; the previous config stays
                 pass
         return self._config
-
-
-def current(config: Config, store: str) -> int:
-    """The position a store's readers can rely on now (0: none yet)."""
-    from pipelines.apply.stores import redis_client, search_engine
-
-    if store == "cache":
-        return published.read_cache(redis_client(config), config.topic_prefix)
-    docs = search_engine(config).mget(published.search_index(config.topic_prefix), [published.SEARCH_DOC])
-    doc: Any = docs.get(published.SEARCH_DOC)
-    return int(doc["lsn"]) if doc else 0

@@ -9,6 +9,7 @@ import orjson
 import redis
 
 from derived.change import Change, DeadLetter
+from derived.sinks import visibility_marks
 from derived.sinks.errors import StoreUnavailable
 from derived.sinks.protocol import SinkResult
 from derived.sinks.retry import retried
@@ -117,6 +118,15 @@ class RedisCache:
             return int(self.r.get(self._count_key(table)) or 0)
         pattern = table.pattern()
         return sum(1 for k in self.r.scan_iter(match=pattern, count=1000) if not k.startswith(b"cdckit:"))
+
+    def prepare_visible(self, prefix: str, definition: dict[str, Any] | None = None) -> None:
+        """A key needs no place made."""
+
+    def publish_visible(self, prefix: str, position: int, tables: list[CacheTable]) -> None:
+        visibility_marks.publish_cache(self.r, prefix, position)
+
+    def visible(self, prefix: str) -> int:
+        return visibility_marks.read_cache(self.r, prefix)
 
     def begin_load(self, table: CacheTable) -> None:
         """A key is readable once written: nothing to defer."""

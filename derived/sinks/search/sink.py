@@ -16,6 +16,7 @@ import orjson
 
 from derived.change import Change, DeadLetter, Version
 from derived.shape import shape, shaped_field
+from derived.sinks import visibility_marks
 from derived.sinks.errors import StoreUnavailable
 from derived.sinks.protocol import SinkResult
 from derived.sinks.retry import pauses, retried
@@ -85,6 +86,21 @@ class SearchSink:
             if "already_exists" not in str(exc) and "already exists" not in str(exc):
                 raise
         self.engine.point_alias(table.alias, index, [])
+
+    def prepare_visible(self, prefix: str, definition: dict[str, Any] | None = None) -> None:
+        visibility_marks.ensure_search_index(self.engine, prefix, definition)
+
+    def publish_visible(self, prefix: str, position: int, tables: list[SearchTable]) -> None:
+        """One refresh over every table's index (a comma list: each alias must exist), then the
+        position's document."""
+        if tables:
+            self.engine.refresh(",".join(sorted({t.alias for t in tables})))
+        visibility_marks.publish_search(self.engine, prefix, position, time.time())
+
+    def visible(self, prefix: str) -> int:
+        doc = self.engine.mget(visibility_marks.search_index(prefix), [visibility_marks.SEARCH_DOC]).get(
+            visibility_marks.SEARCH_DOC)
+        return int(doc["lsn"]) if doc else 0
 
     def begin_load(self, table: SearchTable) -> None:
         """A bulk load nobody searches yet: the engine stops refreshing the index (each refresh

@@ -55,3 +55,36 @@ def test_a_failed_fetch_is_retried_at_the_same_position():
         pass
     broker.high = real_high
     assert p.step() == 100
+
+
+class Sink:
+    """A store as the publisher sees it through the sink protocol."""
+
+    def __init__(self, marked=True, holds=("orders",)):
+        self.is_marked, self.held, self.published = marked, set(holds), []
+
+    def marked(self, prefix):
+        return self.is_marked
+
+    def holds(self, table):
+        return table.alias in self.held
+
+    def publish_visible(self, prefix, position, tables):
+        self.published.append((prefix, position, [t.alias for t in tables]))
+
+
+def test_each_store_gets_the_position_through_its_sink_unless_it_lost_its_data(tmp_path):
+    config = SimpleNamespace(topic_prefix="p", flat_tables=[SimpleNamespace(index_name="orders"),
+                                                             SimpleNamespace(index_name="lines")],
+                             documents=[SimpleNamespace(index_name="order_docs")],
+                             spark=SimpleNamespace(checkpoint_dir=tmp_path))
+    p = VisibilityPublisher(config, interval_s=60)
+    search, cache = Sink(holds=("orders", "order_docs")), Sink(marked=False)
+    p._sinks = {"search": search, "cache": cache}
+    p._publish(100)
+    # Only the indexes that exist are refreshed (an alias not made yet would fail the refresh).
+    assert search.published == [("p", 100, ["order_docs", "orders"])]
+    assert cache.published == [] and p.published == 100   # its marker gone: no position there
+    cache.is_marked = True
+    p._publish(150)
+    assert cache.published == [("p", 150, [])] and p.published == 150
