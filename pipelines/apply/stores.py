@@ -87,6 +87,18 @@ def live_sinks(config: Config) -> dict[str, Sink]:
     return out
 
 
+def search_generations(config: Config):
+    """The search store's generations, for a rebuild (derived/sinks/search/generations.py)."""
+    return _search_sink(config, live=True).generations()
+
+
+def cache_generations(config: Config, live_db: int, spare_db: int):
+    """The cache's generations, for a rebuild: the live and the spare database as its plan names them."""
+    from derived.sinks.cache.generations import CacheGenerations
+
+    return CacheGenerations(redis_client(config), redis_client(config, spare_db), live_db, spare_db)
+
+
 def stores_from_config(config: Config, targets: Targets | None = None) -> Stores:
     """The live stores (through the alias and the live database), or, given `targets`, only a
     rebuild's fresh generations."""

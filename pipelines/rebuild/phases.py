@@ -36,13 +36,9 @@ from typing import Any, Callable
 
 from connectors.kafka.admin import existing_topics, min_delete_retention
 from connectors.kafka.offsets import begin_offsets, end_offsets
-from derived.sinks.cache import generations as cachegen
-from derived.sinks import markers as store_markers
-from derived.sinks import visibility_marks as visibility
 from derived.sinks.errors import GenerationError
-from derived.sinks.search.generations import (SearchGeneration, create_generation, drop_generation,
-                                        plan_generation, switch_generation)
-from pipelines.apply.stores import redis_client, search_engine
+from derived.sinks.search.generations import SearchGeneration
+from pipelines.apply.stores import cache_generations, search_generations
 from pipelines.config import Config
 from pipelines.errors import CdckitError, RebuildRefused
 from pipelines.apply import index_definitions
@@ -124,12 +120,12 @@ def make_plan(config: Config, which: str, table: str | None) -> Plan:
     plan = Plan(uuid.uuid4().hex[:8], stores, [t.name for t in replayed], topics,
                 begin_offsets(conf, topics) if topics else {}, end_offsets(conf, topics) if topics else {})
     if search_tables:
-        engine = search_engine(config)
+        generations = search_generations(config)
         for t in search_tables:
-            gen = plan_generation(engine, t.index_name)
+            gen = generations.plan(t.index_name)
             plan.search[t.name] = {"alias": gen.alias, "current": gen.current, "target": gen.target}
         for d in search_docs:
-            gen = plan_generation(engine, d.index_name)
+            gen = generations.plan(d.index_name)
             plan.search[d.store_table] = {"alias": gen.alias, "current": gen.current, "target": gen.target}
     if "cache" in stores:
         plan.cache = {"live_db": config.redis.db, "spare_db": config.redis.spare_db}
@@ -257,7 +253,7 @@ def run(spark, config: Config, plan: Plan, keep_old: bool = False, cb: Callbacks
         _finish(config, state, work)
     if state.phase == "switched":
         if plan.cache:
-            cachegen.finish(redis_client(config), plan.rebuild_id)
+            _cache(config, plan).finish(plan.rebuild_id)
         dropped = False
         if not keep_old:
             cb.phase("dropping the old generation")
@@ -296,7 +292,7 @@ class _DocumentsReplay:
         cache_db = None
         if plan.cache:
             # A rerun after SWAPDB (killed before the hand-over): the fresh generation is the live database now.
-            swapped = cachegen.switched(redis_client(config), plan.rebuild_id)
+            swapped = _cache(config, plan).switched(plan.rebuild_id)
             cache_db = plan.cache["live_db"] if swapped else plan.cache["spare_db"]
         self.targets = Targets(tuple(sorted((t, s["target"]) for t, s in plan.search.items()
                                             if t.startswith("document:"))), cache_db)
@@ -405,43 +401,47 @@ def _advance(ckpt: Path, state: RebuildState, phase: str) -> None:
 
 def _create_generations(config: Config, plan: Plan, resuming: bool) -> None:
     if plan.search:
-        engine = search_engine(config)
+        generations = search_generations(config)
         # The definition as the config and the catalog say now: a changed one lands here, in a
         # fresh generation, never in the live index.
         wanted = index_definitions.definitions(config, list(plan.search))
         for name, s in plan.search.items():
-            create_generation(engine, SearchGeneration(s["alias"], s["current"], s["target"]), wanted.get(name),
-                              resume=resuming, gc_deletes_s=config.search.deleted_version_ttl_s)
+            generations.create(_generation(s), wanted.get(name), resume=resuming)
     if plan.cache:
-        live, spare = redis_client(config), redis_client(config, plan.cache["spare_db"])
-        cachegen.check_spare(live, spare, plan.cache["live_db"], plan.cache["spare_db"], resuming)
-        cachegen.begin(spare, plan.rebuild_id)
+        cache = _cache(config, plan)
+        cache.check_spare(resuming)
+        cache.begin(plan.rebuild_id)
+
+
+def _generation(s: dict[str, Any]) -> SearchGeneration:
+    return SearchGeneration(s["alias"], s["current"], s["target"])
+
+
+def _cache(config: Config, plan: Plan):
+    """The cache's generations: the live and the spare database the plan names."""
+    return cache_generations(config, plan.cache["live_db"], plan.cache["spare_db"])
 
 
 def _switch(config: Config, plan: Plan) -> None:
     """The markers go in first, so the live pipeline never sees a switched store without one."""
     if plan.search:
-        engine = search_engine(config)
-        store_markers.mark_search(engine, config.topic_prefix, index_definitions.marker_definition(config))
+        generations = search_generations(config)
+        generations.mark(config.topic_prefix, index_definitions.marker_definition(config))
         for s in plan.search.values():
-            switch_generation(engine, SearchGeneration(s["alias"], s["current"], s["target"]))
+            generations.switch(_generation(s))
     if plan.cache:
-        store_markers.mark_cache(redis_client(config, plan.cache["spare_db"]), config.topic_prefix,
-                                 f"rebuild {plan.rebuild_id}")
-        if config.documents and not plan.documents and not cachegen.switched(redis_client(config), plan.rebuild_id):
+        cache = _cache(config, plan)
+        cache.mark(config.topic_prefix, f"rebuild {plan.rebuild_id}")
+        if config.documents and not plan.documents and not cache.switched(plan.rebuild_id):
             # Documents not rebuilt (`rebuild cache`): their query keeps them, so they move to the
             # new database as they are, with their versions (the live state's history).
             from derived.sinks.cache.sink import CacheTable, RedisCache
 
             tables = [CacheTable(d.redis_key_template) for d in config.documents]
-            cachegen.carry_over(redis_client(config), redis_client(config, plan.cache["spare_db"]),
-                                plan.cache["spare_db"], [t.pattern() for t in tables],
-                                [RedisCache.COUNT_PREFIX + t.key_template for t in tables])
-        if not cachegen.switched(redis_client(config), plan.rebuild_id):
-            visibility.carry_cache(redis_client(config), redis_client(config, plan.cache["spare_db"]),
-                                   config.topic_prefix)
-        cachegen.switch(redis_client(config), redis_client(config, plan.cache["spare_db"]), plan.cache["live_db"],
-                        plan.cache["spare_db"], plan.rebuild_id)
+            cache.carry_over([t.pattern() for t in tables], [RedisCache.COUNT_PREFIX + t.key_template for t in tables])
+        if not cache.switched(plan.rebuild_id):
+            cache.carry_visible(config.topic_prefix)
+        cache.switch(plan.rebuild_id)
 
 
 def _live_batch(config: Config, finished_within_s: float | None = None) -> int | None:
@@ -485,11 +485,11 @@ def _drop_fresh(config: Config, plan: Plan, batch_at: int | None) -> None:
         log.warning("rebuild %s: the live batch in flight did not finish within %.0f s; dropping the fresh "
                     "generation anyway", plan.rebuild_id, LIVE_BATCH_WAIT_S)
     if plan.search:
-        engine = search_engine(config)
+        generations = search_generations(config)
         for s in plan.search.values():
-            drop_generation(engine, s["target"], s["alias"])
+            generations.drop(s["target"], s["alias"])
     if plan.cache:
-        cachegen.discard(redis_client(config), redis_client(config, plan.cache["spare_db"]), plan.rebuild_id)
+        _cache(config, plan).discard(plan.rebuild_id)
     if plan.documents:
         ckpt = config.spark.checkpoint_dir
         folder = ckpt / str(plan.documents["folder"])
@@ -502,12 +502,12 @@ def _drop_old(config: Config, plan: Plan, batch_at_switch: int | None) -> bool:
     if not _await_live_batch(config, batch_at_switch):
         return False
     if plan.search:
-        engine = search_engine(config)
+        generations = search_generations(config)
         for s in plan.search.values():
             if s["current"]:
-                drop_generation(engine, s["current"], s["alias"])
+                generations.drop(s["current"], s["alias"])
     if plan.cache:
-        cachegen.drop_old(redis_client(config, plan.cache["spare_db"]))
+        _cache(config, plan).drop_old()
     return True
 
 

@@ -101,3 +101,47 @@ def discard(live: redis.Redis, spare: redis.Redis, label: str) -> bool:
 def drop_old(spare: redis.Redis) -> None:
     """After the switch the spare database holds the old generation."""
     spare.flushdb()
+
+
+class CacheGenerations:
+    """A rebuild's calls on the cache's generations (the functions above), with the live and the
+    spare database's clients (made by pipelines/apply/stores.cache_generations)."""
+
+    def __init__(self, live: redis.Redis, spare: redis.Redis, live_db: int, spare_db: int):
+        self.live, self.spare, self.live_db, self.spare_db = live, spare, live_db, spare_db
+
+    def check_spare(self, resume: bool) -> None:
+        check_spare(self.live, self.spare, self.live_db, self.spare_db, resume)
+
+    def begin(self, label: str) -> None:
+        begin(self.spare, label)
+
+    def mark(self, prefix: str, label: str) -> None:
+        """The store marker into the database about to be swapped in."""
+        from derived.sinks import markers
+
+        markers.mark_cache(self.spare, prefix, label)
+
+    def carry_over(self, patterns: list[str], keys: list[str] = ()) -> int:
+        return carry_over(self.live, self.spare, self.spare_db, patterns, keys)
+
+    def carry_visible(self, prefix: str) -> None:
+        """At least the live database's visibility position into the one about to be swapped in."""
+        from derived.sinks import visibility_marks
+
+        visibility_marks.carry_cache(self.live, self.spare, prefix)
+
+    def switched(self, label: str) -> bool:
+        return switched(self.live, label)
+
+    def switch(self, label: str) -> None:
+        switch(self.live, self.spare, self.live_db, self.spare_db, label)
+
+    def finish(self, label: str) -> None:
+        finish(self.live, label)
+
+    def discard(self, label: str) -> bool:
+        return discard(self.live, self.spare, label)
+
+    def drop_old(self) -> None:
+        drop_old(self.spare)

@@ -74,3 +74,30 @@ def drop_generation(engine: Engine, index: str, alias: str) -> None:
         raise GenerationError(f"{index} is still behind {alias}; not deleting it")
     if engine.index_exists(index):
         engine.delete_index(index)
+
+
+@dataclass
+class SearchGenerations:
+    """A rebuild's calls on the search store's generations, with its engine (the functions above);
+    made by the sink (SearchSink.generations), so a rebuild holds no client of its own."""
+
+    engine: Engine
+    gc_deletes_s: int | None = None
+
+    def plan(self, alias: str) -> SearchGeneration:
+        return plan_generation(self.engine, alias)
+
+    def create(self, gen: SearchGeneration, definition: dict | None, resume: bool) -> None:
+        create_generation(self.engine, gen, definition, resume, self.gc_deletes_s)
+
+    def mark(self, prefix: str, definition: dict | None) -> None:
+        """The store marker, before the switch: the live pipeline never sees a switched store without one."""
+        from derived.sinks import markers
+
+        markers.mark_search(self.engine, prefix, definition)
+
+    def switch(self, gen: SearchGeneration) -> None:
+        switch_generation(self.engine, gen)
+
+    def drop(self, index: str, alias: str) -> None:
+        drop_generation(self.engine, index, alias)

@@ -134,7 +134,9 @@ class FakeEngine:
 def test_the_fresh_generations_are_dropped_and_never_the_live_index(monkeypatch, tmp_path):
     cfg, plan = plan_and_config(tmp_path)
     engine = FakeEngine({"customers": ["customers_v1"]}, ["customers_v1", "customers_v2"])
-    monkeypatch.setattr(rebuild, "search_engine", lambda config: engine)
+    from derived.sinks.search.generations import SearchGenerations
+
+    monkeypatch.setattr(rebuild, "search_generations", lambda config: SearchGenerations(engine))
     monkeypatch.setattr(rebuild, "_live_batch", lambda *a, **kw: None)
     plan.documents = {"folder": "documents-r1"}
     (tmp_path / "documents-r1").mkdir()
