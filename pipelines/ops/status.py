@@ -195,12 +195,10 @@ def _stores(config: Config, report: Report, exact: bool) -> None:
         if "search" in config.sinks:
             search_table = stores.search_tables[name]
             try:
-                if not stores.search.engine.alias_exists(search_table.alias):
-                    row["search_docs"] = None
+                row["search_docs"] = stores.search.count(search_table, exact=exact)
+                if row["search_docs"] is None:
                     report.problem(f"search index {search_table.alias} is missing (store lost its data? "
                                    f"run `cdckit rebuild search`)")
-                else:
-                    row["search_docs"] = stores.search.engine.count(search_table.alias)
             except Exception as exc:  # noqa: BLE001 - connection errors of either client library
                 report.problem(f"search at {config.search.url}: {type(exc).__name__}")
         if "cache" in config.sinks:
@@ -311,9 +309,7 @@ def _lost(config: Config, stores, report: Report) -> None:
     if applied_offsets(config.spark.checkpoint_dir) is None:
         return  # the pipeline never ran: nothing was there to lose
     try:
-        gone = store_markers.missing(config.topic_prefix,
-                                     stores.search.engine if "search" in config.sinks else None,
-                                     stores.cache.r if "cache" in config.sinks else None)
+        gone = [name for name, sink in stores.by_name(config.sinks).items() if not sink.marked(config.topic_prefix)]
     except Exception:  # noqa: BLE001 - unreachable stores are reported below
         return
     if gone:

@@ -113,8 +113,7 @@ class Feed:
             row = counts.setdefault(t.name, {})
             if "search" in cfg.sinks and "search" not in failed:
                 try:
-                    alias = s.search_tables[t.name].alias
-                    row["search_docs"] = s.search.engine.count(alias) if s.search.engine.alias_exists(alias) else None
+                    row["search_docs"] = s.search.count(s.search_tables[t.name])
                 except Exception as exc:  # noqa: BLE001 - connection errors of either client library
                     failed.add("search")
                     problems.append(f"search at {cfg.search.url}: {type(exc).__name__}")
