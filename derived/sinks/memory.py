@@ -34,8 +34,8 @@ class NullStore:
     def begin_load(self, table) -> None:
         pass
 
-    def end_load(self, table, interrupted: bool = False) -> bool:
-        return False
+    def end_load(self, table) -> None:
+        pass
 
     def apply(self, changes, tables) -> SinkResult:
         return SinkResult(applied=len(list(changes)))
@@ -61,8 +61,8 @@ class VersionedStore:
     def begin_load(self, table) -> None:
         pass
 
-    def end_load(self, table, interrupted: bool = False) -> bool:
-        return False
+    def end_load(self, table) -> None:
+        pass
 
     def apply(self, changes, tables) -> SinkResult:
         stats = SinkResult()

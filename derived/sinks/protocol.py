@@ -58,9 +58,9 @@ class Sink(Protocol):
         """A bulk load of the table begins (the bootstrap's snapshot): the store may defer work
         readers need (the index's refreshes) until end_load."""
 
-    def end_load(self, table: Any, interrupted: bool = False) -> bool:
-        """The load ended (`interrupted`: a job's start, after a load a crash may have cut short):
-        the table is as readable as configured again. Returns whether anything changed."""
+    def end_load(self, table: Any) -> None:
+        """The load ended (or was cut short by a crash: the next start calls it): the table is as
+        readable as configured again."""
 
     def count(self, table: Any, exact: bool = False) -> int | None:
         """How many entries the table holds (None: the store does not hold it); without `exact` an

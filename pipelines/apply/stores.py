@@ -76,13 +76,15 @@ def _search_sink(config: Config, live: bool) -> SearchSink:
                       require_alias=live, gc_deletes_s=s.deleted_version_ttl_s)
 
 
-def live_sinks(config: Config) -> dict[str, Sink]:
-    """The live stores the config writes, by name ("search", "cache"), without the rest of
-    Stores (the tables' types, filters, TOAST reads): for what only publishes or reads marks."""
+def live_sinks(config: Config, names=None) -> dict[str, Sink]:
+    """The live stores the config writes (or those of them in `names`), by name ("search",
+    "cache"), without the rest of Stores (the tables' types, filters, TOAST reads): for what only
+    publishes or reads marks."""
     out: dict[str, Sink] = {}
-    if "search" in config.sinks:
+    wanted = [n for n in config.sinks if names is None or n in names]
+    if "search" in wanted:
         out["search"] = _search_sink(config, live=True)
-    if "cache" in config.sinks:
+    if "cache" in wanted:
         out["cache"] = RedisCache(redis_client(config), config.redis.deleted_version_ttl_s)
     return out
 

@@ -231,26 +231,52 @@ def apply_in_bulk(session: Callable[[], Any], config: Config, watch: Watch, stop
         bootstrap_state.clear_bulk(config.spark.checkpoint_dir)
         live.check_stores(fresh=True)
     rows = sum(watch.totals.values())
-    # A large load is not searched until it is synced: the index's refreshes wait for its end.
-    loading = ([] if rows <= bootstrap_bulk.IN_PROCESS_ROWS else
-               [live.stores.search_tables[t.name] for t in config.flat_tables if t.name in live.stores.search_tables])
-    for table in loading:
-        live.stores.search.begin_load(table)
+    paused = pause_refreshes(config, live.stores) if rows > bootstrap_bulk.IN_PROCESS_ROWS else []
     try:
         bulk = bootstrap_bulk.run(session, config, lambda b: watch.bulk_round(b.reads),
                                   lambda: snapshot_committed(config), stop, watch.check_connector, rows=rows)
-    finally:   # also when stopped or failed (else the next job's start resumes them: LiveConfig)
-        for table in loading:
-            try:
-                live.stores.search.end_load(table)
-            except Exception as exc:  # noqa: BLE001 - the engine gone: the next job's start resumes it
-                log.warning("index %s: refreshes not resumed (%s); the next `cdckit run` resumes them",
-                            table.alias, exc)
+    finally:   # also when stopped or failed
+        resume_refreshes(config, live.stores, paused)
     watch.bulk_round(bulk.reads)
     watch.letters = dict(bulk.dead_letters)
     lsn = max(bulk.fences.values(), default=0) or None
     watch.snapshot_lsn = lsn
     watch.complete(bulk.reached, lsn, f"bulk apply ({bulk.rounds} rounds)")
+
+
+def pause_refreshes(config: Config, stores) -> list[str]:
+    """A large load is not searched until it is synced: its tables' index refreshes wait for its
+    end (each refresh writes a segment that merges rewrite). Recorded first, so a crash in the
+    load leaves a note the next start acts on (LiveConfig). A refusal (a role without the right to
+    change settings) only costs the speed-up."""
+    names = [t.name for t in config.flat_tables if t.name in stores.search_tables and "search" in config.sinks]
+    if not names:
+        return []
+    bootstrap_state.record_refresh_paused(config.spark.checkpoint_dir, names)
+    paused = []
+    for name in names:
+        try:
+            stores.search.begin_load(stores.search_tables[name])
+            paused.append(name)
+        except Exception as exc:  # noqa: BLE001 - either client library's refusal
+            log.warning("index %s: refreshes not paused for the load (%s: %s); it loads a little slower",
+                        stores.search_tables[name].alias, type(exc).__name__, str(exc)[:200])
+    return paused
+
+
+def resume_refreshes(config: Config, stores, names: list[str]) -> None:
+    """The configured refresh interval back on every index the load paused, and a refresh; the note
+    goes once all are back (an engine away now: the next start restores them)."""
+    failed = False
+    for name in names:
+        try:
+            stores.search.end_load(stores.search_tables[name])
+        except Exception as exc:  # noqa: BLE001 - the engine away: the next start restores it
+            failed = True
+            log.warning("index %s: refreshes not restored (%s: %s); the next `cdckit run` or `bootstrap` restores "
+                        "them", stores.search_tables[name].alias, type(exc).__name__, str(exc)[:200])
+    if not failed:
+        bootstrap_state.clear_refresh_paused(config.spark.checkpoint_dir)
 
 
 def snapshot_committed(config: Config) -> bool:

@@ -33,9 +33,13 @@ def wait_command(config_path: Path, lsn: str, store: str, timeout_s: float, as_j
     if missing:
         raise click.BadParameter(f"this config does not write {', '.join(missing)}", param_hint="--store")
 
-    sinks = live_sinks(cfg)
+    sinks: dict = {}
 
     def read(which: str) -> int:
+        # Built in here: a store that cannot be reached (or a client that cannot be made) is a wait
+        # that times out (exit 4), as a store that does not answer is.
+        if not sinks:
+            sinks.update(live_sinks(cfg, stores))
         return min(sinks[s].visible(cfg.topic_prefix) for s in stores)
 
     try:

@@ -195,7 +195,7 @@ def _stores(config: Config, report: Report, exact: bool) -> None:
         if "search" in config.sinks:
             search_table = stores.search_tables[name]
             try:
-                row["search_docs"] = stores.search.count(search_table, exact=exact)
+                row["search_docs"] = stores.search.count(search_table)   # no refresh: status only reads
                 if row["search_docs"] is None:
                     report.problem(f"search index {search_table.alias} is missing (store lost its data? "
                                    f"run `cdckit rebuild search`)")

@@ -116,6 +116,20 @@ class SnapshotBulk:
                    dict(data.get("dead_letters") or {}))
 
 
+def record_refresh_paused(checkpoint_dir: Path, tables: list[str]) -> None:
+    """Written before a bulk load pauses these tables' index refreshes: what a crash would leave paused."""
+    write_json(CheckpointDir(checkpoint_dir).refresh_paused, {"tables": sorted(tables)})
+
+
+def refresh_paused(checkpoint_dir: Path) -> list[str]:
+    """The tables whose index refreshes a bulk load paused and has not restored (a crash in it)."""
+    return list((read_json(CheckpointDir(checkpoint_dir).refresh_paused) or {}).get("tables") or [])
+
+
+def clear_refresh_paused(checkpoint_dir: Path) -> None:
+    CheckpointDir(checkpoint_dir).refresh_paused.unlink(missing_ok=True)
+
+
 def read_bulk(checkpoint_dir: Path) -> SnapshotBulk | None:
     data = read_json(CheckpointDir(checkpoint_dir).snapshot_bulk)
     return SnapshotBulk.from_json(data) if data else None

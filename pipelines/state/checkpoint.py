@@ -41,6 +41,8 @@ class CheckpointDir(_Folder):
     snapshot_bulk = _File("cdckit-snapshot-bulk.json",
                           "The bootstrap's bulk apply of the snapshot reads, and where the streaming query takes over "
                           "(state/bootstrap_state.py).")
+    refresh_paused = _File("cdckit-refresh-paused.json", "The indexes a bootstrap's bulk load paused the refreshes "
+                           "of, until it restores them; a crash in between: the next start does (state/bootstrap_state.py).")
     rebuild = _File("cdckit-rebuild.json", "The running or last rebuild (pipelines/state/rebuild_state.py).")
     rebuild_live = _File("cdckit-rebuild-live.json", "The live pipeline's catch-up of a rebuild (state/rebuild_state.py).")
     rebuild_lock = _File("cdckit-rebuild.lock", "Held by the writer of a rebuild's fresh generation (state/rebuild_state.py).")

@@ -93,9 +93,15 @@ class LiveConfig:
         wanted = index_definitions.definitions(self.config, missing) if missing else {}
         for name in missing:
             s.search.prepare(replace(s.search_tables[name], definition=wanted.get(name)))
-        for name, table in s.search_tables.items():   # a bootstrap's bulk load cut short by a crash
-            if name not in missing and s.search.end_load(table, interrupted=True):
-                log.warning("index %s: refreshes paused by an interrupted snapshot load, resumed", table.alias)
+        # A bootstrap's bulk load cut short by a crash left its indexes' refreshes paused (its note).
+        noted = bootstrap_state.refresh_paused(self.config.spark.checkpoint_dir)
+        for name in noted:
+            if name in s.search_tables and name not in missing:   # a missing index was just made anew
+                s.search.end_load(s.search_tables[name])
+                log.warning("index %s: refreshes paused by an interrupted snapshot load, restored",
+                            s.search_tables[name].alias)
+        if noted:
+            bootstrap_state.clear_refresh_paused(self.config.spark.checkpoint_dir)
 
     def current(self) -> Config:
         if self.path is not None:

@@ -73,7 +73,7 @@ def test_bootstrap_killed_midway_then_rerun_is_exact(stack, tmp_path):
         assert sum(state["offsets"][f"{data['topic_prefix']}.{table}"].values()) == BOOT_ROWS
         text = log.read_text()
         assert f"{BOOT_ROWS:,}/{BOOT_ROWS:,}" in text and "rows/s" in text
-        assert "refreshes paused by an interrupted snapshot load, resumed" in text
+        assert "refreshes paused by an interrupted snapshot load, restored" in text
         assert refresh_intervals(stack, name) == [None]   # the engine's default again, as configured
         assert not any(diff_stores(stack, table, f"{name}:", name).values())
         # Run again: nothing to do, and it says so.

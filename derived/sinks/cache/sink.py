@@ -131,8 +131,8 @@ class RedisCache:
     def begin_load(self, table: CacheTable) -> None:
         """A key is readable once written: nothing to defer."""
 
-    def end_load(self, table: CacheTable, interrupted: bool = False) -> bool:
-        return False
+    def end_load(self, table: CacheTable) -> None:
+        pass
 
     def prepare(self, table: CacheTable) -> None:
         """Nothing to create: a key is written where its template says."""

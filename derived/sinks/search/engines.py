@@ -26,7 +26,6 @@ class Engine(Protocol):
     def refresh(self, index: str) -> None: ...
     def put_mapping(self, index: str, properties: dict[str, Any]) -> None: ...
     def put_settings(self, index: str, settings: dict[str, Any]) -> None: ...
-    def settings(self, index: str) -> dict[str, Any]: ...
 
 
 def create_index_if_missing(engine: Engine, index: str, definition: dict[str, Any] | None) -> None:
@@ -103,11 +102,6 @@ class _Common:
 
     def index_exists(self, index: str) -> bool:
         return bool(self.client.indices.exists(index=index))
-
-    def settings(self, index: str) -> dict[str, Any]:
-        """Index name -> its settings, flat (`index.refresh_interval`), of an index or an alias's."""
-        body = self._get(lambda index: self.client.indices.get_settings(index=index, flat_settings=True), index)
-        return {name: v.get("settings", {}) for name, v in body.items()}
 
     def refresh(self, index: str) -> None:
         self.client.indices.refresh(index=index)

@@ -113,18 +113,11 @@ class SearchSink:
         writes a small segment that merges then rewrite) until end_load."""
         self.engine.put_settings(table.alias, {"index": {"refresh_interval": PAUSED}})
 
-    def end_load(self, table: SearchTable, interrupted: bool = False) -> bool:
+    def end_load(self, table: SearchTable) -> None:
         """The table's configured refresh interval again (None: the engine's default) and a
-        refresh, so what was loaded is searchable; `interrupted`: only if a load left an index
-        behind the alias paused (a crash in it). Returns whether it changed the settings."""
-        if interrupted:
-            held = self.engine.settings(table.alias)
-            if table.refresh_interval == PAUSED or all(s.get("index.refresh_interval") != PAUSED
-                                                       for s in held.values()):
-                return False
+        refresh, so what was loaded is searchable."""
         self.engine.put_settings(table.alias, {"index": {"refresh_interval": table.refresh_interval}})
         self.engine.refresh(table.alias)
-        return True
 
     def _op(self, ch: Change, table: SearchTable, kept: dict[str, Any]) -> list[dict[str, Any]]:
         meta = {"_index": self.target(table), "_id": ch.doc_id, "version": ch.version.external(),

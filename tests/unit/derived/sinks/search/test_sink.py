@@ -96,22 +96,17 @@ def test_the_first_refusal_of_a_field_is_a_warning_naming_table_column_and_path(
 
 
 class SettingsEngine:
-    """Index settings kept per index behind one alias, the calls recorded."""
+    """Index settings kept for the one index behind the alias, the calls recorded."""
 
-    def __init__(self, interval=None):
-        self.held = {"t_v1": {} if interval is None else {"index.refresh_interval": interval}}
-        self.calls = []
+    def __init__(self):
+        self.held, self.calls = {}, []
 
     def put_settings(self, index, settings):
         self.calls.append(("put", index, settings))
         value = settings["index"]["refresh_interval"]
-        for held in self.held.values():
-            held.pop("index.refresh_interval", None)
-            if value is not None:
-                held["index.refresh_interval"] = value
-
-    def settings(self, index):
-        return {name: dict(s) for name, s in self.held.items()}
+        self.held.pop("index.refresh_interval", None)
+        if value is not None:
+            self.held["index.refresh_interval"] = value
 
     def refresh(self, index):
         self.calls.append(("refresh", index))
@@ -121,25 +116,10 @@ def test_a_load_pauses_refreshes_and_its_end_restores_the_configured_interval_an
     engine = SettingsEngine()
     sink, table = SearchSink(engine), SearchTable("t", refresh_interval="30s")
     sink.begin_load(table)
-    assert engine.held["t_v1"]["index.refresh_interval"] == "-1"
-    assert sink.end_load(table) is True
-    assert engine.held["t_v1"]["index.refresh_interval"] == "30s" and engine.calls[-1] == ("refresh", "t")
+    assert engine.held["index.refresh_interval"] == "-1"
+    sink.end_load(table)
+    assert engine.held["index.refresh_interval"] == "30s" and engine.calls[-1] == ("refresh", "t")
     default = SearchTable("t")   # nothing configured: the engine's default again (null)
     sink.begin_load(default)
     sink.end_load(default)
-    assert "index.refresh_interval" not in engine.held["t_v1"]
-
-
-@pytest.mark.parametrize("held,configured,resumed", [
-    ("-1", None, True),      # a crash in the load left it paused: the job's start resumes it
-    ("-1", "5s", True),
-    ("1s", None, False),     # not paused: nothing to do, no write
-    (None, None, False),
-    ("-1", "-1", False),     # paused by the config itself: left as configured
-])
-def test_a_job_start_resumes_only_refreshes_a_load_left_paused(held, configured, resumed):
-    engine = SettingsEngine(held)
-    assert SearchSink(engine).end_load(SearchTable("t", refresh_interval=configured), interrupted=True) is resumed
-    assert bool([c for c in engine.calls if c[0] == "put"]) is resumed
-    if resumed:
-        assert engine.held["t_v1"].get("index.refresh_interval") == configured
+    assert "index.refresh_interval" not in engine.held
