@@ -82,7 +82,7 @@ def run(session: Callable[[], Any], config: Config, on_round: Callable[[Snapshot
     client = config.kafka.client_config()
     config_json = orjson.dumps(config.model_dump(mode="json"))
     fn = bulk_fn(config_json)
-    in_process = rows is not None and rows <= IN_PROCESS_ROWS
+    in_process = applied_in_process(rows)
     known_ids = TopicIds(ckpt)
     first_letters = FirstLetters()
     seen_committed = False
@@ -138,6 +138,11 @@ def run(session: Callable[[], Any], config: Config, on_round: Callable[[Snapshot
         if not ranges and not bulk.done:
             time.sleep(IDLE_WAIT_S)
     return bulk
+
+
+def applied_in_process(rows: int | None) -> bool:
+    """A snapshot of at most IN_PROCESS_ROWS counted rows is applied by the command's own process."""
+    return rows is not None and rows <= IN_PROCESS_ROWS
 
 
 def pending_ranges(bulk: SnapshotBulk, ends: dict[str, dict[str, int]]) -> list[tuple[str, int, int, int]]:

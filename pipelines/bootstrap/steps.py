@@ -231,7 +231,7 @@ def apply_in_bulk(session: Callable[[], Any], config: Config, watch: Watch, stop
         bootstrap_state.clear_bulk(config.spark.checkpoint_dir)
         live.check_stores(fresh=True)
     rows = sum(watch.totals.values())
-    paused = pause_refreshes(config, live.stores) if rows > bootstrap_bulk.IN_PROCESS_ROWS else []
+    paused = [] if bootstrap_bulk.applied_in_process(rows) else pause_refreshes(config, live.stores)
     try:
         bulk = bootstrap_bulk.run(session, config, lambda b: watch.bulk_round(b.reads),
                                   lambda: snapshot_committed(config), stop, watch.check_connector, rows=rows)
@@ -249,7 +249,7 @@ def pause_refreshes(config: Config, stores) -> list[str]:
     end (each refresh writes a segment that merges rewrite). Recorded first, so a crash in the
     load leaves a note the next start acts on (LiveConfig). A refusal (a role without the right to
     change settings) only costs the speed-up."""
-    names = [t.name for t in config.flat_tables if t.name in stores.search_tables and "search" in config.sinks]
+    names = [t.name for t in config.flat_tables] if "search" in config.sinks else []
     if not names:
         return []
     bootstrap_state.record_refresh_paused(config.spark.checkpoint_dir, names)

@@ -165,9 +165,10 @@ class VisibilityPublisher:
         if self._sinks is None:
             from pipelines.apply.index_definitions import marker_definition
 
-            self._sinks = live_sinks(config)
-            for sink in self._sinks.values():
+            sinks = live_sinks(config)
+            for sink in sinks.values():   # kept once every one is prepared: a failure prepares again next round
                 sink.prepare_visible(config.topic_prefix, marker_definition(config))
+            self._sinks = sinks
         prefix = config.topic_prefix
         for name, sink in self._sinks.items():
             if not sink.marked(prefix):
