@@ -40,6 +40,7 @@ from derived.change import Change, DeadLetter, Position, Version
 from derived.nested import join_edges
 from pipelines.documents.document_specs import ResolvedDocuments
 from pipelines.documents.nested_fold import FoldState, FoldStats, fold_batch
+from pipelines.spark.worker_context import collector_paused
 from pipelines.apply.transaction_gate import LATE_MS
 from pipelines.config import Config
 from pipelines.errors import ConfigError
@@ -54,7 +55,7 @@ OUT_DDL = ("document string, doc_id string, key binary, body binary, deleted boo
 STATE_DDL = "blob binary"
 WRITE_STATS = pa.schema([("documents", pa.int64()), ("search_applied", pa.int64()), ("search_stale", pa.int64()),
                          ("cache_applied", pa.int64()), ("cache_stale", pa.int64()), ("dead_letters", pa.int64()),
-                         ("fold", pa.binary())])
+                         ("stores_s", pa.float64()), ("fold", pa.binary())])
 
 
 def checkpoint(config: Config) -> Path:
@@ -108,10 +109,17 @@ def stream(spark, config: Config):
     pattern = "^(" + "|".join(re.escape(t) for t in routes) + ")$"
     route = F.create_map(*[x for t, names in routes.items() for x in (F.lit(t), F.array(*map(F.lit, names)))])
     records = topic_reader(spark, config, pattern, ranges=False).load()
-    return records.select("key", "value", "topic", F.col("partition").cast("int").alias("partition"),
+    # A transaction's BEGIN record tells the fold nothing (its END carries the counts): a quarter of
+    # the records of two-row transactions, dropped before the shuffle.
+    begin = (F.col("topic") == F.lit(config.transaction_topic)) & (
+        F.instr(F.col("value").cast("string"), '"status":"BEGIN"') > 0)
+    return records.where(~begin).select("key", "value", "topic", F.col("partition").cast("int").alias("partition"),
                           F.col("offset").cast("long").alias("offset"),
                           F.expr("unix_millis(timestamp)").alias("timestamp"),
                           F.explode(F.element_at(route, F.col("topic"))).alias("document"))
+
+
+_RECORD_FIELDS = ("key", "value", "topic", "partition", "offset", "timestamp")
 
 
 def fold_fn(config_json: bytes, resolved: ResolvedDocuments):
@@ -121,17 +129,19 @@ def fold_fn(config_json: bytes, resolved: ResolvedDocuments):
         import pandas as pd
 
         name = key[0]
-        t0 = time.perf_counter()
-        held = _load(state, resolved, name, config_json)
-        t1 = time.perf_counter()
-        rows = [r for f in frames
-                for r in f[["key", "value", "topic", "partition", "offset", "timestamp"]].to_dict("records")]
-        outs, stats, _ = fold_batch(held, rows, *_decoding(config_json, resolved), reread=_rereader(config_json))
-        t2 = time.perf_counter()
-        blob = pickle.dumps(held, protocol=pickle.HIGHEST_PROTOCOL)
-        state.update((blob,))
-        stats.timings = {"load_s": t1 - t0, "fold_s": t2 - t1, "save_s": time.perf_counter() - t2,
-                         "state_bytes": len(blob)}
+        with collector_paused():
+            t0 = time.perf_counter()
+            held = _load(state, resolved, name, config_json)
+            t1 = time.perf_counter()
+            rows = [dict(zip(_RECORD_FIELDS, values)) for f in frames
+                    for values in zip(*(f[c].tolist() for c in _RECORD_FIELDS))]
+            t_rows = time.perf_counter()
+            outs, stats, _ = fold_batch(held, rows, *_decoding(config_json, resolved), reread=_rereader(config_json))
+            t2 = time.perf_counter()
+            blob = pickle.dumps(held, protocol=pickle.HIGHEST_PROTOCOL)
+            state.update((blob,))
+        stats.timings = {"load_s": t1 - t0, "rows_s": t_rows - t1, "fold_s": t2 - t_rows,
+                         "save_s": time.perf_counter() - t2, "state_bytes": len(blob)}
         frame = {"document": [name] * len(outs), "doc_id": [o.doc_id for o in outs],
                  "key": [orjson.dumps(o.key, default=str) for o in outs],
                  "body": [orjson.dumps(o.doc, default=str) if o.doc is not None else None for o in outs],
@@ -255,6 +265,7 @@ def write_fn(config_json: bytes, targets: Targets | None = None):
         totals = BatchStats()
         folds: list[dict] = []
         count = 0
+        stores_s = 0.0
         for rb in batches:
             changes, raw = [], []
             for r in rb.to_pylist():
@@ -265,6 +276,7 @@ def write_fn(config_json: bytes, targets: Targets | None = None):
                 raw.append({"topic": changes[-1].position.topic, "partition": 0, "offset": len(raw),
                             "key": r["doc_id"].encode(), "value": r["body"]})
             count += len(changes)
+            t0 = time.perf_counter()
             dead: list[DeadLetter] = []
             # A document the engine refuses is dead-lettered with its id and body (see apply_changes).
             apply_changes(stores, [], changes, totals, dead, raw)
@@ -272,10 +284,12 @@ def write_fn(config_json: bytes, targets: Targets | None = None):
                 letter.extra = {**letter.extra, "version": changes[letter.position.offset].version.redis()}
             if dead:
                 totals.dead_letters += dlq.write(dead)
+            stores_s += time.perf_counter() - t0
         yield pa.RecordBatch.from_pylist([{
             "documents": count, "search_applied": totals.search_applied, "search_stale": totals.search_stale,
             "cache_applied": totals.cache_applied, "cache_stale": totals.cache_stale,
-            "dead_letters": totals.dead_letters, "fold": orjson.dumps(folds)}], schema=WRITE_STATS)
+            "dead_letters": totals.dead_letters, "stores_s": stores_s, "fold": orjson.dumps(folds)}],
+            schema=WRITE_STATS)
 
     return run
 
@@ -384,9 +398,8 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
                              "moves there", batch_id, documents_state.current(ckpt).name)
                     return
                 if not live or documents_state.pending(ckpt) is None:
-                    # Written by as many tasks as cores (the fold's output is one partition per document).
-                    out = df.repartition(spark.sparkContext.defaultParallelism)
-                    rows = out.mapInArrow(write_fn(config_json, targets), _ddl(WRITE_STATS)).toArrow().to_pylist()
+                    # Written by the fold's own task, after it (no shuffle between them).
+                    rows = df.mapInArrow(write_fn(config_json, targets), _ddl(WRITE_STATS)).toArrow().to_pylist()
                     break
             if stopping is not None and stopping.is_set():
                 # Not committed: the batch runs again after the hand-over, or after its cancel.
@@ -412,24 +425,27 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
             log.warning("documents batch %d: %d transaction(s) folded incomplete after waiting %d s of record "
                         "time for the rest (compacted away, or their END record lost); %s", batch_id, late,
                         LATE_MS // 1000, example)
-        total = {k: sum(r[k] for r in rows) for k in WRITE_STATS.names[:-1]}
+        total = {k: sum(r[k] for r in rows) for k in WRITE_STATS.names[:-2]}
         records = sum(f["records"] for f in folds)
         totals["records"] = totals.get("records", 0) + records
         totals["documents"] = totals.get("documents", 0) + total["documents"]
         totals["dead_letters"] = totals.get("dead_letters", 0) + total["dead_letters"]
         fan_out = sum(f["fan_out_documents"] for f in folds)
         undecodable = sum(f["dead"] for f in folds)
-        fold_s = sum(sum(f["timings"][k] for k in ("load_s", "fold_s", "save_s")) for f in folds)
+        spent = {k: sum(f["timings"].get(k, 0.0) for f in folds) for k in ("load_s", "rows_s", "fold_s", "save_s")}
         state_mb = sum(f["timings"]["state_bytes"] for f in folds) / 1e6
+        stores_s = sum(r["stores_s"] for r in rows)
         log.info("%sdocuments batch %d: %s records, %s documents (%s by shared rows), search %s applied/%s stale, "
-                 "cache %s applied/%s stale%s, %.2f s (fold %.2f s, state %.1f MB)", "" if live else "rebuild: ",
+                 "cache %s applied/%s stale%s, %.2f s (fold %.2f s: state load %.2f, rows %.2f, fold %.2f, save %.2f; "
+                 "stores %.2f s; state %.1f MB)", "" if live else "rebuild: ",
                  batch_id, f"{records:,}", f"{total['documents']:,}", f"{fan_out:,}",
                  f"{total['search_applied']:,}", f"{total['search_stale']:,}", f"{total['cache_applied']:,}",
                  f"{total['cache_stale']:,}",
                  (f", {total['dead_letters']} DEAD LETTERS" if total["dead_letters"] else "")
                  + (f", {waiting:,} held for their transactions" if waiting else "")
                  + (f", {undecodable} undecodable (dead-lettered by the tables' query)" if undecodable else ""),
-                 time.monotonic() - started, fold_s, state_mb)
+                 time.monotonic() - started, sum(spent.values()), spent["load_s"], spent["rows_s"], spent["fold_s"],
+                 spent["save_s"], stores_s, state_mb)
 
     # One state partition per document: the session is built with it (session.shuffle_partitions).
     grouped = stream(spark, config).groupBy("document").applyInPandasWithState(

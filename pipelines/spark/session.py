@@ -115,6 +115,10 @@ DRIVER_DEFAULTS = {
     # with one rename(2): atomic on a local or NFS checkpoint directory, which cdckit requires.
     "spark.sql.streaming.checkpointFileManagerClass":
         "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",
+    # The nested documents' state store commits each batch as a changelog of what changed, not a
+    # RocksDB snapshot (flushed, zipped and copied every batch); snapshots are made in the background.
+    # Either format reads the other's checkpoints.
+    "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
 }
 # Local masters only: executors elsewhere may get cdckit's code only with their first task.
 LOCAL_DEFAULTS = {

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gc
 import sys
+from contextlib import contextmanager
 from typing import Any
 
 import orjson
@@ -32,6 +33,21 @@ def settle() -> None:
         gc.collect()
         gc.freeze()
         _settled = mark
+
+
+@contextmanager
+def collector_paused():
+    """The cyclic garbage collector off while a task builds a large object graph (the documents'
+    state unpickled and folded: ~100k containers): every collection the allocations trigger would
+    walk the graph again, ~4x the unpickling itself (benchmarks/nested_documents.py). What the task
+    leaves behind is collected after it (pyspark's daemon collects after every task)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def worker_config(config_json: bytes):

@@ -36,3 +36,21 @@ def test_forget_lets_the_collector_see_everything_again(fresh_worker):
     assert gc.get_freeze_count() > 0
     worker_context.forget()
     assert gc.get_freeze_count() == 0
+
+
+def test_the_collector_is_paused_while_a_task_builds_a_large_graph_and_restored_after():
+    assert gc.isenabled()
+    with worker_context.collector_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    with pytest.raises(ValueError):
+        with worker_context.collector_paused():
+            raise ValueError("a failing fold")
+    assert gc.isenabled()               # restored on failure too
+    gc.disable()
+    try:
+        with worker_context.collector_paused():
+            pass
+        assert not gc.isenabled()       # left off when it was off before
+    finally:
+        gc.enable()
