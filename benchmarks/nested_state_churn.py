@@ -9,6 +9,7 @@ then churn batches in which orders come and go with their lines (inserted, updat
 steady live size.
 
     .venv/bin/python benchmarks/nested_state_churn.py [--orders 50000] [--batch 3000] [--churn-batches 40]
+                                                      [--variants paused,on,keep]
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import pickle
 import statistics
 import sys
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -25,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import write_result  # noqa: E402
 from derived.nested import DocumentSpec, NestedState, Relation  # noqa: E402
 from pipelines.documents.nested_fold import FoldState, fold_batch  # noqa: E402
+from pipelines.spark.worker_context import collector_paused  # noqa: E402
 
 LINES = 5
 
@@ -78,7 +81,7 @@ class KeepDeleted(NestedState):
         return 0
 
 
-def run(orders: int, batch: int, churn_batches: int, prune: bool) -> dict:
+def run(orders: int, batch: int, churn_batches: int, prune: bool, collector_on: bool = False) -> dict:
     spec = DocumentSpec("orders", "public.orders", None, (
         Relation("lines", "public.lines", "one_to_many", (("order_id", "id"),), ("line_no", "sku", "qty"), "line_no"),))
     model = (NestedState if prune else KeepDeleted)(spec, {"public.orders": ("id",), "public.lines": ("id",)})
@@ -88,13 +91,14 @@ def run(orders: int, batch: int, churn_batches: int, prune: bool) -> dict:
 
     def one(records: list[dict]) -> dict:
         nonlocal blob
-        t0 = time.perf_counter()
-        held = pickle.loads(blob)
-        t1 = time.perf_counter()
-        fold_batch(held, records, {}, None, {})
-        t2 = time.perf_counter()
-        blob = pickle.dumps(held, protocol=pickle.HIGHEST_PROTOCOL)
-        t3 = time.perf_counter()
+        with nullcontext() if collector_on else collector_paused():   # as fold_fn does
+            t0 = time.perf_counter()
+            held = pickle.loads(blob)
+            t1 = time.perf_counter()
+            fold_batch(held, records, {}, None, {})
+            t2 = time.perf_counter()
+            blob = pickle.dumps(held, protocol=pickle.HIGHEST_PROTOCOL)
+            t3 = time.perf_counter()
         return {"load_s": t1 - t0, "fold_s": t2 - t1, "save_s": t3 - t2, "state_mb": len(blob) / 1e6,
                 "rows": sum(len(r) for r in held.model.rows.values())}
 
@@ -123,7 +127,7 @@ def run(orders: int, batch: int, churn_batches: int, prune: bool) -> dict:
         figures.append(one(records))
     last = figures[-5:]
     return {
-        "prune": prune, "state_mb_after_snapshot": round(after_snapshot, 1),
+        "prune": prune, "collector": "on" if collector_on else "paused", "state_mb_after_snapshot": round(after_snapshot, 1),
         "state_mb_end": round(figures[-1]["state_mb"], 1), "rows_held_end": figures[-1]["rows"],
         "live_rows": orders * (1 + LINES), "orders_churned": oldest,
         "batch_s_median_last5": round(statistics.median(f["load_s"] + f["fold_s"] + f["save_s"] for f in last), 3),
@@ -138,11 +142,14 @@ def main() -> None:
     ap.add_argument("--orders", type=int, default=50_000)
     ap.add_argument("--batch", type=int, default=3_000)
     ap.add_argument("--churn-batches", type=int, default=40)
+    ap.add_argument("--variants", default="paused,on,keep",
+                    help="paused: what the fold does; on: the garbage collector left on (before it was paused); "
+                         "keep: deleted rows kept (before pruning)")
     args = ap.parse_args()
     out = {"orders": args.orders, "lines": args.orders * LINES, "records_per_batch": args.batch,
            "churn_batches": args.churn_batches, "runs": []}
-    for prune in (True, False):
-        r = run(args.orders, args.batch, args.churn_batches, prune)
+    for variant in args.variants.split(","):
+        r = run(args.orders, args.batch, args.churn_batches, prune=variant != "keep", collector_on=variant == "on")
         print(json.dumps(r), flush=True)
         out["runs"].append(r)
     write_result("nested_state_churn", out)
