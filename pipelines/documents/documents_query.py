@@ -111,8 +111,11 @@ def stream(spark, config: Config):
     records = topic_reader(spark, config, pattern, ranges=False).load()
     # A transaction's BEGIN record tells the fold nothing (its END carries the counts): a quarter of
     # the records of two-row transactions, dropped before the shuffle.
-    begin = (F.col("topic") == F.lit(config.transaction_topic)) & (
-        F.instr(F.col("value").cast("string"), '"status":"BEGIN"') > 0)
+    begin = (F.col("topic") == F.lit(config.transaction_topic)) & F.coalesce(
+        F.instr(F.col("value").cast("string"), '"status":"BEGIN"') > 0, F.lit(False))
+    # As many read tasks as cores, not one per topic partition (ten for three tables): the fold
+    # orders records itself, and each task costs the scheduler and the executor the same.
+    records = records.coalesce(spark.sparkContext.defaultParallelism)
     return records.where(~begin).select("key", "value", "topic", F.col("partition").cast("int").alias("partition"),
                           F.col("offset").cast("long").alias("offset"),
                           F.expr("unix_millis(timestamp)").alias("timestamp"),
@@ -129,6 +132,8 @@ def fold_fn(config_json: bytes, resolved: ResolvedDocuments):
         import pandas as pd
 
         name = key[0]
+        # Before the state is loaded: their first call per worker settles it (a full collection).
+        decoding, reread = _decoding(config_json, resolved), _rereader(config_json)
         with collector_paused():
             t0 = time.perf_counter()
             held = _load(state, resolved, name, config_json)
@@ -136,10 +141,11 @@ def fold_fn(config_json: bytes, resolved: ResolvedDocuments):
             rows = [dict(zip(_RECORD_FIELDS, values)) for f in frames
                     for values in zip(*(f[c].tolist() for c in _RECORD_FIELDS))]
             t_rows = time.perf_counter()
-            outs, stats, _ = fold_batch(held, rows, *_decoding(config_json, resolved), reread=_rereader(config_json))
+            outs, stats, _ = fold_batch(held, rows, *decoding, reread=reread)
             t2 = time.perf_counter()
             blob = pickle.dumps(held, protocol=pickle.HIGHEST_PROTOCOL)
             state.update((blob,))
+            del held, rows   # freed before the collector is back: its next collection would walk them
         stats.timings = {"load_s": t1 - t0, "rows_s": t_rows - t1, "fold_s": t2 - t_rows,
                          "save_s": time.perf_counter() - t2, "state_bytes": len(blob)}
         frame = {"document": [name] * len(outs), "doc_id": [o.doc_id for o in outs],
@@ -386,6 +392,7 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
         waited = started
         if drift is not None:
             drift.check()
+        checked_s = time.monotonic() - started
         while True:
             with ExitStack() as held:
                 if live:
@@ -398,8 +405,10 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
                              "moves there", batch_id, documents_state.current(ckpt).name)
                     return
                 if not live or documents_state.pending(ckpt) is None:
-                    # Written by the fold's own task, after it (no shuffle between them).
-                    rows = df.mapInArrow(write_fn(config_json, targets), _ddl(WRITE_STATS)).toArrow().to_pylist()
+                    # Live: written by the fold's own task, after it (a shuffle between them cost more
+                    # than the writes of a live batch); a rebuild's large batches by as many tasks as cores.
+                    out = df if live else df.repartition(spark.sparkContext.defaultParallelism)
+                    rows = out.mapInArrow(write_fn(config_json, targets), _ddl(WRITE_STATS)).toArrow().to_pylist()
                     break
             if stopping is not None and stopping.is_set():
                 # Not committed: the batch runs again after the hand-over, or after its cancel.
@@ -437,7 +446,7 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
         stores_s = sum(r["stores_s"] for r in rows)
         log.info("%sdocuments batch %d: %s records, %s documents (%s by shared rows), search %s applied/%s stale, "
                  "cache %s applied/%s stale%s, %.2f s (fold %.2f s: state load %.2f, rows %.2f, fold %.2f, save %.2f; "
-                 "stores %.2f s; state %.1f MB)", "" if live else "rebuild: ",
+                 "stores %.2f s; schema check %.2f s; state %.1f MB)", "" if live else "rebuild: ",
                  batch_id, f"{records:,}", f"{total['documents']:,}", f"{fan_out:,}",
                  f"{total['search_applied']:,}", f"{total['search_stale']:,}", f"{total['cache_applied']:,}",
                  f"{total['cache_stale']:,}",
@@ -445,7 +454,7 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
                  + (f", {waiting:,} held for their transactions" if waiting else "")
                  + (f", {undecodable} undecodable (dead-lettered by the tables' query)" if undecodable else ""),
                  time.monotonic() - started, sum(spent.values()), spent["load_s"], spent["rows_s"], spent["fold_s"],
-                 spent["save_s"], stores_s, state_mb)
+                 spent["save_s"], stores_s, checked_s, state_mb)
 
     # One state partition per document: the session is built with it (session.shuffle_partitions).
     grouped = stream(spark, config).groupBy("document").applyInPandasWithState(
