@@ -9,7 +9,7 @@ then churn batches in which orders come and go with their lines (inserted, updat
 steady live size.
 
     .venv/bin/python benchmarks/nested_state_churn.py [--orders 50000] [--batch 3000] [--churn-batches 40]
-                                                      [--variants paused,on,keep]
+                                                      [--variants paused,on,keep,all] [--wide 0]
 """
 from __future__ import annotations
 
@@ -35,7 +35,9 @@ LINES = 5
 class Records:
     """Debezium records for orders and lines, partitioned by key as Debezium's producer does."""
 
-    def __init__(self, partitions: int = 3):
+    def __init__(self, partitions: int = 3, wide: int = 0):
+        # columns no document shows (a real table's audit fields, notes, ...): `wide` of them per row
+        self.extra = {f"extra_{i}": f"not shown {i:02d}" for i in range(wide)}
         self.offsets: dict[tuple[str, int], int] = {}
         self.partitions = partitions
         self.commit = 1_000
@@ -63,15 +65,23 @@ class Records:
         for n in range(LINES):
             lid = oid * LINES + n
             self.commit += 1
-            line = None if op == "d" else {"id": lid, "order_id": oid, "line_no": n, "sku": f"sku-{lid}", "qty": n}
+            line = None if op == "d" else {"id": lid, "order_id": oid, "line_no": n, "sku": f"sku-{lid}", "qty": n,
+                                           **self.extra}
             out += self._record("lines", {"id": lid}, op, line, snapshot, self.commit - 21, self.commit)
         return out
 
     def update_line(self, oid: int, n: int, seq: int) -> list[dict]:
         self.commit += 20
         lid = oid * LINES + n
-        row = {"id": lid, "order_id": oid, "line_no": n, "sku": f"sku-{lid}-{seq}", "qty": seq % 9}
+        row = {"id": lid, "order_id": oid, "line_no": n, "sku": f"sku-{lid}-{seq}", "qty": seq % 9, **self.extra}
         return self._record("lines", {"id": lid}, "u", row, False, self.commit - 20, self.commit)
+
+
+class AllColumns(NestedState):
+    """The state before it held only what the documents need: every column of every row."""
+
+    def _kept_columns(self) -> dict:
+        return {}
 
 
 class KeepDeleted(NestedState):
@@ -81,12 +91,14 @@ class KeepDeleted(NestedState):
         return 0
 
 
-def run(orders: int, batch: int, churn_batches: int, prune: bool, collector_on: bool = False) -> dict:
+def run(orders: int, batch: int, churn_batches: int, prune: bool, collector_on: bool = False, wide: int = 0,
+        all_columns: bool = False) -> dict:
     spec = DocumentSpec("orders", "public.orders", None, (
         Relation("lines", "public.lines", "one_to_many", (("order_id", "id"),), ("line_no", "sku", "qty"), "line_no"),))
-    model = (NestedState if prune else KeepDeleted)(spec, {"public.orders": ("id",), "public.lines": ("id",)})
+    cls = AllColumns if all_columns else NestedState if prune else KeepDeleted
+    model = cls(spec, {"public.orders": ("id",), "public.lines": ("id",)})
     state = FoldState(model)
-    recs = Records()
+    recs = Records(wide=wide)
     blob = pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
 
     def one(records: list[dict]) -> dict:
@@ -127,7 +139,8 @@ def run(orders: int, batch: int, churn_batches: int, prune: bool, collector_on: 
         figures.append(one(records))
     last = figures[-5:]
     return {
-        "prune": prune, "collector": "on" if collector_on else "paused", "state_mb_after_snapshot": round(after_snapshot, 1),
+        "prune": prune, "collector": "on" if collector_on else "paused", "wide": wide,
+        "columns_held": "all" if all_columns else "needed", "state_mb_after_snapshot": round(after_snapshot, 1),
         "state_mb_end": round(figures[-1]["state_mb"], 1), "rows_held_end": figures[-1]["rows"],
         "live_rows": orders * (1 + LINES), "orders_churned": oldest,
         "batch_s_median_last5": round(statistics.median(f["load_s"] + f["fold_s"] + f["save_s"] for f in last), 3),
@@ -144,12 +157,15 @@ def main() -> None:
     ap.add_argument("--churn-batches", type=int, default=40)
     ap.add_argument("--variants", default="paused,on,keep",
                     help="paused: what the fold does; on: the garbage collector left on (before it was paused); "
-                         "keep: deleted rows kept (before pruning)")
+                         "keep: deleted rows kept (before pruning); all: every column held (before only the "
+                         "needed ones were)")
+    ap.add_argument("--wide", type=int, default=0, help="columns per line no document shows")
     args = ap.parse_args()
     out = {"orders": args.orders, "lines": args.orders * LINES, "records_per_batch": args.batch,
            "churn_batches": args.churn_batches, "runs": []}
     for variant in args.variants.split(","):
-        r = run(args.orders, args.batch, args.churn_batches, prune=variant != "keep", collector_on=variant == "on")
+        r = run(args.orders, args.batch, args.churn_batches, prune=variant != "keep", collector_on=variant == "on",
+                wide=args.wide, all_columns=variant == "all")
         print(json.dumps(r), flush=True)
         out["runs"].append(r)
     write_result("nested_state_churn", out)

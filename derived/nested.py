@@ -145,11 +145,21 @@ class NestedState:
                     values[col] = held.values[col]
                 else:
                     values.pop(col, None)
+            kept = self._kept_columns().get(change.table)
+            if kept is not None:   # only what a document shows or joins by (see held_columns)
+                values = {c: v for c, v in values.items() if c in kept}
         roots = before | (self._roots_of(change.table, values) if change.op != "delete" else set())
         self._put(change.table, key, _Row(values, change.version, live=change.op != "delete"))
         for r in roots:
             self.touched[r] = max(self.touched.get(r, ZERO), change.version)
         return roots
+
+    def _kept_columns(self) -> dict[str, frozenset[str] | None]:
+        # Worked out once per process (a state pickled before it existed has none).
+        kept = self.__dict__.get("_kept")
+        if kept is None:
+            kept = self._kept = held_columns(self.spec, self.keys, self._edges)
+        return kept
 
     def prune(self) -> int:
         """Forget deleted rows; call it only once the documents of every change folded so far are in
@@ -312,6 +322,46 @@ def meta_field(seen: dict[str, set[Key]], keys: dict[str, tuple[str, ...]]) -> d
         out[table.split(".", 1)[-1]] = {c: sorted({k[i] for k in found}, key=lambda v: sortable((v,)))
                                         for i, c in enumerate(cols)}
     return out
+
+
+def held_columns(spec: DocumentSpec, keys: dict[str, tuple[str, ...]],
+                 edges: list[_Edge]) -> dict[str, frozenset[str] | None]:
+    """The columns of each table's rows the state needs (None: every column): what the document
+    shows (`columns`), sorts by, joins by and keys by. A wide table's other columns are not held,
+    so they cost nothing in the state pickled every batch. A relation rendered as one column's
+    values (`value`) keeps every column: `value` is rendering only, not in the state's fingerprint,
+    so the column it names may change without the state being built anew."""
+    out: dict[str, set[str] | None] = {}
+
+    def need(table: str, cols: Iterable[str] | None) -> None:
+        if table in out and out[table] is None:
+            return
+        if cols is None:
+            out[table] = None
+        else:
+            out.setdefault(table, set()).update(cols)
+
+    need(spec.root, spec.columns)
+
+    def walk(relations: Iterable[Relation]) -> None:
+        for rel in relations:
+            shown = None if rel.value is not None else rel.columns
+            rows_of = rel.table
+            if rel.kind == "many_to_many" and rel.through is not None:
+                need(rel.table, ())          # the link rows: their key and join columns
+                rows_of = rel.through.table
+            need(rows_of, shown)
+            if rel.order_by:
+                need(rows_of, (rel.order_by,))
+            walk(rel.relations)
+
+    walk(spec.relations)
+    for e in edges:
+        need(e.table, e.cols)
+        need(e.parent, e.parent_cols)
+    for table in spec.tables():
+        need(table, keys.get(table, ()))
+    return {t: None if cols is None else frozenset(cols) for t, cols in out.items()}
 
 
 def join_edges(spec: DocumentSpec) -> list[_Edge]:

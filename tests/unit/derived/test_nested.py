@@ -300,3 +300,43 @@ def test_meta_names_the_keys_of_every_row_a_document_is_built_from(seed, steps, 
         want = brute_force(db, o)
         assert (doc and {k: v for k, v in doc.items() if k != "_meta"}) == want
         assert (doc or {}).get("_meta") == meta_brute_force(db, o), (o, seed, steps, order_seed)
+
+
+def test_the_state_holds_only_the_columns_a_document_shows_sorts_joins_or_keys_by():
+    state = NestedState(SPEC, dict(KEYS))
+    v = Version(10, 1, 10)
+
+    def put(table, row):
+        key = {c: row[c] for c in KEYS[table]}
+        state.apply(Change(table, "upsert", key, str(key), row, v, Position("t", 0, 0)))
+
+    put("public.orders", {"id": 1, "customer_id": 7, "status": "open", "audit": "x" * 100})
+    put("public.lines", {"order_id": 1, "line_no": 1, "sku": "a", "note": None, "product_id": 3, "audit": "y" * 100})
+    put("public.customers", {"id": 7, "name": "ann", "email": "a@x", "audit": "z"})
+    put("public.order_tags", {"order_id": 1, "tag_id": 5, "added_by": "bob"})
+    put("public.tags", {"id": 5, "name": "red", "color": "#f00"})
+    put("public.products", {"id": 3, "title": "pen", "price": 2})
+
+    held = {t: next(iter(rows.values())).values for t, rows in state.rows.items()}
+    assert set(held["public.orders"]) == {"id", "customer_id", "status", "audit"}    # columns: all
+    assert set(held["public.lines"]) == {"order_id", "line_no", "sku", "note", "product_id"}
+    assert set(held["public.customers"]) == {"id", "name"}
+    assert set(held["public.order_tags"]) == {"order_id", "tag_id"}                  # link rows: key and joins
+    assert set(held["public.tags"]) == {"id", "name"}
+    assert set(held["public.products"]) == {"id", "title"}
+    doc, _ = state.document((1,))
+    assert doc == {"id": 1, "customer_id": 7, "status": "open", "audit": "x" * 100,
+                   "lines": [{"line_no": 1, "sku": "a", "note": None, "product": {"title": "pen"}}],
+                   "customer": {"name": "ann"}, "tags": [{"name": "red"}]}
+
+
+def test_a_relation_shown_as_one_columns_values_keeps_every_column():
+    """`value` is not in the state's fingerprint: the column it names can change without a rebuild."""
+    spec = DocumentSpec("orders", "public.orders", relations=(
+        Relation("tags", "public.order_tags", "many_to_many", (("order_id", "id"),), columns=("name",),
+                 through=Through("public.tags", (("tag_id", "id"),)), value="name"),))
+    state = NestedState(spec, {t: KEYS[t] for t in spec.tables()})
+    v = Version(10, 1, 10)
+    state.apply(Change("public.tags", "upsert", {"id": 5}, "5", {"id": 5, "name": "red", "color": "#f00"}, v,
+                       Position("t", 0, 0)))
+    assert set(state.rows["public.tags"][(5,)].values) == {"id", "name", "color"}
