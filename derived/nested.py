@@ -324,28 +324,24 @@ def meta_field(seen: dict[str, set[Key]], keys: dict[str, tuple[str, ...]]) -> d
     return out
 
 
-def held_columns(spec: DocumentSpec, keys: dict[str, tuple[str, ...]],
-                 edges: list[_Edge]) -> dict[str, frozenset[str] | None]:
+def held_columns(spec: DocumentSpec, keys: dict[str, tuple[str, ...]], edges: list[_Edge] | None = None,
+                 *, value_column_only: bool = False) -> dict[str, frozenset[str] | None]:
     """The columns of each table's rows the state needs (None: every column): what the document
     shows (`columns`), sorts by, joins by and keys by. A wide table's other columns are not held,
     so they cost nothing in the state pickled every batch. A relation rendered as one column's
     values (`value`) keeps every column: `value` is rendering only, not in the state's fingerprint,
-    so the column it names may change without the state being built anew."""
+    so the column it names may change without the state being built anew. (`value_column_only`:
+    that one column, what the document renders, for a schema watch.)"""
     out: dict[str, set[str] | None] = {}
 
     def need(table: str, cols: Iterable[str] | None) -> None:
-        if table in out and out[table] is None:
-            return
-        if cols is None:
-            out[table] = None
-        else:
-            out.setdefault(table, set()).update(cols)
+        merge_columns(out, table, cols)
 
     need(spec.root, spec.columns)
 
     def walk(relations: Iterable[Relation]) -> None:
         for rel in relations:
-            shown = None if rel.value is not None else rel.columns
+            shown = rel.columns if rel.value is None else (rel.value,) if value_column_only else None
             rows_of = rel.table
             if rel.kind == "many_to_many" and rel.through is not None:
                 need(rel.table, ())          # the link rows: their key and join columns
@@ -356,12 +352,22 @@ def held_columns(spec: DocumentSpec, keys: dict[str, tuple[str, ...]],
             walk(rel.relations)
 
     walk(spec.relations)
-    for e in edges:
+    for e in join_edges(spec) if edges is None else edges:
         need(e.table, e.cols)
         need(e.parent, e.parent_cols)
     for table in spec.tables():
         need(table, keys.get(table, ()))
     return {t: None if cols is None else frozenset(cols) for t, cols in out.items()}
+
+
+def merge_columns(into: dict[str, set[str] | None], table: str, cols: Iterable[str] | None) -> None:
+    """Columns of `table` added to `into`; None (every column) wins over any list."""
+    if table in into and into[table] is None:
+        return
+    if cols is None:
+        into[table] = None
+    else:
+        into.setdefault(table, set()).update(cols)
 
 
 def join_edges(spec: DocumentSpec) -> list[_Edge]:

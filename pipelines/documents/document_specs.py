@@ -6,7 +6,7 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass
 
-from derived.nested import META, DocumentSpec, Relation, Through, join_edges
+from derived.nested import META, DocumentSpec, Relation, Through, held_columns, join_edges, merge_columns
 from pipelines.config import Config
 from pipelines.document_config import RelationConfig
 from pipelines.errors import ConfigError
@@ -42,28 +42,11 @@ class ResolvedDocuments:
     def used_columns(self) -> dict[str, set[str] | None]:
         """The columns the documents read per table (None: every column, a part without `columns:`)."""
         used: dict[str, set[str] | None] = {}
-
-        def add(table: str, cols) -> None:
-            if table in used and used[table] is None:
-                return
-            if cols is None:
-                used[table] = None
-            else:
-                used.setdefault(table, set()).update(cols)
-
-        def walk(rels) -> None:
-            for r in rels:
-                shown = r.through.table if r.through is not None else r.table
-                add(shown, [r.value] if r.value is not None else r.columns)
-                if r.order_by:
-                    add(shown, [r.order_by])
-                walk(r.relations)
-
         for spec in self.specs:
-            add(spec.root, spec.columns)
-            walk(spec.relations)
+            for table, cols in held_columns(spec, self.keys, value_column_only=True).items():
+                merge_columns(used, table, cols)
         for table, cols in self.joined().items():
-            add(table, cols)
+            merge_columns(used, table, cols)
         return used
 
     def joined(self) -> dict[str, set[str]]:
