@@ -155,11 +155,15 @@ class NestedState:
         return roots
 
     def _kept_columns(self) -> dict[str, frozenset[str] | None]:
-        # Worked out once per process (a state pickled before it existed has none).
+        # Worked out once per process from this version's rule: never pickled (__getstate__), so a
+        # state kept by a checkpoint follows the rule of the code that loads it.
         kept = self.__dict__.get("_kept")
         if kept is None:
             kept = self._kept = held_columns(self.spec, self.keys, self._edges)
         return kept
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if k != "_kept"}
 
     def prune(self) -> int:
         """Forget deleted rows; call it only once the documents of every change folded so far are in

@@ -340,3 +340,25 @@ def test_a_relation_shown_as_one_columns_values_keeps_every_column():
     state.apply(Change("public.tags", "upsert", {"id": 5}, "5", {"id": 5, "name": "red", "color": "#f00"}, v,
                        Position("t", 0, 0)))
     assert set(state.rows["public.tags"][(5,)].values) == {"id", "name", "color"}
+
+
+def test_the_columns_kept_are_worked_out_by_the_code_that_loads_a_state_not_pickled_with_it(monkeypatch):
+    import pickle
+
+    from derived import nested
+
+    state = NestedState(SPEC, dict(KEYS))
+    row = {"id": 7, "name": "ann", "email": "a@x"}
+    state.apply(Change("public.customers", "upsert", {"id": 7}, "7", row, Version(10, 1, 10), Position("t", 0, 0)))
+    assert "email" not in state.rows["public.customers"][(7,)].values
+    wider = nested.held_columns
+
+    def with_email(*args, **kwargs):
+        out = dict(wider(*args, **kwargs))
+        out["public.customers"] = out["public.customers"] | {"email"}
+        return out
+
+    monkeypatch.setattr(nested, "held_columns", with_email)   # a later version that needs another column
+    loaded = pickle.loads(pickle.dumps(state))
+    loaded.apply(Change("public.customers", "upsert", {"id": 7}, "7", row, Version(20, 1, 20), Position("t", 0, 1)))
+    assert loaded.rows["public.customers"][(7,)].values["email"] == "a@x"
