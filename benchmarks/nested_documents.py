@@ -13,7 +13,8 @@ Measured, in one run:
 - rebuild: `cdckit rebuild all` beside the live job, its documents' replay from the compacted
   topics (records/s) beside its flat bulk, and `cdckit rebuild cache` of the flat tables (records/s).
 
-    .venv/bin/python benchmarks/nested_documents.py [--orders 5000] [--rate 1000] [--duration 30] [--no-rebuild]
+    .venv/bin/python benchmarks/nested_documents.py [--orders 5000] [--rate 1000] [--warmup 20] [--duration 30]
+                                                    [--no-rebuild]
 """
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import bisect
 import json
 import os
 import re
+import resource
 import subprocess
 import sys
 import tempfile
@@ -36,13 +38,17 @@ from benchmarks.common import ROOT, RssSampler, bench_stack, searched_sources, s
 from benchmarks.freshness_report import percentiles  # noqa: E402
 
 WATCHED = 100
+POLL_S = 0.1   # the pollers: 10 reads a second of the watched keys (a few ms of CPU each)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--orders", type=int, default=5000)
     ap.add_argument("--rate", type=int, default=1000, help="commits/s")
-    ap.add_argument("--duration", type=float, default=30)
+    ap.add_argument("--duration", type=float, default=30, help="seconds of load measured, after the warm-up")
+    ap.add_argument("--warmup", type=float, default=20,
+                    help="seconds of load first, not measured: the Python workers the load needs are started, "
+                         "the queries caught up")
     ap.add_argument("--partitions", type=int, default=3)
     ap.add_argument("--no-rebuild", action="store_true", help="only the initial build, freshness and fan-out")
     args = ap.parse_args()
@@ -125,13 +131,11 @@ def main() -> None:
                                  "documents_per_s": round(args.orders / docs_s)}
             print(f"initial build: flat lines {flat_s:.1f} s, documents {docs_s:.1f} s", flush=True)
             time.sleep(5)
-            mark = log.stat().st_size
             with sampler.phase("freshness"):
-                result["freshness"] = _freshness(args, dsn, p, r, s)
-            # CPU seconds per role over the load and its tail (the machine's two cores: what is left
-            # for the documents' query)
+                result["freshness"] = _freshness(args, dsn, p, r, s, log)
+            # CPU seconds per role over the load (warm-up included) and its tail (the machine's two
+            # cores: what is left for the documents' query)
             result["freshness"]["cpu_s_per_role"] = sampler.cpu_s["freshness"]
-            result["freshness"]["documents_batches"] = documents_batches(log.read_bytes()[mark:].decode(errors="replace"))
             print(json.dumps(result["freshness"]), flush=True)
             result["fan_out"] = _fan_out(dsn, p, r)
             print(json.dumps(result["fan_out"]), flush=True)
@@ -250,9 +254,9 @@ END;
 """
 
 
-def _freshness(args, dsn: dict, p: str, r, s) -> dict:
+def _freshness(args, dsn: dict, p: str, r, s, log: Path) -> dict:
     """Commits at a fixed rate by pgbench (a C client: the load costs almost nothing), each stamped
-    with the server's clock; pollers on the watched orders at 20 Hz note when each seq first shows.
+    with the server's clock; pollers on the watched orders at 10 Hz note when each seq first shows.
     A commit is visible once its order shows its seq or a later one (every commit writes the order's
     first line; a poll sees only the newest of the commits a batch brought), so every commit of a
     watched order is measured, not only the newest of each batch."""
@@ -286,7 +290,7 @@ def _freshness(args, dsn: dict, p: str, r, s) -> dict:
                 seen["document_cache"].setdefault((o, top), now)
                 if sum(1 for line in lines if line["seq"] == top) == 1:  # its partner line not there yet
                     torn.setdefault((o, top), [now, now])[1] = now
-            time.sleep(0.05)
+            time.sleep(POLL_S)
 
     def poll_search() -> None:
         session = requests.Session()
@@ -300,7 +304,7 @@ def _freshness(args, dsn: dict, p: str, r, s) -> dict:
                 top = top_seq(source["lines"])
                 if top:
                     seen["document_search"].setdefault((int(doc_id), top), now)
-            time.sleep(0.05)
+            time.sleep(POLL_S)
 
     def poll_flat() -> None:
         keys = [f"{p}_lines:{(o - 1) * 5 + 1}" for o in orders]
@@ -311,14 +315,21 @@ def _freshness(args, dsn: dict, p: str, r, s) -> dict:
                     line = json.loads(raw)
                     if line["seq"]:
                         seen["flat_cache"].setdefault((o, line["seq"]), now)
-            time.sleep(0.05)
+            time.sleep(POLL_S)
 
     threads = [threading.Thread(target=f, daemon=True) for f in (poll_docs, poll_search, poll_flat)]
+    own0, children0 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     for t in threads:
         t.start()
+    measured_from = time.time() + args.warmup
+    marks: list[int] = []   # the job log's size when the measured part began
+    timer = threading.Timer(args.warmup, lambda: marks.append(log.stat().st_size))
+    timer.start()
     proc = subprocess.run([str(postgres_binary("pgbench")), "-n", "-h", dsn["host"], "-p", str(dsn["port"]),
                            "-U", dsn["user"], "-c", "4", "-j", "1", "-R", str(args.rate), "-T",
-                           str(int(args.duration)), "-f", str(script), dsn["dbname"]], capture_output=True, text=True)
+                           str(int(args.warmup + args.duration)), "-f", str(script), dsn["dbname"]],
+                          capture_output=True, text=True)
+    timer.join()
     if proc.returncode != 0:
         raise SystemExit(f"pgbench failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
     time.sleep(8)  # the tail arrives
@@ -328,16 +339,26 @@ def _freshness(args, dsn: dict, p: str, r, s) -> dict:
     import psycopg
 
     with psycopg.connect(**dsn, autocommit=True) as conn:
-        commits = conn.execute(f"SELECT count(*) FROM {p}_commits").fetchone()[0]
-        watched = conn.execute(f"SELECT o, seq, at FROM {p}_commits WHERE o BETWEEN %s AND %s",
-                               (w0, w0 + WATCHED - 1)).fetchall()
-    out = {"commits_per_s": round(commits / args.duration), "load": "pgbench", "watched_commits": len(watched)}
+        commits = conn.execute(f"SELECT count(*) FROM {p}_commits WHERE at >= %s",
+                               (int(measured_from * 1e6),)).fetchone()[0]
+        every = conn.execute(f"SELECT o, seq, at FROM {p}_commits WHERE o BETWEEN %s AND %s",
+                             (w0, w0 + WATCHED - 1)).fetchall()
+    watched = [c for c in every if c[2] >= measured_from * 1e6]
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = {"commits_per_s": round(commits / args.duration), "load": "pgbench", "warmup_s": args.warmup,
+           "measured_s": args.duration, "watched_commits": len(watched),
+           # CPU seconds of the load (pgbench, this process's only child meanwhile) and of the pollers
+           "load_cpu_s": round(children.ru_utime + children.ru_stime - children0.ru_utime - children0.ru_stime, 1),
+           "pollers_cpu_s": round(own.ru_utime + own.ru_stime - own0.ru_utime - own0.ru_stime, 1)}
     for name, got in seen.items():
         lat, unseen = visible_after(watched, got)
-        out[name] = {**percentiles(lat), "never_seen": unseen}
+        # from the load's start: the warm-up's commits too (new Python workers, queries catching up)
+        out[name] = {**percentiles(lat), "never_seen": unseen,
+                     "from_load_start": percentiles(visible_after(every, got)[0])}
     spans = [b - a for a, b in torn.values()]
     out["torn"] = {"documents_seen_torn": len(torn), "commits_seen": len(seen["document_cache"]),
                    "longest_s": round(max(spans), 3) if spans else 0.0}
+    out["documents_batches"] = documents_batches(log.read_bytes()[marks[0] if marks else 0:].decode(errors="replace"))
     return out
 
 
