@@ -36,8 +36,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import (ROOT, RssSampler, bench_stack, index_definition, index_documents,  # noqa: E402
-                               raw_bulk, raw_bulk_sweep, write_result)
+from benchmarks.common import (ROOT, RssSampler, bench_stack, drop_topics, index_definition,  # noqa: E402
+                               index_documents, raw_bulk, raw_bulk_sweep, topics_named, unlink_keys,
+                               write_result)
 
 TABLE = "public.bootstrap_1m"   # one table for every run: its name does not depend on a run's prefix
 RUNS = {"cache": ["cache"], "search": ["search"], "both": ["search", "cache"]}
@@ -257,26 +258,10 @@ def _remove_connector(s, connector: str, slot: str) -> None:
 def _drop_stores(s, run: str, prefix: str) -> None:
     """What the run left: its topics, Redis keys and index (the next run's memory is its own)."""
     import redis
-    from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": s.bootstrap_servers})
-    topics = [t for t in admin.list_topics(timeout=30).topics if prefix in t.split(".")]
-    if topics:
-        for fut in admin.delete_topics(topics).values():
-            try:
-                fut.result(30)
-            except Exception as exc:  # noqa: BLE001 - a topic left behind is only disk
-                print(f"  topic not deleted: {exc}", flush=True)
+    drop_topics(s.bootstrap_servers, topics_named(s.bootstrap_servers, lambda t: prefix in t.split(".")))
     if "cache" in RUNS[run]:
-        r = redis.Redis.from_url(s.redis_url)
-        batch = []
-        for key in r.scan_iter(match=f"{prefix}:*", count=10_000):
-            batch.append(key)
-            if len(batch) >= 10_000:
-                r.unlink(*batch)
-                batch.clear()
-        if batch:
-            r.unlink(*batch)
+        unlink_keys(redis.Redis.from_url(s.redis_url), f"{prefix}:*")
     if "search" in RUNS[run]:
         _drop_index(s.search_url, prefix)
 

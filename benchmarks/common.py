@@ -133,6 +133,61 @@ def job_config(s, dsn: dict, prefix: str, table: str, partitions: int, trigger: 
     }
 
 
+def pgbench(dsn: dict, script: Path, rate: int, seconds: float, clients: int = 2) -> float:
+    """`script` by `clients` pgbench connections at `rate` transactions per second in all for
+    `seconds` (pgbench's own throttle): a C client, so the load costs almost nothing. Returns
+    pgbench's CPU seconds (its rusage, reaped here)."""
+    import subprocess
+    import tempfile
+
+    from pipelines.devstack.packages import postgres_binary
+
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen([str(postgres_binary("pgbench")), "-n", "-h", dsn["host"], "-p", str(dsn["port"]),
+                                 "-U", dsn["user"], "-c", str(clients), "-j", "1", "-R", str(rate),
+                                 "-T", str(int(seconds)), "-f", str(script), dsn["dbname"]],
+                                stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode != 0:
+            err.seek(0)
+            raise SystemExit(f"pgbench failed (exit {proc.returncode}):\n{err.read()[-2000:].decode(errors='replace')}")
+    return usage.ru_utime + usage.ru_stime
+
+
+def drop_topics(bootstrap: str, topics: list[str]) -> None:
+    """A run's topics deleted (one left behind is only disk: said, not raised)."""
+    from confluent_kafka.admin import AdminClient
+
+    if not topics:
+        return
+    admin = AdminClient({"bootstrap.servers": bootstrap})   # held until the futures are done
+    for fut in admin.delete_topics(topics).values():
+        try:
+            fut.result(30)
+        except Exception as exc:  # noqa: BLE001 - a topic left behind is only disk
+            print(f"  topic not deleted: {exc}", flush=True)
+
+
+def topics_named(bootstrap: str, keep) -> list[str]:
+    """The broker's topics whose name `keep` accepts."""
+    from confluent_kafka.admin import AdminClient
+
+    return [t for t in AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30).topics if keep(t)]
+
+
+def unlink_keys(r, pattern: str) -> None:
+    """Every Redis key matching `pattern` unlinked, 10,000 at a time."""
+    batch = []
+    for key in r.scan_iter(match=pattern, count=10_000):
+        batch.append(key)
+        if len(batch) >= 10_000:
+            r.unlink(*batch)
+            batch.clear()
+    if batch:
+        r.unlink(*batch)
+
+
 def stop_job(job) -> None:
     """A `cdckit run` started by a benchmark (in a session of its own): SIGTERM (it stops after the
     batch in flight), then SIGKILL of its group after a minute."""

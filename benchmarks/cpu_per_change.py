@@ -32,8 +32,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import (ROOT, RssSampler, bench_stack, create_orders, job_config, stop_job,  # noqa: E402
-                               wait_caught_up, write_result)
+from benchmarks.common import (ROOT, RssSampler, bench_stack, create_orders, job_config, pgbench,  # noqa: E402
+                               stop_job, wait_caught_up, write_result)
 from benchmarks.freshness_report import histogram_percentiles  # noqa: E402
 
 ROWS = 20_000
@@ -121,7 +121,6 @@ def main() -> None:
     import yaml
 
     from connectors.kafka.offsets import end_offsets
-    from pipelines.devstack.packages import postgres_binary
 
     rates = [int(r) for r in args.rates.split(",")]
     tmp = Path(tempfile.mkdtemp(prefix="cdckit-cpu-"))
@@ -162,7 +161,7 @@ def main() -> None:
             snapshot = {"rows": ROWS, "seconds_from_job_start": round(time.perf_counter() - t0, 1)}
             print(f"snapshot of {ROWS:,} rows applied in {snapshot['seconds_from_job_start']} s", flush=True)
             # Warm-up: Python workers started, Debezium streaming, JIT; then everything applied.
-            _pgbench(postgres_binary("pgbench"), dsn, script, rates[0], 10)
+            pgbench(dsn, script, rates[0], 10)
             _settle(s.bootstrap_servers, tmp / "ckpt", topic)
             for rate in [0, *rates]:
                 seconds = args.idle if rate == 0 else args.duration
@@ -171,7 +170,7 @@ def main() -> None:
                 load_cpu = 0.0
                 with sampler.phase(str(rate or "idle")):
                     if rate:
-                        load_cpu = _pgbench(postgres_binary("pgbench"), dsn, script, rate, seconds)
+                        load_cpu = pgbench(dsn, script, rate, seconds)
                     else:
                         time.sleep(seconds)
                 wall = time.perf_counter() - t
@@ -219,19 +218,6 @@ def main() -> None:
     write_result("cpu_per_change" + (f"_{args.label}" if args.label else ""), result)
     print_table(result)
     print(sampler.table())
-
-
-def _pgbench(binary: Path, dsn: dict, script: Path, rate: int, seconds: float) -> float:
-    """One commit per transaction at `rate` per second for `seconds` (pgbench's own throttle);
-    returns pgbench's CPU seconds."""
-    proc = subprocess.Popen([str(binary), "-n", "-h", dsn["host"], "-p", str(dsn["port"]), "-U", dsn["user"],
-                             "-c", "2", "-j", "1", "-R", str(rate), "-T", str(int(seconds)), "-f", str(script),
-                             dsn["dbname"]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise SystemExit(f"pgbench failed (exit {proc.returncode}): run it by hand with the same arguments")
-    return usage.ru_utime + usage.ru_stime
 
 
 def _settle(bootstrap: str, checkpoint: Path, topic: str) -> None:

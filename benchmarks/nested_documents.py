@@ -34,7 +34,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import ROOT, RssSampler, bench_stack, searched_sources, stop_job, write_result  # noqa: E402
+from benchmarks.common import (ROOT, RssSampler, bench_stack, drop_topics, pgbench, searched_sources,  # noqa: E402
+                               stop_job, topics_named, unlink_keys, write_result)
 from benchmarks.freshness_report import percentiles  # noqa: E402
 
 WATCHED = 100
@@ -152,22 +153,13 @@ def _drop_run(s, p: str, r) -> None:
     run's engine and broker carry only their own."""
     import psycopg
     import requests
-    from confluent_kafka.admin import AdminClient
 
     requests.delete(f"{s.connect_url}/connectors/{p}-postgres", timeout=30)
     found = requests.get(f"{s.search_url}/_cat/indices/*{p}*", params={"format": "json"}, timeout=30)
     for index in (found.json() if found.ok else []):
         requests.delete(f"{s.search_url}/{index['index']}", timeout=60)
-    admin = AdminClient({"bootstrap.servers": s.bootstrap_servers})
-    topics = [t for t in admin.list_topics(timeout=30).topics if t.split(".")[0] == p]
-    for fut in (admin.delete_topics(topics).values() if topics else []):
-        try:
-            fut.result(30)
-        except Exception as exc:  # noqa: BLE001 - a topic left behind is only disk
-            print(f"  topic not deleted: {exc}", flush=True)
-    keys = list(r.scan_iter(match=f"*{p}*", count=10_000))
-    for start in range(0, len(keys), 10_000):
-        r.unlink(*keys[start:start + 10_000])
+    drop_topics(s.bootstrap_servers, topics_named(s.bootstrap_servers, lambda t: t.split(".")[0] == p))
+    unlink_keys(r, f"*{p}*")
     time.sleep(2)   # the connector's task gone, so its slot is free
     dsn = dict(host="127.0.0.1", port=s.ports["postgres"], dbname="cdckit", user="postgres")
     with psycopg.connect(**dsn, autocommit=True) as conn:
@@ -262,8 +254,6 @@ def _freshness(args, dsn: dict, p: str, r, s, log: Path) -> dict:
     watched order is measured, not only the newest of each batch."""
     import requests
 
-    from pipelines.devstack.packages import postgres_binary
-
     w0 = 1001 if args.orders >= 1000 + WATCHED else 1   # past customer 1's orders when there are enough
     orders = list(range(w0, w0 + WATCHED))
     script = Path(tempfile.mkdtemp(prefix="cdckit-nested-load-")) / "load.sql"
@@ -318,20 +308,15 @@ def _freshness(args, dsn: dict, p: str, r, s, log: Path) -> dict:
             time.sleep(POLL_S)
 
     threads = [threading.Thread(target=f, daemon=True) for f in (poll_docs, poll_search, poll_flat)]
-    own0, children0 = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    own0 = resource.getrusage(resource.RUSAGE_SELF)
     for t in threads:
         t.start()
     measured_from = time.time() + args.warmup
     marks: list[int] = []   # the job log's size when the measured part began
     timer = threading.Timer(args.warmup, lambda: marks.append(log.stat().st_size))
     timer.start()
-    proc = subprocess.run([str(postgres_binary("pgbench")), "-n", "-h", dsn["host"], "-p", str(dsn["port"]),
-                           "-U", dsn["user"], "-c", "4", "-j", "1", "-R", str(args.rate), "-T",
-                           str(int(args.warmup + args.duration)), "-f", str(script), dsn["dbname"]],
-                          capture_output=True, text=True)
+    load_cpu = pgbench(dsn, script, args.rate, args.warmup + args.duration, clients=4)
     timer.join()
-    if proc.returncode != 0:
-        raise SystemExit(f"pgbench failed (exit {proc.returncode}):\n{proc.stderr[-2000:]}")
     time.sleep(8)  # the tail arrives
     stop.set()
     for t in threads:
@@ -344,11 +329,11 @@ def _freshness(args, dsn: dict, p: str, r, s, log: Path) -> dict:
         every = conn.execute(f"SELECT o, seq, at FROM {p}_commits WHERE o BETWEEN %s AND %s",
                              (w0, w0 + WATCHED - 1)).fetchall()
     watched = [c for c in every if c[2] >= measured_from * 1e6]
-    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    own = resource.getrusage(resource.RUSAGE_SELF)
     out = {"commits_per_s": round(commits / args.duration), "load": "pgbench", "warmup_s": args.warmup,
            "measured_s": args.duration, "watched_commits": len(watched),
-           # CPU seconds of the load (pgbench, this process's only child meanwhile) and of the pollers
-           "load_cpu_s": round(children.ru_utime + children.ru_stime - children0.ru_utime - children0.ru_stime, 1),
+           # CPU seconds of the load (pgbench) and of the pollers
+           "load_cpu_s": round(load_cpu, 1),
            "pollers_cpu_s": round(own.ru_utime + own.ru_stime - own0.ru_utime - own0.ru_stime, 1)}
     for name, got in seen.items():
         lat, unseen = visible_after(watched, got)
