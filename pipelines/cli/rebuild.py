@@ -35,7 +35,7 @@ def rebuild_command(store: str, config_path: Path, table: str | None, dry_run: b
     stop = StopRequest("after the running tasks").install()
     again = f"cdckit rebuild {store}" + (f" --table {table}" if table else "") + f" -c {config_path}"
     cfg = load(config_path)
-    preflight.check(cfg)
+    preflight.check_servers(cfg)
     plan = rebuild.make_plan(cfg, store, table)
     notes = rebuild.check_safety(plan, force)
     if as_json and dry_run:

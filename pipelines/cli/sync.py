@@ -22,7 +22,8 @@ def run_command(config_path: Path) -> None:
     from pipelines.streaming import job
     stop = StopRequest().install()
     cfg = load(config_path)
-    preflight.check(cfg, postgres="if_reachable")
+    preflight.check_servers(cfg)
+    preflight.check_database(cfg, required=False)
     lost = bootstrap.topics_lost(cfg)
     if lost:  # else a deleted topic only stops matching the subscription, and the job waits forever
         raise StateLost(f"change topics lost since the pipeline read them ({', '.join(lost[:5])}): the broker lost "
@@ -48,7 +49,8 @@ def bootstrap_command(config_path: Path, once: bool) -> None:
 
     stop = StopRequest().install()
     cfg = load(config_path)
-    preflight.check(cfg, postgres="required")
+    preflight.check_servers(cfg)
+    preflight.check_database(cfg, required=True)
     # Spark's session (a JVM, ~5 s) starts beside the connector's creation and Debezium's snapshot,
     # not after them: the first minute's largest fixed cost (benchmarks/first_minute.py).
     warm = SessionWarmup(cfg).start_now()

@@ -15,29 +15,34 @@ from pipelines.errors import CdckitError, CredentialsRefused, EndpointUnreachabl
 log = logging.getLogger("cdckit.preflight")
 
 
-def check(config: Config, kafka: bool = True, postgres: str = "no") -> None:
-    """postgres: "no"; "required" (also checks the configured tables, see pipelines/ops/table_checks.py,
-    and the user's privileges, pipelines/ops/privileges.py); "if_reachable" (the streaming job does
-    not need the database: its tables are checked when it answers)."""
+def check_servers(config: Config, kafka: bool = True) -> None:
+    """Kafka (unless `kafka` is False), and the stores the config writes, answer and accept our
+    credentials. The database is check_database's."""
     if kafka:
         _kafka(config)
     if "search" in config.sinks:
         _search(config)
     if "cache" in config.sinks:
         _redis(config)
-    if postgres != "no":
-        from connectors.postgres import PostgresUnreachable
-        from pipelines.ops import privileges
-        from pipelines.ops.table_checks import check_database_tables
 
-        try:
-            check_database_tables(config)
-            if postgres == "required":
-                privileges.require(config)
-        except PostgresUnreachable as exc:
-            if postgres == "required":
-                raise
-            log.warning("tables not checked against the database (%s)", exc)
+
+def check_database(config: Config, required: bool = True) -> None:
+    """The configured tables against the database (pipelines/ops/table_checks.py) and, when
+    `required`, the user's privileges (pipelines/ops/privileges.py). Not `required` (the streaming
+    job does not need the database): an unreachable database is a warning, and its tables are
+    checked when it answers."""
+    from connectors.postgres import PostgresUnreachable
+    from pipelines.ops import privileges
+    from pipelines.ops.table_checks import check_database_tables
+
+    try:
+        check_database_tables(config)
+        if required:
+            privileges.require(config)
+    except PostgresUnreachable as exc:
+        if required:
+            raise
+        log.warning("tables not checked against the database (%s)", exc)
 
 
 def _kafka(config: Config, timeout_s: float = 8.0) -> None:

@@ -149,7 +149,7 @@ def test_the_right_settings_pass_the_kafka_check(broker, tmp_path):
     from pipelines.ops import preflight
 
     with pytest.raises(EndpointUnreachable, match=r"^search at http://127\.0\.0\.1:9 is unreachable"):
-        preflight.check(parse_config(config_data(broker, tmp_path)))
+        preflight.check_servers(parse_config(config_data(broker, tmp_path)))
 
 
 @pytest.mark.parametrize("case,fields,says", [

@@ -24,7 +24,7 @@ def rebuild_with(monkeypatch, tmp_path):
         return RebuildState(plan.as_json(), Targets(), "done", summary={"bulk": {"records": 9, "dead_letters": 4}},
                             dead_letters=asked["verdict"])
 
-    monkeypatch.setattr("pipelines.ops.preflight.check", lambda cfg: None)
+    monkeypatch.setattr("pipelines.ops.preflight.check_servers", lambda cfg: None)
     monkeypatch.setattr(rebuild, "make_plan", lambda cfg, store, table: rebuild.Plan("r1", ["search"], [], [], {}, {}))
     monkeypatch.setattr(rebuild, "run", fake_run)
     monkeypatch.setattr("pipelines.spark.session.spark_session", lambda cfg: None)
