@@ -54,7 +54,7 @@ class Relation:
     through: Through | None = None
     relations: tuple["Relation", ...] = ()
     # Rendering only, not what the state holds: left out of the repr, which names the state a
-    # documents' checkpoint was built for (documents_query.fingerprint).
+    # documents' checkpoint was built for (document_specs.fingerprint).
     value: str | None = field(default=None, repr=False)      # a scalar relation: this column's values
     empty_null: bool = field(default=False, repr=False)      # an empty list shows null, not []
     rename: tuple[tuple[str, str], ...] = field(default=(), repr=False)   # column -> field in the document

@@ -2,7 +2,8 @@
 
 Read in this order:
 - document_specs.py  the config section (pipelines/document_config.py, checked up front) resolved
-                     against the catalog into the state model's specs (derived/nested.py: pure);
+                     against the catalog into the state model's specs (derived/nested.py: pure),
+                     and whether a state was built for them (its fingerprint);
 - nested_fold.py     one micro-batch folded into a document's state (pure);
 - documents_query.py the Structured Streaming query that keeps the state and writes the stores;
 - snapshot_sweep.py  after a re-snapshot, the documents no root makes any more.

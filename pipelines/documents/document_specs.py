@@ -1,10 +1,13 @@
 """The `documents:` config resolved against the catalog into the state model's specs
 (derived/nested.DocumentSpec): joins left out are taken from the foreign keys, every column named
-must exist. Runs on the driver before a job starts; errors name the config field."""
+must exist. Runs on the driver before a job starts; errors name the config field. Also whether a
+documents' state was built for these specs (its fingerprint), which a job and a rebuild's plan check."""
 from __future__ import annotations
 
+import hashlib
 import string
 from dataclasses import dataclass
+from pathlib import Path
 
 from derived.nested import META, DocumentSpec, Relation, Through, held_columns, join_edges, merge_columns
 from pipelines.config import Config
@@ -194,3 +197,47 @@ def _known_columns(field: str, table: str, columns, types) -> None:
     unknown = sorted(set(columns or []) - set(types[table]))
     if unknown:
         raise ConfigError(field, f"{table} has no column(s) {unknown}")
+
+
+def resolve_from_catalog(config: Config) -> ResolvedDocuments:
+    """The documents' specs resolved against the database's catalog (errors name the field)."""
+    from connectors import postgres
+
+    with postgres.connect(config.postgres.dsn_kwargs()) as conn:
+        return resolve_documents(config, Catalog(conn))
+
+
+def fingerprint(resolved: ResolvedDocuments, config: Config) -> str:
+    """What the state was built for: another spec, key, type of a key or join column, or numeric
+    rendering needs another state (held rows keep the rendering they were folded in, and joins
+    compare rendered values)."""
+    joined: set[tuple[str, str]] = {(t, c) for t, cols in resolved.keys.items() for c in cols}
+    for spec in resolved.specs:
+        for e in join_edges(spec):
+            joined.update((e.table, c) for c in e.cols)
+            joined.update((e.parent, c) for c in e.parent_cols)
+    types = sorted((t, c, resolved.types[t].get(c)) for t, c in joined)
+    # Only the tables the documents read: another table's rendering is not in this state.
+    numbers = sorted((t.name, tuple(sorted(t.numeric_as_number))) for t in config.tables
+                     if t.numeric_as_number and t.name in resolved.keys)
+    text = repr((resolved.specs, sorted(resolved.keys.items()), types, numbers))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def state_matches(config: Config, resolved: ResolvedDocuments, folder: Path) -> bool:
+    """Whether the state in `folder` was built for these specs (or there is none yet)."""
+    mark = folder / "cdckit-documents.txt"
+    return not mark.exists() or mark.read_text().strip() == fingerprint(resolved, config)
+
+
+def check_state_matches(config: Config, resolved: ResolvedDocuments, folder: Path) -> None:
+    """The state in `folder` was built for these specs; a changed `documents:` section is refused
+    (its documents need building anew from the topics, which `cdckit rebuild all` does)."""
+    if not state_matches(config, resolved, folder):
+        raise ConfigError("documents", "the documents' definitions (or the types of their key and join "
+                          "columns, or numeric_as_number) changed since their state was built: "
+                          "`cdckit rebuild all` builds them anew from the topics and hands them to the job")
+    mark = folder / "cdckit-documents.txt"
+    if not mark.exists():
+        mark.parent.mkdir(parents=True, exist_ok=True)
+        mark.write_text(fingerprint(resolved, config) + "\n")

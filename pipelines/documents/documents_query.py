@@ -22,7 +22,6 @@ re-runs N from the state of N-1, computing the same documents with the same vers
 """
 from __future__ import annotations
 
-import hashlib
 import io
 import logging
 import pickle
@@ -37,8 +36,7 @@ import orjson
 import pyarrow as pa
 
 from derived.change import Change, DeadLetter, Position, Version
-from derived.nested import join_edges
-from pipelines.documents.document_specs import ResolvedDocuments
+from pipelines.documents.document_specs import ResolvedDocuments, check_state_matches, state_matches
 from pipelines.documents.nested_fold import FoldState, FoldStats, fold_batch
 from pipelines.spark.worker_context import collector_paused
 from pipelines.apply.transaction_gate import LATE_MS
@@ -61,42 +59,6 @@ WRITE_STATS = pa.schema([("documents", pa.int64()), ("search_applied", pa.int64(
 def checkpoint(config: Config) -> Path:
     """The live state's folder (a rebuild moves it: pipelines/state/documents_state.py)."""
     return documents_state.current(config.spark.checkpoint_dir)
-
-
-def fingerprint(resolved: ResolvedDocuments, config: Config) -> str:
-    """What the state was built for: another spec, key, type of a key or join column, or numeric
-    rendering needs another state (held rows keep the rendering they were folded in, and joins
-    compare rendered values)."""
-    joined: set[tuple[str, str]] = {(t, c) for t, cols in resolved.keys.items() for c in cols}
-    for spec in resolved.specs:
-        for e in join_edges(spec):
-            joined.update((e.table, c) for c in e.cols)
-            joined.update((e.parent, c) for c in e.parent_cols)
-    types = sorted((t, c, resolved.types[t].get(c)) for t, c in joined)
-    # Only the tables the documents read: another table's rendering is not in this state.
-    numbers = sorted((t.name, tuple(sorted(t.numeric_as_number))) for t in config.tables
-                     if t.numeric_as_number and t.name in resolved.keys)
-    text = repr((resolved.specs, sorted(resolved.keys.items()), types, numbers))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def state_matches(config: Config, resolved: ResolvedDocuments, folder: Path) -> bool:
-    """Whether the state in `folder` was built for these specs (or there is none yet)."""
-    mark = folder / "cdckit-documents.txt"
-    return not mark.exists() or mark.read_text().strip() == fingerprint(resolved, config)
-
-
-def check_state_matches(config: Config, resolved: ResolvedDocuments, folder: Path) -> None:
-    """The state in `folder` was built for these specs; a changed `documents:` section is refused
-    (its documents need building anew from the topics, which `cdckit rebuild all` does)."""
-    if not state_matches(config, resolved, folder):
-        raise ConfigError("documents", "the documents' definitions (or the types of their key and join "
-                          "columns, or numeric_as_number) changed since their state was built: "
-                          "`cdckit rebuild all` builds them anew from the topics and hands them to the job")
-    mark = folder / "cdckit-documents.txt"
-    if not mark.exists():
-        mark.parent.mkdir(parents=True, exist_ok=True)
-        mark.write_text(fingerprint(resolved, config) + "\n")
 
 
 def stream(spark, config: Config):
@@ -465,15 +427,6 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
     else:
         writer = writer.trigger(processingTime=config.spark.trigger)
     return writer.queryName("cdckit-documents" if live else "cdckit-rebuild-documents").start()
-
-
-def resolve(config: Config) -> ResolvedDocuments:
-    """The documents' specs resolved against the catalog (errors name the field)."""
-    from connectors import postgres
-    from pipelines.documents.document_specs import Catalog, resolve_documents
-
-    with postgres.connect(config.postgres.dsn_kwargs()) as conn:
-        return resolve_documents(config, Catalog(conn))
 
 
 class LiveDocuments:

@@ -140,8 +140,8 @@ def make_plan(config: Config, which: str, table: str | None) -> Plan:
 
 
 def _documents_state_fits(config: Config) -> bool:
-    from pipelines.documents import documents_query
-    return documents_query.state_matches(config, documents_query.resolve(config), documents_query.checkpoint(config))
+    from pipelines.documents.document_specs import resolve_from_catalog, state_matches
+    return state_matches(config, resolve_from_catalog(config), documents_state.current(config.spark.checkpoint_dir))
 
 
 def check_safety(plan: Plan, force: bool) -> list[str]:
@@ -284,7 +284,7 @@ class _DocumentsReplay:
     then `pending` should this process die in between, until a rerun completes it)."""
 
     def __init__(self, spark, config: Config, plan: Plan, stop: StopRequest):
-        from pipelines.documents import documents_query
+        from pipelines.documents.document_specs import resolve_from_catalog
         self.spark, self.config, self.plan, self.stop = spark, config, plan, stop
         self.ckpt = config.spark.checkpoint_dir
         self.folder = self.ckpt / str(plan.documents["folder"])
@@ -298,7 +298,7 @@ class _DocumentsReplay:
                                             if t.startswith("document:"))), cache_db)
         self.totals: dict[str, int] = {}
         self.seconds = 0.0
-        self.resolved = None if self.adopted else documents_query.resolve(config)
+        self.resolved = None if self.adopted else resolve_from_catalog(config)
 
     def replay(self) -> None:
         self._run()

@@ -311,7 +311,8 @@ def start_documents(spark, config: Config):
     """The documents' specs resolved against the catalog (errors name the field), their indexes
     created, their query started."""
     from pipelines.documents import documents_query
-    resolved = documents_query.resolve(config)
+    from pipelines.documents.document_specs import resolve_from_catalog
+    resolved = resolve_from_catalog(config)
     documents_query.ensure_indexes(config, stores_from_config(config))
     return documents_query.LiveDocuments(spark, config, orjson.dumps(config.model_dump(mode="json")), resolved)
 

@@ -3,9 +3,8 @@ and only with that: `numeric_as_number` of a table no document reads leaves it a
 import copy
 
 from derived.nested import DocumentSpec, Relation
-from pipelines.documents.document_specs import ResolvedDocuments
+from pipelines.documents.document_specs import ResolvedDocuments, fingerprint
 from pipelines.config import parse_config
-from pipelines.documents.documents_query import fingerprint
 from tests.support.configs import BASE
 
 SPEC = DocumentSpec("orders", "public.orders", None, (
