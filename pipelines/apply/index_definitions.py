@@ -1,13 +1,11 @@
 """Each table's index definition as the config and the catalog make it (the column types come from
-Postgres), and how the live index compares: for whatever creates an index on the driver (the job's
-first generation, a rebuild's fresh one), `cdckit index show` and `status`."""
+Postgres): for whatever creates an index on the driver (the job's first generation, a rebuild's
+fresh one); how the live index compares is pipelines/ops/index_comparison.py's."""
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from derived.sinks.search.definition import (DefinitionOptions, differences, document_definition, index_definition,
-                                             index_settings)
+from derived.sinks.search.definition import DefinitionOptions, document_definition, index_definition, index_settings
 from pipelines.config import Config, TableConfig
 from pipelines.document_config import DocumentConfig
 
@@ -66,39 +64,3 @@ def _flat(settings: dict[str, Any]) -> dict[str, Any]:
     from derived.sinks.search.definition import flat_settings
 
     return flat_settings(settings)
-
-
-@dataclass
-class IndexComparison:
-    table: str
-    alias: str
-    index: str | None                       # the index behind the alias (None: no live index)
-    wanted: dict[str, Any]
-    live: dict[str, Any] | None
-    differences: list[str] = field(default_factory=list)
-
-    def as_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def compare(config: Config, names: list[str] | None = None, engine=None) -> list[IndexComparison]:
-    """Each table's wanted definition beside its live one and the differences."""
-    from pipelines.apply.stores import search_engine
-
-    engine = engine or search_engine(config)
-    wanted = definitions(config, names, reader=True)
-    out = []
-    for table in config.flat_tables:
-        if table.name not in wanted:
-            continue
-        alias = table.index_name
-        targets = engine.alias_targets(alias)
-        if not targets:
-            out.append(IndexComparison(table.name, alias, None, wanted[table.name], None,
-                                       [f"no live index behind {alias} (`cdckit bootstrap` or `cdckit run` creates "
-                                        "it; `cdckit rebuild search` after a loss)"]))
-            continue
-        live = engine.index_definition(alias)
-        out.append(IndexComparison(table.name, alias, targets[0], wanted[table.name], live,
-                                   differences(wanted[table.name], live)))
-    return out

@@ -26,7 +26,7 @@ def index_show(table: str, config_path: Path, as_json: bool) -> None:
     """The definition cdckit would create for TABLE (schema.table), the live one behind its alias,
     and the differences, one a line. Exit 1 when they differ (a rebuild applies the config's)."""
     from pipelines.errors import ConfigError
-    from pipelines.apply.index_definitions import compare
+    from pipelines.ops.index_comparison import compare
 
     cfg = load(config_path)
     if table not in {t.name for t in cfg.flat_tables}:

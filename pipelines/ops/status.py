@@ -324,7 +324,7 @@ def _index_definitions(config: Config, report: Report, compare=None) -> None:
     if "search" not in config.sinks:
         return
     if compare is None:
-        from pipelines.apply.index_definitions import compare
+        from pipelines.ops.index_comparison import compare
     try:
         comparisons = compare(config)
     except Exception as exc:  # noqa: BLE001 - Postgres or the engine not answering: status goes on

@@ -1,6 +1,7 @@
 from derived.sinks.search.definition import DATE_FORMAT, differences, field_mapping
 from pipelines.config import parse_config
-from pipelines.apply.index_definitions import IndexComparison, definition_for, document_definition_for, marker_definition
+from pipelines.apply.index_definitions import definition_for, document_definition_for, marker_definition
+from pipelines.ops.index_comparison import IndexComparison
 from pipelines.ops.status import Report, _index_definitions
 from pipelines.schema.actions import _field_mappings
 from tests.support.configs import BASE, with_
