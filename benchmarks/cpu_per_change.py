@@ -113,6 +113,8 @@ def main() -> None:
     ap.add_argument("--trigger", default="500 ms")
     ap.add_argument("--partitions", type=int, default=2)
     ap.add_argument("--label", default="")
+    ap.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Spark setting for the job (repeatable): an A/B of a driver default")
     ap.add_argument("--heartbeat-ms", type=int, default=10_000,
                     help="Debezium's heartbeat interval (cdckit's default): each heartbeat makes a batch when idle")
     args = ap.parse_args()
@@ -132,6 +134,8 @@ def main() -> None:
         create_orders(dsn, table, ROWS)
         config = job_config(s, dsn, prefix, table, args.partitions, args.trigger, tmp / "ckpt", METRICS_PORT,
                             args.heartbeat_ms)
+        if args.spark_conf:
+            config["spark"]["conf"] = dict(kv.split("=", 1) for kv in args.spark_conf)
         path = tmp / "cdckit.yaml"
         path.write_text(yaml.safe_dump(config))
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
@@ -212,7 +216,7 @@ def main() -> None:
             sampler.remove_root(job.pid)
             requests.delete(f"{s.connect_url}/connectors/{prefix}-postgres", timeout=30)
     result = {"rates": rates, "duration_s": args.duration, "idle_s": args.idle, "trigger": args.trigger,
-              "heartbeat_ms": args.heartbeat_ms, "partitions": args.partitions, "rows": ROWS, "phases": phases,
+              "heartbeat_ms": args.heartbeat_ms, "spark_conf": args.spark_conf, "partitions": args.partitions, "rows": ROWS, "phases": phases,
               "fit": fixed_and_per_change(phases), "memory": sampler.as_json(),
               "snapshot": snapshot, "machine_detail": _machine()}
     write_result("cpu_per_change" + (f"_{args.label}" if args.label else ""), result)
