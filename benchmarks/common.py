@@ -206,7 +206,7 @@ def stop_job(job) -> None:
 def wait_caught_up(bootstrap: str, checkpoint: Path, topic: str, timeout_s: float = 120) -> bool:
     """Until the job's committed offsets reach the topic's end (False when the time is up)."""
     from connectors.kafka.offsets import end_offsets
-    from pipelines.state.offsets import committed_offsets
+    from pipelines.state.query_offsets import committed_offsets
 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:

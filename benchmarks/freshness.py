@@ -421,7 +421,7 @@ def _trace_lag(bootstrap: str, ckpts: list[Path], topic: str, rate: int, run_sta
     twice a second. One consumer asks for the ends all along: a new client per sample cost the
     broker and this process a connection and a metadata round each time, CPU the job under
     measurement shares on a small machine."""
-    from pipelines.state.offsets import committed_offsets
+    from pipelines.state.query_offsets import committed_offsets
     from connectors.kafka.offsets import Watermarks, to_offsets
 
     marks = Watermarks({"bootstrap.servers": bootstrap}, [topic])

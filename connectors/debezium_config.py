@@ -1,4 +1,4 @@
-"""The Debezium Postgres connector config, generated from plain settings (pipelines/ops/connector.py
+"""The Debezium Postgres connector config, generated from plain settings (pipelines/ops/connector_admin.py
 takes them from cdckit's YAML config).
 
 Every choice here is one the sync depends on; the comments say which part relies on it.

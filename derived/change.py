@@ -28,7 +28,7 @@ class Version(NamedTuple):
         # offset order (one partition per key), except three, and none leaves an older change of
         # a transaction in place: a redelivery re-sends the rest of the transaction after it, the
         # rebuild's catch-up and the live dual write both go on to the key's newest change, and
-        # `dlq replay` applies the key's newest record instead of the letter (pipelines/ops/dead_letters.py).
+        # `dlq replay` applies the key's newest record instead of the letter (pipelines/ops/dead_letter_replay.py).
         return (self.epoch << 1) | self.kind
 
 

@@ -145,6 +145,6 @@ def known_errors() -> tuple[type[BaseException], ...]:
     traceback: this hierarchy, and the typed errors of the layers below (which cannot derive from it)."""
     from connectors.connect_client import ConnectError
     from connectors.postgres import PostgresUnreachable
-    from derived.sinks.errors import GenerationError
+    from derived.sinks.store_errors import GenerationError
 
     return (CdckitError, ConnectError, PostgresUnreachable, GenerationError)

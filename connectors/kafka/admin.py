@@ -7,7 +7,7 @@ import threading
 from typing import Any
 
 from connectors.kafka import clients
-from connectors.kafka.errors import KafkaUnavailable
+from connectors.kafka.broker_errors import KafkaUnavailable
 
 
 def _admin(conf: dict[str, Any]):

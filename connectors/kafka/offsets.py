@@ -11,7 +11,7 @@ import time
 from typing import Any
 
 from connectors.kafka import clients
-from connectors.kafka.errors import KafkaUnavailable, NoFetchResponse, TopicLost
+from connectors.kafka.broker_errors import KafkaUnavailable, NoFetchResponse, TopicLost
 
 Offsets = dict[str, dict[str, int]]  # topic -> partition (as str, JSON keys) -> next offset
 TopicPartition = tuple[str, int]

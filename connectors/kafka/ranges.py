@@ -14,7 +14,7 @@ from typing import Any, Iterator
 import pyarrow as pa
 
 from connectors.kafka import clients
-from connectors.kafka.errors import KafkaUnavailable, TopicLost
+from connectors.kafka.broker_errors import KafkaUnavailable, TopicLost
 
 # The records of a range as Arrow batches: the columns of Spark's built-in kafka source.
 ARROW_SCHEMA = pa.schema([

@@ -4,7 +4,7 @@ in-memory stores of tests alike.
 Writes are versioned (derived/change.py): a change not newer than what a store holds is `stale`,
 never an error, so any batch can be applied again. A change the store refuses for itself (a
 mapping conflict, a key of another type) is a dead letter in the result; a store that does not
-answer raises StoreUnavailable (derived/sinks/errors.py) after its retries (derived/sinks/retry.py).
+answer raises StoreUnavailable (derived/sinks/store_errors.py) after its retries (derived/sinks/retry.py).
 """
 from __future__ import annotations
 

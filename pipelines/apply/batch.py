@@ -11,7 +11,7 @@ import pyarrow as pa
 
 from derived.change import Change, DeadLetter, Position, Version
 from derived.reduce import last_per_key, merge_cuts, settle_tombstones
-from derived.sinks.errors import StoreUnavailable
+from derived.sinks.store_errors import StoreUnavailable
 from pipelines.apply import letter_kinds
 from pipelines.apply.decode import decode_records
 from pipelines.apply.typed_rows import columns_seen, type_rows

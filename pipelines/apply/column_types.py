@@ -13,7 +13,7 @@ import logging
 import time
 from typing import Any, Callable, Iterable
 
-from derived.sinks.errors import StoreUnavailable
+from derived.sinks.store_errors import StoreUnavailable
 
 log = logging.getLogger("cdckit.types")
 TTL_S = 5.0

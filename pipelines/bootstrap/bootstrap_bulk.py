@@ -37,7 +37,7 @@ import orjson
 import pyarrow as pa
 
 from connectors.kafka.admin import matching_topics, topic_ids
-from connectors.kafka.errors import TopicLost
+from connectors.kafka.broker_errors import TopicLost
 from connectors.kafka.offsets import end_offsets
 from connectors.kafka.ranges import KafkaRange, log_end, pack_ranges, read_messages
 from pipelines.apply import letter_kinds

@@ -17,18 +17,18 @@ from pathlib import Path
 from typing import Any, Callable
 
 from connectors.kafka.admin import matching_topics, topic_ids, topic_names
-from connectors.kafka.errors import NoFetchResponse
+from connectors.kafka.broker_errors import NoFetchResponse
 from connectors.kafka.offsets import end_offsets
 from pipelines.config import Config
-from derived.sinks.errors import StoreUnavailable
+from derived.sinks.store_errors import StoreUnavailable
 from pipelines.errors import ConnectorFailed
 from pipelines.state import bootstrap_state
 from pipelines.state.bootstrap_state import BootstrapState
 from pipelines.state.checkpoint import CheckpointDir
-from pipelines.state.offsets import batch_offsets, committed_offsets
+from pipelines.state.query_offsets import batch_offsets, committed_offsets
 from pipelines.state.topic_ids import TopicIds
 from pipelines.documents.snapshot_sweep import documents_applied, documents_topic_ends  # noqa: F401 - the CLI's
-from pipelines.ops.snapshot import prepare  # noqa: F401 - the CLI's
+from pipelines.ops.snapshot_add import prepare  # noqa: F401 - the CLI's
 
 log = logging.getLogger("cdckit.bootstrap")
 
@@ -124,7 +124,7 @@ class Watch:
             return
         self.last_connector_check = time.monotonic()
         from connectors.connect_client import ConnectError
-        from pipelines.ops.connector import status
+        from pipelines.ops.connector_admin import status
 
         try:
             st = status(self.config)
@@ -182,7 +182,7 @@ def letters_unsettled(state: BootstrapState, settled: int, end_now: int) -> bool
 
 def snapshot_letters_pending(config: Config, state: BootstrapState) -> bool:
     from connectors.kafka.dead_letter_topic import topic_end
-    from pipelines.state.dead_letters import pending_from, settled_offset
+    from pipelines.state.letters_settled import pending_from, settled_offset
 
     if not state.dead_letters:
         return False
@@ -280,7 +280,7 @@ def resume_refreshes(config: Config, stores, names: list[str]) -> None:
 
 
 def snapshot_committed(config: Config) -> bool:
-    from pipelines.ops.connector import client_for
+    from pipelines.ops.connector_admin import client_for
 
     return client_for(config).snapshot_committed(config.connector_name)
 
@@ -326,7 +326,7 @@ def start_over(config: Config) -> Path:
     """After lost topics: set the checkpoint aside (kept for inspection) and make the connector
     forget its position, so Debezium snapshots again into the new topics."""
     from connectors.connect_client import ConnectNotFound
-    from pipelines.ops.connector import client_for
+    from pipelines.ops.connector_admin import client_for
 
     ckpt = config.spark.checkpoint_dir
     aside = ckpt.with_name(f"{ckpt.name}.lost-{time.strftime('%Y%m%dT%H%M%S')}")

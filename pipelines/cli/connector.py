@@ -18,10 +18,10 @@ def connector_group() -> None:
 @config_option
 def connector_apply(config_path: Path) -> None:
     """Create or update the connector; changes nothing when it is already right."""
-    from pipelines.ops import connector
+    from pipelines.ops import connector_admin
 
     cfg = load(config_path)
-    result = connector.apply(cfg)
+    result = connector_admin.apply(cfg)
     say(f"connector {cfg.connector_name}: {result.action}")
     for key, old, new in result.changes:
         if old is not None:
@@ -35,10 +35,10 @@ def connector_apply(config_path: Path) -> None:
 @json_option
 def connector_status(config_path: Path, as_json: bool) -> None:
     """Connector and task states, with the trace of any failed task. Exit 1 unless all run."""
-    from pipelines.ops import connector
+    from pipelines.ops import connector_admin
 
     cfg = load(config_path)
-    st = connector.status(cfg)
+    st = connector_admin.status(cfg)
     if as_json:
         body = None if st is None else {"name": st.name, "state": st.state, "worker_id": st.worker_id,
                                         "trace": st.trace, "tasks": [vars(t) for t in st.tasks]}
@@ -60,10 +60,10 @@ def _connector_verb(verb: str, done: str):
     @connector_group.command(verb, help=f"{verb.capitalize()} the connector (with its tasks).")
     @config_option
     def command(config_path: Path) -> None:
-        from pipelines.ops import connector
+        from pipelines.ops import connector_admin
 
         cfg = load(config_path)
-        getattr(connector.client_for(cfg), verb)(cfg.connector_name)
+        getattr(connector_admin.client_for(cfg), verb)(cfg.connector_name)
         say(f"connector {cfg.connector_name}: {done}")
 
     return command

@@ -22,7 +22,7 @@ def dlq_group() -> None:
 @json_option
 def dlq_list(config_path: Path, from_offset: int, limit: int, as_json: bool) -> None:
     """Show dead letters: where each record came from and why it was refused."""
-    from pipelines.ops.dead_letters import read_letters
+    from pipelines.ops.dead_letter_replay import read_letters
 
     cfg = load(config_path)
     letters = read_letters(cfg, from_offset)
@@ -40,7 +40,7 @@ def dlq_list(config_path: Path, from_offset: int, limit: int, as_json: bool) -> 
 def dlq_replay(config_path: Path, from_offset: int, as_json: bool) -> None:
     """Apply dead letters again (after a fix). Versioned writes: older letters change nothing.
     Letters up to the first that still fails count as settled from then on (`cdckit status`)."""
-    from pipelines.ops.dead_letters import read_letters, record_replay, replay
+    from pipelines.ops.dead_letter_replay import read_letters, record_replay, replay
 
     cfg = load(config_path)
     letters = read_letters(cfg, from_offset)

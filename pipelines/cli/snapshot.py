@@ -33,7 +33,7 @@ def snapshot_resync(table: str, config_path: Path) -> None:
 
 def _incremental(table: str, config_path: Path) -> None:
     from pipelines.cli.progress_view import ProgressView
-    from pipelines.ops.snapshot import add_table
+    from pipelines.ops.snapshot_add import add_table
 
     cfg = load(config_path)
     name = f"{table} (keys in the cache)"

@@ -1,4 +1,4 @@
-"""`cdckit status --watch`: the view model (pipelines/ops/watch.py) drawn as a live table, or as
+"""`cdckit status --watch`: the view model (pipelines/ops/watch_view.py) drawn as a live table, or as
 one plain line per refresh when stdout is not a terminal (logs)."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from pipelines.ops import watch as model
+from pipelines.ops import watch_view as model
 from pipelines.secrets import mask, print_masked
 
 HISTORY = 5   # rates over the last few refreshes: batches make single intervals lumpy

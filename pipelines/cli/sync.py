@@ -40,7 +40,7 @@ def bootstrap_command(config_path: Path, once: bool) -> None:
     consistent with it, and streaming on would hide that."""
     from pipelines.cli.progress_view import ProgressView
     from pipelines.errors import DeadLettersLeft
-    from pipelines.ops import connector, preflight
+    from pipelines.ops import connector_admin, preflight
     from pipelines.bootstrap import steps as bootstrap
     from pipelines.state import bootstrap_state
     from pipelines.stopping import StopRequest
@@ -59,7 +59,7 @@ def bootstrap_command(config_path: Path, once: bool) -> None:
         aside = bootstrap.start_over(cfg)
         say(f"the change topics were lost ({', '.join(lost)}): re-snapshotting; old checkpoint kept in {aside}")
     totals = bootstrap.prepare(cfg)
-    result = connector.apply(cfg)
+    result = connector_admin.apply(cfg)
     say(f"connector {cfg.connector_name}: {result.action}")
     state = bootstrap.read_state(cfg)
     if state:

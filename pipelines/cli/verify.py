@@ -20,12 +20,12 @@ from pipelines.cli.render import say, say_error, show_status, show_verify
 @json_option
 def verify_command(config_path: Path, table: str | None, sample: int | None, timeout_s: float, as_json: bool) -> None:
     """Compare Postgres with both stores once the pipeline has caught up. Exit 1 on any difference."""
-    from pipelines.ops import verify
+    from pipelines.ops import verify_tables
 
     cfg = load(config_path)
     try:
-        report = verify.verify(cfg, table=table, sample=sample, timeout_s=timeout_s)
-    except verify.NotCaughtUp as exc:
+        report = verify_tables.verify(cfg, table=table, sample=sample, timeout_s=timeout_s)
+    except verify_tables.NotCaughtUp as exc:
         say_error(str(exc))
         sys.exit(3)
     if as_json:

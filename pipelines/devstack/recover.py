@@ -12,7 +12,7 @@ def lost_stores(config_path: str) -> list[str]:
     from derived.sinks import markers
     from pipelines.apply.stores import redis_client, search_engine
     from pipelines.config import load_config
-    from pipelines.state.offsets import applied_offsets
+    from pipelines.state.query_offsets import applied_offsets
 
     cfg = load_config(config_path)
     if applied_offsets(cfg.spark.checkpoint_dir) is None:

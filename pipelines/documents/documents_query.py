@@ -304,7 +304,7 @@ class ColumnDrift:
                 current = {t: postgres.column_types(conn, t) for t in self.resolved.types}
         except Exception as exc:  # noqa: BLE001 - Postgres not answering: the next batch checks
             if self.stopping:
-                from derived.sinks.errors import StoreUnavailable
+                from derived.sinks.store_errors import StoreUnavailable
 
                 # `stop` promises no batch of a new shape: unchecked, the batch waits (a restart).
                 raise StoreUnavailable(f"postgres: the documents' schema check did not read the catalog: "

@@ -37,7 +37,7 @@ class Report:
 
 def _connector(config: Config, report: Report) -> None:
     from connectors.connect_client import ConnectError
-    from pipelines.ops.connector import client_for, status
+    from pipelines.ops.connector_admin import client_for, status
 
     try:
         st = status(config)
@@ -96,7 +96,7 @@ def _slot(config: Config, report: Report) -> None:
 def _topics(config: Config, report: Report) -> None:
     from connectors.kafka.admin import topic_names, topic_setting
     from connectors.kafka.offsets import end_offsets
-    from pipelines.state.offsets import applied_offsets
+    from pipelines.state.query_offsets import applied_offsets
 
     conf = config.kafka.client_config()
     try:
@@ -138,7 +138,7 @@ def _topics(config: Config, report: Report) -> None:
 
 def _pipeline(config: Config, report: Report) -> None:
     from pipelines.state.bootstrap_state import handover
-    from pipelines.state.status import pipeline_running, process_alive, read_status
+    from pipelines.state.status_file import pipeline_running, process_alive, read_status
 
     st = read_status(config.spark.checkpoint_dir)
     running = pipeline_running(config.spark.checkpoint_dir)  # its heartbeat, seen from any host
@@ -172,7 +172,7 @@ def _pipeline(config: Config, report: Report) -> None:
 
 
 def _schema(config: Config, report: Report) -> None:
-    """Schema work the job started and has not finished (pipelines/schema/watch.py)."""
+    """Schema work the job started and has not finished (pipelines/schema/column_watch.py)."""
     from pipelines.state.schema import SchemaState
 
     for work in SchemaState(config.spark.checkpoint_dir).pending():
@@ -266,9 +266,9 @@ def _shortfalls(config: Config, report: Report, name: str, rows_of: str, row: di
 
 
 def _dead_letters(config: Config, report: Report) -> None:
-    """Letters past the mark `cdckit dlq replay` left (pipelines/state/dead_letters.py), per table."""
+    """Letters past the mark `cdckit dlq replay` left (pipelines/state/letters_settled.py), per table."""
     from connectors.kafka.dead_letter_topic import tally_letters, topic_end
-    from pipelines.state.dead_letters import pending_from, settled_offset
+    from pipelines.state.letters_settled import pending_from, settled_offset
 
     conf = config.kafka.client_config()
     try:
@@ -304,7 +304,7 @@ def _rebuild(config: Config, report: Report) -> None:
 
 def _lost(config: Config, stores, report: Report) -> None:
     from derived.sinks import markers as store_markers
-    from pipelines.state.offsets import applied_offsets
+    from pipelines.state.query_offsets import applied_offsets
 
     if applied_offsets(config.spark.checkpoint_dir) is None:
         return  # the pipeline never ran: nothing was there to lose

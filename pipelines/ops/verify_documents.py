@@ -247,7 +247,7 @@ def leaf_types(spec: DocumentSpec, resolved: ResolvedDocuments) -> dict[str, Any
 
 
 def verify_documents(config: Config, stores, only: str | None = None) -> list:
-    """A TableReport (pipelines/ops/verify.py) per document, named 'document:<name>'."""
+    """A TableReport (pipelines/ops/verify_tables.py) per document, named 'document:<name>'."""
     reports = []
     with postgres.connect(config.postgres.reader_dsn_kwargs(), autocommit=False) as conn:
         resolved = resolve_documents(config, Catalog(conn))

@@ -1,5 +1,5 @@
 """`cdckit verify` of a table's Redis lookups: every set and sorted set its lookups' key patterns
-match, entry by entry, against the entries the database's rows give (pipelines/ops/verify.py
+match, entry by entry, against the entries the database's rows give (pipelines/ops/verify_tables.py
 computes those with derived/sinks/cache/lookups.py, as the pipeline does)."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What `cdckit verify` reports per table or document and store (pipelines/ops/verify.py,
+"""What `cdckit verify` reports per table or document and store (pipelines/ops/verify_tables.py,
 pipelines/ops/verify_documents.py)."""
 from __future__ import annotations
 

@@ -12,7 +12,7 @@ from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
 from pipelines.config import Config
-from pipelines.ops.watch import Connector, Fetched, Scrape, Slot, connector_from, missing_lag, parse_scrape, slot_from
+from pipelines.ops.watch_view import Connector, Fetched, Scrape, Slot, connector_from, missing_lag, parse_scrape, slot_from
 
 SLOW_S = 10.0
 
@@ -129,7 +129,7 @@ class Feed:
         (shared storage); without it the lag stays unknown."""
         from connectors.kafka.admin import topic_names
         from connectors.kafka.offsets import end_offsets
-        from pipelines.state.offsets import applied_offsets
+        from pipelines.state.query_offsets import applied_offsets
 
         ckpt = self.config.spark.checkpoint_dir
         if not ckpt.exists():
@@ -150,7 +150,7 @@ class Feed:
                 lag[t] = sum(max(0, int(o) - int(done.get(p, 0))) for p, o in parts.items())
 
     def _connector(self) -> Connector:
-        from pipelines.ops.connector import client_for
+        from pipelines.ops.connector_admin import client_for
         from pipelines.spark.source_health import connector_health
 
         try:

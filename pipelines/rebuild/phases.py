@@ -36,7 +36,7 @@ from typing import Any, Callable
 
 from connectors.kafka.admin import existing_topics, min_delete_retention
 from connectors.kafka.offsets import begin_offsets, end_offsets
-from derived.sinks.errors import GenerationError
+from derived.sinks.store_errors import GenerationError
 from derived.sinks.search.generations import SearchGeneration
 from pipelines.apply.stores import cache_generations, search_generations
 from pipelines.config import Config
@@ -447,7 +447,7 @@ def _switch(config: Config, plan: Plan) -> None:
 def _live_batch(config: Config, finished_within_s: float | None = None) -> int | None:
     """The live pipeline's last finished batch, if it is running (on any host: its heartbeat; and,
     given `finished_within_s`, finished a batch that recently)."""
-    from pipelines.state.status import pipeline_running, process_alive, read_status
+    from pipelines.state.status_file import pipeline_running, process_alive, read_status
 
     st = read_status(config.spark.checkpoint_dir)
     running = pipeline_running(config.spark.checkpoint_dir)

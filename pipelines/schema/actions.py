@@ -1,4 +1,4 @@
-"""What the job's schema watch (pipelines/schema/watch.py) does to the world: reads the
+"""What the job's schema watch (pipelines/schema/column_watch.py) does to the world: reads the
 catalog, signals Debezium, extends an index mapping, starts a rebuild."""
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ class PendingLetters:
 
     def __call__(self) -> dict[str, int]:
         from connectors.kafka.dead_letter_topic import tally_letters, topic_end
-        from pipelines.state.dead_letters import pending_from, settled_offset
+        from pipelines.state.letters_settled import pending_from, settled_offset
 
         end = topic_end(self.conf, self.topic)
         start = pending_from(settled_offset(self.checkpoint_dir), end)

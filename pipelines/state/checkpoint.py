@@ -28,9 +28,9 @@ class _Folder:
 
 
 class CheckpointDir(_Folder):
-    query = _File("query", "Spark's checkpoint of the streaming query (pipelines/state/offsets.py reads it).")
-    status = _File("cdckit-status.json", "The last batch's status (pipelines/state/status.py).")
-    heartbeat = _File("cdckit-heartbeat.json", "Rewritten every 2 s while `cdckit run` lives (state/status.py).")
+    query = _File("query", "Spark's checkpoint of the streaming query (pipelines/state/query_offsets.py reads it).")
+    status = _File("cdckit-status.json", "The last batch's status (pipelines/state/status_file.py).")
+    heartbeat = _File("cdckit-heartbeat.json", "Rewritten every 2 s while `cdckit run` lives (state/status_file.py).")
     fences = _File("cdckit-fences.json", "Snapshot fences per batch (pipelines/state/fences.py).")
     topic_ids = _File("cdckit-topic-ids.json", "The ids of the topics read (pipelines/state/topic_ids.py).")
     truncates = _File("cdckit-truncates.json", "The truncates applied (pipelines/state/truncate_cuts.py).")
@@ -50,7 +50,7 @@ class CheckpointDir(_Folder):
     documents_lock = _File("cdckit-documents.lock", "Held by a rebuild handing the documents over (state/documents_state.py).")
     rebuild_rate = _File("cdckit-rebuild-rate.json", "Events/s a finished rebuild measured (state/rebuild_state.py).")
     dlq_settled = _File("cdckit-dlq-settled.json", "Up to where `cdckit dlq replay` settled the dead letters "
-                        "(pipelines/state/dead_letters.py).")
+                        "(pipelines/state/letters_settled.py).")
 
     def rebuild_work(self, rebuild_id: str) -> "RebuildWork":
         return RebuildWork(self.root / "rebuild" / rebuild_id)

@@ -92,7 +92,7 @@ def applied(folder: Path) -> dict[str, dict[str, int]] | None:
     """Offsets up to which the documents' stores hold every record: the query's last commit, capped at
     the records still held for their transactions (the held file may be a batch newer than the
     commit: lower, never higher, than the truth)."""
-    from pipelines.state.offsets import committed_offsets
+    from pipelines.state.query_offsets import committed_offsets
 
     committed = committed_offsets(Path(folder))
     if committed is None:

@@ -14,9 +14,9 @@ from typing import Callable
 import orjson
 
 from connectors.kafka.admin import ensure_topic, topic_ids
-from connectors.kafka.errors import TopicLost
+from connectors.kafka.broker_errors import TopicLost
 from derived.sinks import markers as store_markers
-from derived.sinks.errors import StoreUnavailable
+from derived.sinks.store_errors import StoreUnavailable
 from pipelines.apply.batch import ApplyOptions, apply_truncates
 from pipelines.apply.letter_kinds import FirstLetters
 from pipelines.apply.stats import BatchStats, add_stats
@@ -31,10 +31,10 @@ from pipelines.spark.change_topics import topic_reader
 from pipelines.spark.partition_apply import STATS_DDL, executor_fn, range_executor_fn, stats_of
 from pipelines.spark.session import spark_session
 from pipelines.state.fences import FenceStore, fence_key
-from pipelines.state.offsets import batch_committed, batch_offsets, committed_batch, committed_offsets
+from pipelines.state.query_offsets import batch_committed, batch_offsets, committed_batch, committed_offsets
 from pipelines.state import bootstrap_state
 from pipelines.state import rebuild_state
-from pipelines.state.status import Heartbeat, claim_status, write_status
+from pipelines.state.status_file import Heartbeat, claim_status, write_status
 from pipelines.state.topic_ids import TopicIds
 from pipelines.state.truncate_cuts import TruncateCuts
 
@@ -230,7 +230,7 @@ def _table_name(config: Config, topic: str) -> str | None:
 
 def _schema_watch(live: LiveConfig, config_path: Path | None):
     from pipelines.schema.actions import JobSchemaActions
-    from pipelines.schema.watch import SchemaWatch
+    from pipelines.schema.column_watch import SchemaWatch
     from pipelines.state.schema import SchemaState
 
     return SchemaWatch(SchemaState(live.config.spark.checkpoint_dir),

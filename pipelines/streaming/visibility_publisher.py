@@ -24,7 +24,7 @@ from connectors.kafka.offsets import Watermarks as KafkaMarks, next_end, to_offs
 from connectors.visibility_watermark import Watermark
 from pipelines.config import Config
 from pipelines.state import documents_state
-from pipelines.state.offsets import committed_offsets
+from pipelines.state.query_offsets import committed_offsets
 
 log = logging.getLogger("cdckit.visibility")
 

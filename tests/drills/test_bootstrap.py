@@ -15,7 +15,7 @@ import redis
 
 from tests.support.integration import (assert_exact, cli, cli_json, create_simple_table, diff_stores, drop_connector,
                                        pg, stores_exact, wait_for, wait_group_gone, write_config)
-from pipelines.state.status import read_status
+from pipelines.state.status_file import read_status
 from tests.support.stack import ROOT
 
 pytestmark = [pytest.mark.integration, pytest.mark.drill]

@@ -6,7 +6,7 @@ import pytest
 import redis
 
 from derived.sinks.cache import generations as cachegen
-from derived.sinks.errors import GenerationError
+from derived.sinks.store_errors import GenerationError
 
 pytestmark = pytest.mark.integration
 LIVE, SPARE = 11, 12

@@ -115,7 +115,7 @@ def test_a_key_holding_another_type_is_a_dead_letter_and_the_rest_is_written(sta
 
 @pytest.mark.parametrize("fmt", ["json", "hash"])
 def test_out_of_memory_is_an_outage_not_a_letter(stack, fmt):
-    from derived.sinks.errors import StoreUnavailable
+    from derived.sinks.store_errors import StoreUnavailable
 
     r = redis.Redis.from_url(stack.redis_url)
     cache = RedisCache(r, deleted_version_ttl_s=60)

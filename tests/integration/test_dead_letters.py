@@ -126,7 +126,7 @@ def test_bad_records_are_dead_lettered_and_the_rest_applied(stack, spark, tmp_pa
         assert replayed.returncode == 1  # some letters are beyond any fix
         assert result["settled_below"] == 0  # the first letter (not JSON) still fails: none is settled
         assert search_docs(stack, name)["7"]["blob"] == "x" * 5000
-        # The letters of 8 and 9 were replaced by their keys' newest records (pipelines/ops/dead_letters.py).
+        # The letters of 8 and 9 were replaced by their keys' newest records (pipelines/ops/dead_letter_replay.py).
         assert search_docs(stack, name)["8"]["n"] == 82 and cache_docs(stack, f"{name}:")["8"]["n"] == 82
         assert "9" not in search_docs(stack, name) and "9" not in cache_docs(stack, f"{name}:")
         still = " ".join(f["reason"] for f in result["still_failing"])

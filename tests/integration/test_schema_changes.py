@@ -1,5 +1,5 @@
 """DDL drills under write load, one per kind, on a running pipeline (issue #15's policy,
-pipelines/schema/watch.py): ADD COLUMN, ADD COLUMN ... DEFAULT, DROP COLUMN, RENAME COLUMN,
+pipelines/schema/column_watch.py): ADD COLUMN, ADD COLUMN ... DEFAULT, DROP COLUMN, RENAME COLUMN,
 ALTER COLUMN TYPE. Each ends with `cdckit verify` exact and every document in the new shape; and
 under `on_schema_change: stop` the job stops naming the change (exit 6), status shows the work, and
 `cdckit snapshot resync` finishes it."""

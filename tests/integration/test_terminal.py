@@ -10,7 +10,7 @@ import uuid
 import pytest
 import redis
 
-from pipelines.state.offsets import batch_committed
+from pipelines.state.query_offsets import batch_committed
 from tests.support.integration import (assert_exact, cli, create_simple_table, drop_connector, fresh_redis_dbs, pg,
                                        wait_for, write_config)
 from tests.support.terminal import Terminal

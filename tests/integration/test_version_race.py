@@ -15,9 +15,9 @@ import redis
 import requests
 
 from connectors.connect_client import ConnectClient
-from pipelines.ops.connector import wanted_config
+from pipelines.ops.connector_admin import wanted_config
 from pipelines.config import parse_config
-from pipelines.ops.connector import prepare_database
+from pipelines.ops.connector_admin import prepare_database
 from tests.support.integration import drop_connector, pg, read_topic, wait_for
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]

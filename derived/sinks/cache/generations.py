@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import redis
 
-from derived.sinks.errors import GenerationError
+from derived.sinks.store_errors import GenerationError
 
 MARK = "cdckit:generation"   # in the spare database while a rebuild fills it
 

@@ -10,7 +10,7 @@ import redis
 
 from derived.change import Change, DeadLetter
 from derived.sinks import visibility_marks
-from derived.sinks.errors import StoreUnavailable
+from derived.sinks.store_errors import StoreUnavailable
 from derived.sinks.protocol import SinkResult
 from derived.sinks.retry import retried
 from derived.sinks.cache.keys import key_pattern, render_key

@@ -89,7 +89,7 @@ class _Common:
 
     def index_definition(self, index: str) -> dict[str, Any]:
         """{"settings": ..., "mappings": ...} of an index, or of the one index behind an alias."""
-        from derived.sinks.errors import GenerationError
+        from derived.sinks.store_errors import GenerationError
 
         targets = self.alias_targets(index) or [index]
         if len(targets) > 1:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from derived.sinks.errors import GenerationError
+from derived.sinks.store_errors import GenerationError
 from derived.sinks.search.definition import with_gc_deletes
 from derived.sinks.search.engines import Engine
 

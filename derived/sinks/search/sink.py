@@ -17,7 +17,7 @@ import orjson
 from derived.change import Change, DeadLetter, Version
 from derived.shape import shape, shaped_field
 from derived.sinks import visibility_marks
-from derived.sinks.errors import StoreUnavailable
+from derived.sinks.store_errors import StoreUnavailable
 from derived.sinks.protocol import SinkResult
 from derived.sinks.retry import pauses, retried
 from derived.sinks.search.definition import with_gc_deletes

@@ -9,7 +9,7 @@ import pytest
 
 from pipelines.cli.main import main
 from pipelines.config import load_config
-from pipelines.ops.connector import wanted_config
+from pipelines.ops.connector_admin import wanted_config
 from tests.support.compose_tools import COMPOSE_DIR, read_env_file, rendered
 
 ENV_EXAMPLE = COMPOSE_DIR / ".env.example"

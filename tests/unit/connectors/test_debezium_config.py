@@ -1,7 +1,7 @@
 import re
 
 from connectors.debezium_config import diff
-from pipelines.ops.connector import masked, wanted_config
+from pipelines.ops.connector_admin import masked, wanted_config
 from pipelines.config import parse_config
 from tests.support.configs import BASE, with_
 

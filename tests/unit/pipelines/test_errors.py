@@ -17,7 +17,7 @@ Caused by: py4j.Py4JException: An exception was raised by the Python Proxy.
 
 
 def test_topic_lost_inside_a_task_is_state_lost_with_the_fix():
-    text = WRAPPED.format(inner="connectors.kafka.errors.TopicLost: t.public.c[0]: the topic or partition no longer "
+    text = WRAPPED.format(inner="connectors.kafka.broker_errors.TopicLost: t.public.c[0]: the topic or partition no longer "
                                 "exists (recover with `cdckit bootstrap`)")
     error = from_spark_failure(text)
     assert isinstance(error, StateLost) and error.exit_code == 5

@@ -7,7 +7,7 @@ from pipelines.config import parse_config
 from pipelines.ops import status
 from pipelines.status_rules import (SHORTFALL_MIN_ROWS, far_below, letter_problem, pending_by_table,
                                         shortfall_problem)
-from pipelines.state import dead_letters as settled
+from pipelines.state import letters_settled as settled
 from tests.support.configs import BASE
 
 

@@ -7,7 +7,7 @@ from derived.change import Change, Position, Version
 from derived.sinks.cache.sink import CacheTable
 from derived.sinks.memory import VersionedStore
 from derived.sinks.search.sink import SearchTable
-from derived.sinks.errors import StoreUnavailable
+from derived.sinks.store_errors import StoreUnavailable
 from pipelines.apply.batch import apply_changes, apply_records, for_store, prepare
 from pipelines.apply.rebuild_fold import fold
 from pipelines.apply.stats import BatchStats

@@ -2,7 +2,7 @@
 import pytest
 
 from derived.change import Change, Position, Version
-from derived.sinks.errors import StoreUnavailable
+from derived.sinks.store_errors import StoreUnavailable
 from pipelines.apply.column_types import ColumnTypes
 from pipelines.apply.typed_rows import columns_seen, type_rows
 

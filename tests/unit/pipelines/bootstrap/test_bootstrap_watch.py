@@ -14,7 +14,7 @@ TRACE = ("org.apache.kafka.connect.errors.ConnectException: An exception occurre
 
 
 def watch_with(monkeypatch, status) -> Watch:
-    monkeypatch.setattr("pipelines.ops.connector.status", lambda config: status)
+    monkeypatch.setattr("pipelines.ops.connector_admin.status", lambda config: status)
     return Watch(parse_config(BASE), {"public.customers": 10})
 
 

@@ -4,8 +4,8 @@ import io
 from rich.console import Console
 
 from pipelines.cli import status_watch
-from pipelines.ops import watch as w
-from tests.unit.pipelines.ops.test_watch import SCRAPE, TOPICS
+from pipelines.ops import watch_view as w
+from tests.unit.pipelines.ops.test_watch_view import SCRAPE, TOPICS
 
 
 def test_one_frame_from_a_canned_scrape():

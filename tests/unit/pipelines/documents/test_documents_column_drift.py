@@ -78,7 +78,7 @@ def test_under_evolve_it_is_said_once(catalog, caplog):
 
 def test_an_unread_catalog_holds_the_batch_only_under_stop(monkeypatch):
     from connectors import postgres
-    from derived.sinks.errors import StoreUnavailable
+    from derived.sinks.store_errors import StoreUnavailable
 
     def down(kwargs):
         raise OSError("connection refused")

@@ -8,7 +8,7 @@ from pipelines.config import parse_config
 from pipelines.spark import source_health as sh
 from pipelines.spark import store_health
 from pipelines.spark.metrics import PipelineMetrics
-from pipelines.state import dead_letters as settled
+from pipelines.state import letters_settled as settled
 from tests.support.configs import BASE
 
 

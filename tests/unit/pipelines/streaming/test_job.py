@@ -74,7 +74,7 @@ def test_an_unread_catalog_holds_the_batch_only_under_stop():
     fails the batch (restartable); under the other policies the batch goes on, the next checks."""
     import pytest
 
-    from derived.sinks.errors import StoreUnavailable
+    from derived.sinks.store_errors import StoreUnavailable
     from pipelines.config import parse_config
     from pipelines.streaming.job import _check_schema
     from tests.support.configs import BASE, with_

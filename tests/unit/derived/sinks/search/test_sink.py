@@ -1,7 +1,7 @@
 """Search sink behaviour that needs no server (a scripted engine)."""
 import pytest
 
-from derived.sinks.errors import StoreUnavailable
+from derived.sinks.store_errors import StoreUnavailable
 from derived.sinks.search.sink import SearchSink, SearchTable
 from tests.support.changes import ch
 

@@ -10,9 +10,9 @@ import time
 from typing import Callable
 
 from connectors import postgres
-from pipelines.ops import connector as connector_ops
+from pipelines.ops import connector_admin
 from pipelines.state.schema import SchemaState
-from pipelines.state.offsets import applied_offsets
+from pipelines.state.query_offsets import applied_offsets
 from pipelines.config import Config
 from pipelines.errors import ConfigError
 
@@ -42,7 +42,7 @@ def add_table(config: Config, table_name: str, on_progress: Callable[[int, int],
                                     "added to a running pipeline is built by `cdckit rebuild all`")
     totals = prepare(config)
     before = _walsender(config)
-    if connector_ops.apply(config).action != "unchanged":
+    if connector_admin.apply(config).action != "unchanged":
         # A signal the old task reads is dropped (it does not capture the table): wait for the
         # restarted task, which shows as a new walsender on the slot.
         _wait(lambda: _healthy(config) and _walsender(config) not in (None, before), 120,
@@ -126,7 +126,7 @@ def _wait(check: Callable[[], bool], timeout_s: float, what: str) -> None:
 
 
 def _healthy(config: Config) -> bool:
-    st = connector_ops.status(config)
+    st = connector_admin.status(config)
     return st is not None and st.healthy
 
 

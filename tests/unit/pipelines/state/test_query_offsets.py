@@ -1,4 +1,4 @@
-"""pipelines/state/offsets.py: where the stores hold every change up to."""
+"""pipelines/state/query_offsets.py: where the stores hold every change up to."""
 def test_applied_offsets_are_the_bulk_hand_over_until_the_stream_commits(tmp_path):
     """`bootstrap --once` after a bulk apply never runs the streaming query: verify, status and
     recover read where the bulk handed over; a streaming commit takes over from it."""
@@ -6,7 +6,7 @@ def test_applied_offsets_are_the_bulk_hand_over_until_the_stream_commits(tmp_pat
 
     from pipelines.state.bootstrap_state import SnapshotBulk, write_bulk
     from pipelines.state.checkpoint import CheckpointDir
-    from pipelines.state.offsets import applied_offsets
+    from pipelines.state.query_offsets import applied_offsets
 
     assert applied_offsets(tmp_path) is None
     bulk = SnapshotBulk({"t": {"0": 74, "1": 67}}, [], {}, {})

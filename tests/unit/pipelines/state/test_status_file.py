@@ -1,7 +1,7 @@
 import os
 from types import SimpleNamespace
 
-from pipelines.state.status import claim_status, read_status, status_path, write_status
+from pipelines.state.status_file import claim_status, read_status, status_path, write_status
 from pipelines.state.json_files import write_json
 
 
@@ -20,7 +20,7 @@ def test_the_heartbeat_says_running_while_the_pipeline_lives_and_stopped_after(t
     import time
 
     from pipelines.state.checkpoint import CheckpointDir
-    from pipelines.state.status import HEARTBEAT_STALE_S, Heartbeat, pipeline_running
+    from pipelines.state.status_file import HEARTBEAT_STALE_S, Heartbeat, pipeline_running
 
     assert pipeline_running(tmp_path) is None  # no heartbeat ever: callers fall back to the pid
     with Heartbeat(tmp_path, interval_s=0.05):

@@ -3,7 +3,7 @@ import pytest
 from connectors.table_shape import Column
 from pipelines.config import parse_config
 from pipelines.errors import SchemaChangeError
-from pipelines.schema.watch import QUIET_S, SchemaWatch
+from pipelines.schema.column_watch import QUIET_S, SchemaWatch
 from pipelines.state.schema import SchemaState
 from tests.support.configs import BASE, with_
 
@@ -168,7 +168,7 @@ def test_a_config_edit_under_stop_stops_naming_the_rebuild(tmp_path):
 
 
 def test_a_re_read_with_no_snapshot_window_is_signalled_again_then_given_up(tmp_path):
-    from pipelines.schema.watch import NO_WINDOW_S
+    from pipelines.schema.column_watch import NO_WINDOW_S
 
     fake, clock, wall = Fake(), Clock(), Clock()
     w = SchemaWatch(SchemaState(tmp_path), fake, interval_s=5, clock=clock, wall=wall)

@@ -17,7 +17,7 @@ longer be read: letters written without values (`dlq.include_values: false`) rep
 A nested document's letter has no change record behind it: the document is built again in
 Postgres and written at the letter's version (pipelines/ops/dead_letter_documents.py).
 
-A replay moves the settled mark (pipelines/state/dead_letters.py) up to its first letter that
+A replay moves the settled mark (pipelines/state/letters_settled.py) up to its first letter that
 still fails (`settled_mark`): `status` counts only the letters past it.
 """
 from __future__ import annotations
@@ -92,7 +92,7 @@ def settled_mark(letters: list[Letter], first_failing: int | None, previous: int
 def record_replay(config: Config, letters: list[Letter], result: dict[str, Any], from_offset: int) -> int:
     """Move the settled mark after a replay (see settled_mark); returns it."""
     from connectors.kafka.dead_letter_topic import topic_end
-    from pipelines.state import dead_letters as settled
+    from pipelines.state import letters_settled as settled
 
     ckpt = config.spark.checkpoint_dir
     before = settled.settled_offset(ckpt)

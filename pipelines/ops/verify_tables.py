@@ -22,7 +22,7 @@ from connectors.envelope import document_id
 from derived.sinks.cache.keys import render_key
 from derived.shape import shape
 from pipelines.state import documents_state
-from pipelines.state.offsets import applied_offsets
+from pipelines.state.query_offsets import applied_offsets
 from pipelines.config import Config, TableConfig
 from pipelines.errors import NotCaughtUp
 from pipelines.ops.verify_report import BATCH, StoreDiff, TableReport, chunks

@@ -1,5 +1,5 @@
 """The mark `cdckit dlq replay` leaves: letters below it are settled."""
-from pipelines.state import dead_letters as settled
+from pipelines.state import letters_settled as settled
 from pipelines.state.bootstrap_state import BootstrapState, SnapshotBulk, read_bulk, read_state, write_bulk, write_state
 
 

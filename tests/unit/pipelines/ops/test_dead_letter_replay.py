@@ -1,5 +1,5 @@
 from connectors.kafka.dead_letter_topic import Letter
-from pipelines.ops.dead_letters import newest_records
+from pipelines.ops.dead_letter_replay import newest_records
 
 
 def _letter(key, offset, value=b"v", topic="t", partition=0):
@@ -41,7 +41,7 @@ def test_two_letters_of_one_key_give_one_record():
 
 
 def test_letters_without_values_replay_their_keys_newest_record():
-    from pipelines.ops.dead_letters import replayable
+    from pipelines.ops.dead_letter_replay import replayable
 
     later = {("t", 0): [_rec(b"a", 5, b"old"), _rec(b"a", 7, b"new")]}
     letters = [_letter(b"a", 5, None), _letter(None, 3, None), _letter(b"k", 4, None, partition=1)]
@@ -56,7 +56,7 @@ def _at(offset, key, source_offset, topic="t"):
 
 def test_a_letter_still_fails_when_its_keys_replayed_record_is_refused_again():
     from derived.change import DeadLetter, Position
-    from pipelines.ops.dead_letters import still_failing
+    from pipelines.ops.dead_letter_replay import still_failing
 
     letters = [_at(0, b"a", 5), _at(1, b"b", 6), _at(2, None, 7)]
     failed = [DeadLetter(Position("t", 0, 9), b"a", b"v", "apply", "mapper"),      # a's newest record
@@ -65,7 +65,7 @@ def test_a_letter_still_fails_when_its_keys_replayed_record_is_refused_again():
 
 
 def test_a_replay_settles_up_to_its_first_letter_that_still_fails():
-    from pipelines.ops.dead_letters import settled_mark
+    from pipelines.ops.dead_letter_replay import settled_mark
 
     letters = [_at(4, b"a", 5), _at(5, b"b", 6), _at(6, b"c", 7)]
     assert settled_mark(letters, None, previous=4, from_offset=0) == 7
@@ -77,8 +77,8 @@ def test_a_replay_settles_up_to_its_first_letter_that_still_fails():
 
 def test_record_replay_moves_the_mark_beside_the_checkpoint(monkeypatch, tmp_path):
     from pipelines.config import parse_config
-    from pipelines.ops.dead_letters import record_replay
-    from pipelines.state import dead_letters as settled
+    from pipelines.ops.dead_letter_replay import record_replay
+    from pipelines.state import letters_settled as settled
     from tests.support.configs import BASE
 
     cfg = parse_config({**BASE, "spark": {"checkpoint_dir": str(tmp_path)}})

@@ -4,7 +4,7 @@ import time
 from prometheus_client import generate_latest
 
 from pipelines.apply.stats import BatchStats
-from pipelines.ops import watch as w
+from pipelines.ops import watch_view as w
 from pipelines.spark.metrics import PipelineMetrics
 
 TOPICS = {"public.customers": "cdc.public.customers", "public.orders": "cdc.public.orders"}
