@@ -513,6 +513,13 @@ class SparkConfig(_Strict):
     checkpoint_dir: Path = Path(".cdckit/checkpoints")
     # 500 ms: the interval the freshness benchmark (benchmarks/freshness.py) measures its figures at.
     trigger: str = Field("500 ms", validate_default=True, description="a processing-time interval, or 'available_now'")
+    # Measured by benchmarks/cpu_per_change.py: a batch's fixed cost paid half as often at 2,000/s
+    # (pipelines/streaming/batch_cadence.py says how).
+    trigger_under_load: str | None = Field("1 s", validate_default=True, description=(
+        "the interval the tables' batches start at under load (at least load_rate changes per second): "
+        "fewer, larger batches, a change visible up to the difference from the trigger later; "
+        "null: always the trigger's"))
+    load_rate: int = Field(1000, gt=0, description="changes per second from which trigger_under_load applies")
     max_offsets_per_trigger: int | None = Field(None, gt=0)
     kafka_source: Literal["python", "jvm"] = Field(
         "python", description="'jvm' uses Spark's built-in kafka source when its jar is on the class path")
@@ -551,12 +558,29 @@ class SparkConfig(_Strict):
     def _trigger(cls, v: str) -> str:
         if v == "available_now":
             return v
-        m = re.match(r"^(\d+)\s*(ms|milliseconds?|s|seconds?|minutes?)$", v.strip())
-        if not m:
-            raise ValueError("use an interval like '1 second' / '500 ms', or 'available_now'")
-        # Spark's interval parser wants spelled-out units.
-        unit = {"ms": "milliseconds", "s": "seconds"}.get(m[2], m[2].rstrip("s") + "s")
-        return f"{m[1]} {unit}"
+        return _interval(v, "or 'available_now'")
+
+    @field_validator("trigger_under_load")
+    @classmethod
+    def _trigger_under_load(cls, v: str | None) -> str | None:
+        return None if v is None else _interval(v, "or null (always the trigger's)")
+
+    @staticmethod
+    def seconds(interval: str | None) -> float:
+        """An interval as this config spells it ('500 milliseconds'), in seconds; 0 for None."""
+        if interval is None or interval == "available_now":
+            return 0.0
+        number, unit = interval.split()
+        return int(number) * {"milliseconds": 0.001, "seconds": 1.0, "minutes": 60.0}[unit]
+
+
+def _interval(v: str, other: str) -> str:
+    m = re.match(r"^(\d+)\s*(ms|milliseconds?|s|seconds?|minutes?)$", v.strip())
+    if not m:
+        raise ValueError(f"use an interval like '1 second' / '500 ms', {other}")
+    # Spark's interval parser wants spelled-out units.
+    unit = {"ms": "milliseconds", "s": "seconds"}.get(m[2], m[2].rstrip("s") + "s")
+    return f"{m[1]} {unit}"
 
 
 class DeadLetterConfig(_Strict):

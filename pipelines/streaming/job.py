@@ -25,6 +25,7 @@ from pipelines.config import Config, load_config
 from pipelines.errors import CdckitError, from_spark_failure
 from pipelines.apply import index_definitions
 from pipelines.streaming import restart_pause
+from pipelines.streaming.batch_cadence import BatchCadence
 from pipelines.streaming.visibility_publisher import VisibilityPublisher
 from pipelines.stopping import StopRequest
 from pipelines.spark.change_topics import topic_reader
@@ -141,18 +142,15 @@ def batch_writer(config: Config, on_batch: Callable | None = None, config_path: 
     schema = _schema_watch(live, config_path)
     first_letters = FirstLetters()
 
+    cadence = batch_cadence(config)
+
     def write(df, batch_id: int) -> None:
         if gate is None:
-            return apply_batch(df, batch_id)
-        gate.begin(batch_id)
-        finished = None
-        try:
             apply_batch(df, batch_id)
-            finished = batch_id
-        finally:
-            gate.end(finished)
+        else:
+            gated_batch(gate, cadence, batch_id, lambda: apply_batch(df, batch_id))
 
-    def apply_batch(df, batch_id: int) -> None:
+    def apply_batch(df, batch_id: int) -> BatchStats:
         nonlocal fresh
         started = time.monotonic()
         before = live.config
@@ -191,6 +189,7 @@ def batch_writer(config: Config, on_batch: Callable | None = None, config_path: 
         log.info(batch_line(batch_id, stats, seconds, gate.lag if gate else None))
         if on_batch:
             on_batch(batch_id, stats, out)
+        return stats
 
     def _apply(df, batch_id: int, duty, state: dict[str, int], live: LiveConfig, cuts: TruncateCuts):
         """The batch into the live stores, and into a running rebuild's fresh generations as `duty` says."""
@@ -221,6 +220,32 @@ def batch_writer(config: Config, on_batch: Callable | None = None, config_path: 
         return stats, out, stretch
 
     return write
+
+
+def gated_batch(gate: "BatchGate", cadence: BatchCadence | None, batch_id: int, apply: Callable[[], BatchStats]) -> None:
+    """A batch applied with the gate marking it in flight; under load it then waits before it
+    returns (batch_cadence.py): within the gate, so a stop waits for the batch and its wait, and
+    cuts the wait short (gate.hurry)."""
+    started = time.monotonic()
+    gate.begin(batch_id)
+    finished = None
+    try:
+        stats = apply()
+        if cadence is not None:
+            gate.hurry.wait(cadence.wait_after(stats.records, started, time.monotonic()))
+        finished = batch_id
+    finally:
+        gate.end(finished)
+
+
+def batch_cadence(config: Config) -> BatchCadence | None:
+    """The tables' batches spaced further apart under load (pipelines/streaming/batch_cadence.py);
+    None when they never are."""
+    spark = config.spark
+    if spark.trigger == "available_now" or spark.trigger_under_load is None:
+        return None
+    under_load_s, trigger_s = spark.seconds(spark.trigger_under_load), spark.seconds(spark.trigger)
+    return BatchCadence(trigger_s, under_load_s, spark.load_rate) if under_load_s > trigger_s else None
 
 
 def _table_name(config: Config, topic: str) -> str | None:
@@ -442,6 +467,7 @@ class BatchGate:
     def __init__(self) -> None:
         self.idle = threading.Event()
         self.idle.set()
+        self.hurry = threading.Event()   # set by a stop: a batch under load does not wait to return
         self.last: int | None = None
         self.current: int | None = None
         self.began = 0.0
@@ -478,6 +504,7 @@ def _follow(query, metrics, stop: StopRequest, once: Callable[[], bool] | None, 
         except Exception:  # noqa: BLE001 - a metric must never stop the sync
             log.debug("lag not read", exc_info=True)
         if stop.is_set() or (once is not None and once()):
+            gate.hurry.set()
             # Let the current batch finish, but not forever: a batch stuck on an unreachable store
             # is re-run from the checkpoint next time anyway. Stopped the moment it ends, so the
             # next trigger has (almost always) not begun.

@@ -125,3 +125,49 @@ def test_the_restart_pause_grows_while_restarts_fail_at_once_and_starts_short_af
     config = SimpleNamespace(spark=SimpleNamespace(checkpoint_dir=tmp_path))
     assert job._run_queries(SimpleNamespace(stop=lambda: None), config, None, None, None, StopRequest(), None) == 0
     assert pauses == [5.0, 10.0, 20.0, 5.0, 10.0]
+
+
+
+def test_the_batch_cadence_follows_the_config():
+    from pipelines.streaming.job import batch_cadence
+
+    def cadence(**spark):
+        return batch_cadence(parse_config(with_("spark", spark)))
+
+    c = cadence()   # the defaults: 500 ms, 1 s under load from 1,000 changes/s
+    assert (c.trigger_s, c.under_load_s, c.load_rate) == (0.5, 1.0, 1000)
+    c = cadence(trigger="2 s", trigger_under_load="5 s", load_rate=50)
+    assert (c.trigger_s, c.under_load_s, c.load_rate) == (2.0, 5.0, 50)
+    assert cadence(trigger_under_load=None) is None
+    assert cadence(trigger="available_now") is None
+    assert cadence(trigger="2 s") is None   # 1 s under load is not above it
+
+
+def test_a_batch_under_load_waits_in_flight_and_a_stop_cuts_the_wait_short():
+    import threading
+    import time
+
+    from pipelines.streaming.batch_cadence import BatchCadence
+    from pipelines.streaming.job import BatchGate, gated_batch
+
+    gate = BatchGate()
+    cadence = BatchCadence(0.5, 1.0, 1000)
+    applied = SimpleNamespace(records=0)
+    gated_batch(gate, cadence, 1, lambda: applied)   # the first: no rate yet, no wait
+    assert gate.last == 1 and gate.idle.is_set()
+
+    time.sleep(0.1)
+    seen_in_flight = []
+    threading.Timer(0.3, lambda: seen_in_flight.append(not gate.idle.is_set())).start()
+    t = time.monotonic()
+    gated_batch(gate, cadence, 2, lambda: SimpleNamespace(records=5000))   # 5,000 in 0.1 s: under load
+    assert 0.9 < time.monotonic() - t < 1.2 and seen_in_flight == [True] and gate.last == 2
+
+    threading.Timer(0.1, gate.hurry.set).start()   # what a stop does
+    t = time.monotonic()
+    gated_batch(gate, cadence, 3, lambda: SimpleNamespace(records=5000))
+    assert time.monotonic() - t < 0.3 and gate.last == 3
+
+    t = time.monotonic()
+    gated_batch(gate, None, 4, lambda: SimpleNamespace(records=5000))   # no cadence: never waits
+    assert time.monotonic() - t < 0.1
