@@ -90,3 +90,18 @@ def test_unreachable_names_the_endpoint():
     client = ConnectClient("http://127.0.0.1:1", timeout_s=1)
     with pytest.raises(ConnectUnreachable, match="127.0.0.1:1"):
         client.list()
+
+
+@pytest.mark.parametrize("offset,over", [
+    ({}, False),                                                        # nothing committed yet
+    ({"ts_usec": 0}, False),                                            # a notification's, before the first row
+    ({"last_snapshot_record": False, "lsn": 1111781856, "txId": 1986612, "ts_usec": 1795800943145381,
+      "snapshot": "INITIAL"}, False),                                   # a snapshot row's
+    ({"last_snapshot_record": True, "lsn": 1111781856, "snapshot": True}, False),   # its last row's
+    ({"lsn": 1111790000, "lsn_proc": 1111790000, "txId": 1986620, "ts_usec": 1795800999000000}, True),  # streaming
+])
+def test_the_snapshot_is_over_only_at_a_streamed_position(server, offset, over):
+    """Offsets as Connect 4.3 answered them for a Debezium 3.7 connector during a bootstrap."""
+    _, client = server
+    Scripted.script = [(200, {"offsets": [{"partition": {"server": "b91381b"}, "offset": offset}] if offset else []})]
+    assert client.snapshot_committed("b91381b-postgres") is over
