@@ -516,10 +516,12 @@ class SparkConfig(_Strict):
     # Measured by benchmarks/cpu_per_change.py: a batch's fixed cost paid half as often at 2,000/s
     # (pipelines/streaming/batch_cadence.py says how).
     trigger_under_load: str | None = Field("1 s", validate_default=True, description=(
-        "the interval the tables' batches start at under load (at least load_rate changes per second): "
+        "the interval the tables' batches start at under load (at least load_rate records per second): "
         "fewer, larger batches, a change visible up to the difference from the trigger later; "
-        "null: always the trigger's"))
-    load_rate: int = Field(1000, gt=0, description="changes per second from which trigger_under_load applies")
+        "null, or not above trigger: always the trigger's"))
+    load_rate: int = Field(1000, gt=0, description=(
+        "Kafka records per second (a delete is two: its tombstone) from which trigger_under_load applies; "
+        "it holds until the rate falls below 80 % of this"))
     max_offsets_per_trigger: int | None = Field(None, gt=0)
     kafka_source: Literal["python", "jvm"] = Field(
         "python", description="'jvm' uses Spark's built-in kafka source when its jar is on the class path")

@@ -56,6 +56,9 @@ rootLogger.level = {level}
 # and prints that it did, unless the two agree.
 logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
 logger.gateway.level = {level}
+# Under load the tables' batches run past the trigger on purpose (pipelines/streaming/batch_cadence.py).
+logger.trigger.name = org.apache.spark.sql.execution.streaming.runtime.ProcessingTimeExecutor
+logger.trigger.level = error
 rootLogger.appenderRef.stdout.ref = console
 """
 

@@ -232,7 +232,13 @@ def gated_batch(gate: "BatchGate", cadence: BatchCadence | None, batch_id: int, 
     try:
         stats = apply()
         if cadence is not None:
-            gate.hurry.wait(cadence.wait_after(stats.records, started, time.monotonic()))
+            was = cadence.loaded
+            wait = cadence.wait_after(stats.records, started, time.monotonic())
+            if cadence.loaded != was:
+                log.info("%s (%.0f records/s): batches start %s apart", "under load" if cadence.loaded
+                         else "load gone", cadence.rate, f"{cadence.under_load_s:g} s" if cadence.loaded
+                         else f"{cadence.trigger_s:g} s (the trigger's interval)")
+            gate.hurry.wait(wait)
         finished = batch_id
     finally:
         gate.end(finished)
@@ -245,7 +251,8 @@ def batch_cadence(config: Config) -> BatchCadence | None:
     if spark.trigger == "available_now" or spark.trigger_under_load is None:
         return None
     under_load_s, trigger_s = spark.seconds(spark.trigger_under_load), spark.seconds(spark.trigger)
-    return BatchCadence(trigger_s, under_load_s, spark.load_rate) if under_load_s > trigger_s else None
+    return (BatchCadence(trigger_s, under_load_s, spark.load_rate, spark.max_offsets_per_trigger)
+            if under_load_s > trigger_s else None)
 
 
 def _table_name(config: Config, topic: str) -> str | None:
@@ -427,13 +434,23 @@ def _run_queries(spark, config: Config, config_path: Path | None, on_batch, once
         log.info("streaming: query started in %.1f s, %s", time.monotonic() - began,
                  "first run" if resumed is None else f"resuming after batch {resumed}")
         try:
-            _follow(query, metrics, stop, once, gate, config.spark.checkpoint_dir)
+            stopped = _follow(query, metrics, stop, once, gate, config.spark.checkpoint_dir)
         except BaseException:  # e.g. `once` found the connector failed: nothing left running
+            gate.hurry.set()
             query.stop()
             spark.stop()
             raise
         failure = query.exception()
+        gate.hurry.set()   # a batch waiting under load (batch_cadence.py) returns at once
         query.stop()  # the documents' query runs on when the tables' failed, and the other way round
+        if failure is not None and stopped and gate.last is not None and batch_committed(
+                config.spark.checkpoint_dir, gate.last):
+            # Under load a batch returns past its trigger, so Spark plans the next one at once: the
+            # stop may interrupt that one in a way Spark does not count as a stop. It is uncommitted
+            # and runs again at the next start, like any batch a stop cuts short.
+            log.info("the batch after %s was interrupted by the stop (%s); it runs again at the next start",
+                     gate.last, _first_line(str(failure)))
+            failure = None
         if failure is None:
             break
         text = str(failure)
@@ -495,7 +512,8 @@ def _await_batch_end(gate: BatchGate) -> bool:
 
 
 def _follow(query, metrics, stop: StopRequest, once: Callable[[], bool] | None, gate: BatchGate,
-            checkpoint_dir: Path) -> None:
+            checkpoint_dir: Path) -> bool:
+    """Until the query ends or a stop (or `once()`) ends it: True when this stopped it."""
     while query.isActive:
         try:
             gate.lag = progress_lag(query.lastProgress)
@@ -507,7 +525,7 @@ def _follow(query, metrics, stop: StopRequest, once: Callable[[], bool] | None, 
             gate.hurry.set()
             # Let the current batch finish, but not forever: a batch stuck on an unreachable store
             # is re-run from the checkpoint next time anyway. Stopped the moment it ends, so the
-            # next trigger has (almost always) not begun.
+            # next trigger has (almost always) not begun; under load it may have (see _run_queries).
             if not _await_batch_end(gate):
                 log.warning("batch %s did not finish within %.0f s; it is re-run on the next start",
                             gate.current, STOP_GRACE_S)
@@ -517,13 +535,14 @@ def _follow(query, metrics, stop: StopRequest, once: Callable[[], bool] | None, 
                 while not batch_committed(checkpoint_dir, gate.last) and time.monotonic() < deadline:
                     time.sleep(0.02)
             query.stop()
-            break
+            return True
         try:
             query.awaitTermination(1)
         except Exception:  # noqa: BLE001 - the query failed; the caller reads query.exception()
             break
         if hasattr(query, "tend"):
             query.tend()
+    return False
 
 
 _RESTARTABLE = ("StoreUnavailable", "KafkaUnavailable", "NoFetchResponse")

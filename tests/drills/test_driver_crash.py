@@ -1,5 +1,6 @@
 """kill -9 of the Spark driver in the middle of a batch; restarted on the same checkpoint, the
-stores still end equal to Postgres. Also: SIGTERM stops the job cleanly."""
+stores still end equal to Postgres. Also: SIGTERM stops the job cleanly, under load (batches spaced
+by the cadence) and idle."""
 import os
 import random
 import signal
@@ -25,8 +26,10 @@ def test_kill_driver_mid_batch_then_restart_is_exact(stack, tmp_path, source):
         conn.execute(f"INSERT INTO {table} SELECT g, 'r' || g, 0 FROM generate_series(1, 5000) g")
     ckpt = tmp_path / "ckpt"
     data = stack.config(tables=[{"name": table, "redis_key": f"{name}:{{id}}", "index": name}],
+                        # load_rate 1: every batch under load waits (pipelines/streaming/batch_cadence.py),
+                        # so the SIGTERM below lands in or right after such a wait
                         spark={"checkpoint_dir": str(ckpt), "trigger": "500 ms", "max_offsets_per_trigger": 1500,
-                               "kafka_source": source})
+                               "kafka_source": source, "load_rate": 1})
     path = write_config(tmp_path, data)
     log = tmp_path / "job.log"
     stop = threading.Event()
@@ -65,8 +68,12 @@ def test_kill_driver_mid_batch_then_restart_is_exact(stack, tmp_path, source):
         # The restarted job carries live changes: two batches committed after the restart's first.
         restart_from = batches_committed(ckpt)
         wait_batches(ckpt, restart_from + 3, proc, log, 240, "batches committed after the restart")
+        # SIGTERM under load: a clean stop (exit 0) even when Spark had begun the next batch
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0, log.read_text()[-2000:]
         stop.set()
         thread.join()
+        proc = start_job(path, log)
         assert written["changes"] > 500
         result = converged(stack, table, f"{name}:", name, deleted)
         record(f"kill -9 Spark driver mid-batch ({source} source)", written["changes"], result)

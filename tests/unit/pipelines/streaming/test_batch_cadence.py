@@ -62,3 +62,12 @@ def test_an_interval_under_load_not_above_the_trigger_never_waits(under_load_s):
     c = cadence(under_load_s=under_load_s)
     c.wait_after(1000, started=10.0, now=10.1)
     assert c.wait_after(100_000, started=10.5, now=10.6) == 0.0
+
+
+def test_a_batch_filled_to_max_offsets_per_trigger_never_waits():
+    """Capped batches are a backlog's: their rate is how fast the pipeline drains, and waiting
+    would only slow it (a 1,000-record cap drained at 2,000/s would drop to ~900/s)."""
+    c = cadence(max_records=1000)
+    c.wait_after(1000, started=10.0, now=10.2)
+    assert c.wait_after(950, started=10.5, now=10.7) == 0.0
+    assert c.wait_after(700, started=11.0, now=11.2) > 0      # 1,400/s below the cap: the load's
