@@ -106,16 +106,15 @@ def _topics(config: Config, report: Report) -> None:
         return
     topics = [config.topic_for(t) for t in config.tables if config.topic_for(t) in existing]
 
-    def lags() -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    def lags() -> tuple[dict[str, int], dict[str, dict[str, int]], dict[str, dict[str, int]]]:
         committed = applied_offsets(config.spark.checkpoint_dir) or {}
         end = end_offsets(conf, topics) if topics else {}
         return {t: sum(max(0, int(o) - int(committed.get(t, {}).get(p, 0))) for p, o in parts.items())
-                for t, parts in end.items()}, end
+                for t, parts in end.items()}, end, committed
 
-    first, _ = lags()
+    first, first_end, first_committed = lags()
     time.sleep(LAG_GROWTH_SAMPLE_S)
-    second, end = lags()
-    committed = applied_offsets(config.spark.checkpoint_dir) or {}
+    second, end, committed = lags()
     for t in config.tables:
         topic = config.topic_for(t)
         info: dict[str, Any] = {"exists": topic in existing}
@@ -128,12 +127,28 @@ def _topics(config: Config, report: Report) -> None:
         info["end_offsets"] = end.get(topic, {})
         info["committed_offsets"] = committed.get(topic)
         info["lag"] = second.get(topic, 0)
-        info["lag_growing"] = second.get(topic, 0) > first.get(topic, 0)
+        info["lag_growing"] = lag_growing(first.get(topic, 0), second.get(topic, 0), first_end.get(topic, {}),
+                                          first_committed.get(topic) or {}, committed.get(topic) or {})
         if "compact" not in info["cleanup_policy"]:
             report.warnings.append(f"topic {topic} is not compacted (cleanup.policy={info['cleanup_policy']}): "
                                    "a replay from offset 0 cannot rebuild the stores once data expires")
         if info["lag_growing"]:
             report.problem(f"pipeline lag on {topic} is growing ({first.get(topic, 0)} -> {second.get(topic, 0)})")
+
+
+def lag_growing(first: int, second: int, end_at_first: dict[str, int], committed_at_first: dict[str, int],
+                committed_at_second: dict[str, int]) -> bool:
+    """Whether a topic's lag grows: larger at the second sample, and either nothing was committed
+    between the samples or the pipeline has not even reached where the topic ended at the first.
+    Lag alone swings with the commits (a batch every 0.5-1 s, spaced under load:
+    pipelines/streaming/batch_cadence.py), so two samples of a healthy pipeline under steady load
+    often differ either way; one that keeps up commits past the first sample's ends within the
+    sample's seconds."""
+    if second <= first:
+        return False
+    if committed_at_second == committed_at_first:
+        return True
+    return any(int(committed_at_second.get(p, 0)) < int(o) for p, o in end_at_first.items())
 
 
 def _pipeline(config: Config, report: Report) -> None:
