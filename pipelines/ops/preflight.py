@@ -15,11 +15,10 @@ from pipelines.errors import CdckitError, CredentialsRefused, EndpointUnreachabl
 log = logging.getLogger("cdckit.preflight")
 
 
-def check_servers(config: Config, kafka: bool = True) -> None:
-    """Kafka (unless `kafka` is False), and the stores the config writes, answer and accept our
-    credentials. The database is check_database's."""
-    if kafka:
-        _kafka(config)
+def check_servers(config: Config) -> None:
+    """Kafka and the stores the config writes answer and accept our credentials. The database is
+    check_database's."""
+    _kafka(config)
     if "search" in config.sinks:
         _search(config)
     if "cache" in config.sinks:
