@@ -57,21 +57,23 @@ class Watermarks:
             return {}
         c = self._meta_consumer()
         c.assign([TP(t, p, OFFSET_END) for t, p in tps])
-        waiting = set(tps)
+        waiting, out = set(tps), {}
         deadline = time.monotonic() + 30
-        while waiting and time.monotonic() < deadline:
+        while len(out) < len(tps) and time.monotonic() < deadline:
             msg = c.poll(0.2)
-            if msg is None:
-                continue
-            if msg.error() is None or msg.error().code() == KafkaError._PARTITION_EOF:
+            if msg is not None and (msg.error() is None or msg.error().code() == KafkaError._PARTITION_EOF):
                 waiting.discard((msg.topic(), msg.partition()))
-        if waiting:
-            raise NoFetchResponse(sorted(waiting))
-        out = {}
-        for t, p in tps:
-            _, high = c.get_watermark_offsets(TP(t, p), cached=True)
-            out[(t, p)] = high
+            # Around a broker restart an EOF can come while the cached high watermark is still
+            # unknown (-1): that is no answer yet, not a log that ends at -1.
+            for tp in tps:
+                if tp not in waiting and tp not in out:
+                    high = c.get_watermark_offsets(TP(*tp), cached=True)[1]
+                    if high >= 0:
+                        out[tp] = high
         c.unassign()
+        missing = sorted(set(tps) - set(out))
+        if missing:
+            raise NoFetchResponse(missing)
         return out
 
     def low(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
