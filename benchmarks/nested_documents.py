@@ -96,8 +96,12 @@ def main() -> None:
                  "columns": ["name", "email"]}]}],
             "search": {"kind": "opensearch", "url": s.search_url, "index_settings": {"number_of_replicas": 0}},
             "redis": {"url": s.redis_url, "rebuild_db": 1},
-            "spark": {"checkpoint_dir": str(ckpt)},
+            # The queries' progress events (durationMs per micro-batch) land in the Spark event log.
+            "spark": {"checkpoint_dir": str(ckpt), "conf": {
+                "spark.eventLog.enabled": "true", "spark.eventLog.dir": f"file://{tmp / 'events'}",
+                "spark.eventLog.compress": "false"}},
         }
+        (tmp / "events").mkdir()
         path = tmp / "cdckit.yaml"
         path.write_text(yaml.safe_dump(config))
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
@@ -134,6 +138,8 @@ def main() -> None:
             time.sleep(5)
             with sampler.phase("freshness"):
                 result["freshness"] = _freshness(args, dsn, p, r, s, log)
+            window = result["freshness"].pop("window")
+            result["freshness"]["micro_batch_ms"] = micro_batches(tmp / "events", *window)
             # CPU seconds per role over the load (warm-up included) and its tail (the machine's two
             # cores: what is left for the documents' query)
             result["freshness"]["cpu_s_per_role"] = sampler.cpu_s["freshness"]
@@ -344,6 +350,35 @@ def _freshness(args, dsn: dict, p: str, r, s, log: Path) -> dict:
     out["torn"] = {"documents_seen_torn": len(torn), "commits_seen": len(seen["document_cache"]),
                    "longest_s": round(max(spans), 3) if spans else 0.0}
     out["documents_batches"] = documents_batches(log.read_bytes()[marks[0] if marks else 0:].decode(errors="replace"))
+    out["window"] = (measured_from, measured_from + args.duration)
+    return out
+
+
+def micro_batches(event_dir: Path, start: float, end: float) -> dict:
+    """Per query (the flat tables', the documents'), the median ms of each part of the micro-batches
+    that began in the measured window, from Spark's progress events; for the documents' query also its
+    state operator's (rows, memory, commit ms). addBatch is what the job's per-batch line times; the
+    rest (offsets, the write-ahead log, the state store's commit) comes before or after it."""
+    import statistics
+    from datetime import datetime, timezone
+
+    from benchmarks.freshness import BATCH_PARTS, _batch_parts, _progress_events
+
+    progress = _progress_events(event_dir)
+    out: dict = {}
+    for name in sorted({p.get("name") or "?" for p in progress}):
+        mine = [p for p in progress if (p.get("name") or "?") == name]
+        parts = _batch_parts(mine, start, end)
+        ops = [op for p in mine if "addBatch" in p.get("durationMs", {}) and start <= datetime.strptime(
+               p["timestamp"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp() <= end
+               for op in p.get("stateOperators", [])]
+        if ops:
+            for k in ("commitTimeMs", "allUpdatesTimeMs", "numRowsTotal", "memoryUsedBytes"):
+                vals = [op.get(k) for op in ops if op.get(k) is not None]
+                parts[f"state_{k}"] = round(statistics.median(vals)) if vals else None
+        out[name] = parts
+        print(f"{name}: micro-batch median ms: " + ", ".join(f"{k} {parts[k]}" for k in (*BATCH_PARTS, "batches")),
+              flush=True)
     return out
 
 
