@@ -362,3 +362,40 @@ def test_the_columns_kept_are_worked_out_by_the_code_that_loads_a_state_not_pick
     loaded = pickle.loads(pickle.dumps(state))
     loaded.apply(Change("public.customers", "upsert", {"id": 7}, "7", row, Version(20, 1, 20), Position("t", 0, 1)))
     assert loaded.rows["public.customers"][(7,)].values["email"] == "a@x"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10_000), st.integers(2, 60), st.integers(0, 1000))
+def test_a_state_pickled_between_changes_goes_on_as_if_it_never_was(seed, steps, order_seed):
+    """The documents' query pickles the state after every batch: a state reloaded mid-history folds
+    the rest into the same documents at the same versions, indexes and prune included."""
+    import pickle
+
+    changes, _ = history(seed, steps)
+    order = delivered(changes, random.Random(order_seed))
+    kept, reloaded = NestedState(SPEC, dict(KEYS)), NestedState(SPEC, dict(KEYS))
+    for n, change in enumerate(order):
+        if n % 7 == 3:
+            kept.prune()
+            reloaded = pickle.loads(pickle.dumps(reloaded, protocol=pickle.HIGHEST_PROTOCOL))
+            reloaded.prune()
+        assert kept.apply(change) == reloaded.apply(change)
+        assert [kept.document((o,)) for o in range(1, 5)] == [reloaded.document((o,)) for o in range(1, 5)]
+    assert (kept.rows, kept.touched, kept.cuts, kept._index) == (reloaded.rows, reloaded.touched, reloaded.cuts,
+                                                                 reloaded._index)
+
+
+def test_a_state_pickled_before_rows_were_saved_as_tuples_still_loads():
+    import pickle
+
+    state = NestedState(SPEC, dict(KEYS))
+    state.apply(Change("public.orders", "upsert", {"id": 1}, "1", {"id": 1, "customer_id": 7, "status": "new"},
+                       Version(10, 1, 10), Position("t", 0, 0)))
+    state.document((1,))
+    old = {k: v for k, v in state.__dict__.items() if k != "_kept"}   # 0.1's __getstate__
+    loaded = NestedState.__new__(NestedState)
+    loaded.__setstate__(pickle.loads(pickle.dumps(old)))
+    assert loaded.rows == state.rows and loaded.touched == state.touched
+    assert loaded.document((1,)) == state.document((1,))
+    again = pickle.loads(pickle.dumps(loaded))
+    assert again.rows == state.rows and isinstance(next(iter(again.touched.values())), Version)
