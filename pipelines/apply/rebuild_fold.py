@@ -61,6 +61,7 @@ class PartitionFold:
     # and the streaming query applies the rest, deletes included.
     reads_only: bool = False
     stopped_at: int | None = None
+    snapshot_last: bool = False    # a reads_only fold met Debezium's final snapshot record (snapshot=last)
 
     def add(self, rows: list[dict[str, Any]]) -> None:
         """Fold the next records of the partition (in offset order, chunk after chunk)."""
@@ -83,6 +84,8 @@ class PartitionFold:
                 self.stopped_at = offset
                 return False
             self.records += 1
+            if (env.get("source") or {}).get("snapshot") == "last":
+                self.snapshot_last = True
             self._read(key, value, env, Position(topic, partition, offset))
             return True
         self.records += 1

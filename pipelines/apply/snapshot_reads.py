@@ -25,6 +25,7 @@ class SnapshotReads:
     fences: dict[str, int] = field(default_factory=dict)
     reads: int = 0
     stopped_at: int | None = None
+    saw_last: bool = False      # Debezium's final snapshot record (snapshot=last) was among the reads
 
     def __post_init__(self) -> None:
         self.fold = self._new()
@@ -46,6 +47,7 @@ class SnapshotReads:
         self._flush()
 
     def _flush(self) -> None:
+        self.saw_last = self.saw_last or self.fold.snapshot_last
         self.reads += self.fold.records
         if self.fold.records or self.fold.dead:
             self.write(self.fold)

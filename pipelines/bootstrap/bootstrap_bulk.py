@@ -9,7 +9,12 @@ tombstone; an undecodable record) stops that partition: the streaming query star
 deletes and truncates take their usual path and nothing is applied twice but reads, whose versions
 make a second write harmless. The bulk is done after a round that began once Connect had committed
 the snapshot's offsets: Connect commits only what Kafka acknowledged, so that round's end offsets
-hold every snapshot record (the argument of pipelines/bootstrap/steps.Watch.check_idle).
+hold every snapshot record (the argument of pipelines/bootstrap/steps.Watch.check_idle). A second,
+independent check: that round must also have found Debezium's final snapshot record
+(`snapshot: last`), unless a partition's reads ended early (a change or an undecodable record
+follows them: the streaming query reads on from there) or the snapshot had no rows; the offsets'
+check once ended a 1M-row snapshot after 283 rows, on an offset Debezium commits as the snapshot
+starts (connectors/connect_client.snapshot_committed).
 
 While Debezium is still writing, a round's tasks follow their partitions past the round's ends
 (`follow`): once their ranges are read they read what arrived since, until nothing more comes
@@ -60,12 +65,13 @@ RESULT_SCHEMA = pa.schema([
     ("topic", pa.string()), ("partition", pa.int32()), ("start", pa.int64()), ("reached", pa.int64()),
     ("stopped", pa.bool_()),
     ("reads", pa.int64()), ("fence", pa.int64()), ("search_applied", pa.int64()), ("cache_applied", pa.int64()),
-    ("dead_letters", pa.int64()), ("letter_kinds", pa.string()),
+    ("dead_letters", pa.int64()), ("letter_kinds", pa.string()), ("snapshot_last", pa.bool_()),
 ])
 IDLE_WAIT_S = 0.3       # between rounds that found nothing new
 IN_PROCESS_ROWS = 50_000   # a snapshot this small is applied without Spark (see the module's docstring)
 FOLLOW_S = 10.0         # a following task's longest stretch: the round's progress and resume point
 FOLLOW_IDLE_S = 0.5     # nothing new this long: the snapshot is (nearly) written, the round ends
+LAST_WAIT_S = 120.0     # committed, read to the ends, and still no final snapshot record: ended, with an error
 
 
 def run(session: Callable[[], Any], config: Config, on_round: Callable[[SnapshotBulk], None],
@@ -86,6 +92,8 @@ def run(session: Callable[[], Any], config: Config, on_round: Callable[[Snapshot
     known_ids = TopicIds(ckpt)
     first_letters = FirstLetters()
     seen_committed = False
+    believed_since: float | None = None
+    told_waiting = False
     while not bulk.done:
         if stop is not None and stop.is_set():
             raise Interrupted(f"in the snapshot's bulk apply after {bulk.rounds} round(s)")
@@ -95,6 +103,7 @@ def run(session: Callable[[], Any], config: Config, on_round: Callable[[Snapshot
         # at a fifth of its rows in a first round begun as Debezium started writing; not seen again).
         now_committed = committed()
         last, seen_committed = now_committed and seen_committed, now_committed
+        believed_since = (believed_since or time.monotonic()) if last else None
         topics = matching_topics(client, config.topic_pattern)
         ends = end_offsets(client, topics) if topics else {}
         ids = topic_ids(client, config.topic_pattern)
@@ -127,7 +136,10 @@ def run(session: Callable[[], Any], config: Config, on_round: Callable[[Snapshot
             for p in parts:
                 bulk.reached.setdefault(t, {}).setdefault(str(p), 0)
         bulk.rounds += 1
-        bulk.done = last
+        bulk.done = last and final_record_read(bulk, rows, time.monotonic() - believed_since)
+        if last and not bulk.done and not told_waiting:
+            told_waiting = True
+            log.info("the snapshot's offsets are committed; its final record (snapshot=last) not read yet: reading on")
         bulk.seconds = round(time.monotonic() - started, 1)
         if bulk.done:  # fences first: the streaming query's first batch starts from them
             FenceStore(ckpt).save(-1, bulk.fences)
@@ -138,6 +150,19 @@ def run(session: Callable[[], Any], config: Config, on_round: Callable[[Snapshot
         if not ranges and not bulk.done:
             time.sleep(IDLE_WAIT_S)
     return bulk
+
+
+def final_record_read(bulk: SnapshotBulk, rows: int | None, believed_s: float) -> bool:
+    """Whether the bulk may end, Connect's offsets saying the snapshot is over (see the module's
+    docstring): Debezium's final snapshot record was read, or a partition's reads ended early (the
+    stream takes the rest), or there were no rows; after LAST_WAIT_S without it, ended with an error."""
+    if bulk.saw_last or bulk.stopped or rows == 0:
+        return True
+    if believed_s < LAST_WAIT_S:
+        return False
+    log.error("the snapshot's final record (snapshot=last) was not found %.0f s after Connect committed the "
+              "snapshot's offsets; the bulk ends here: run `cdckit verify` once the job runs", believed_s)
+    return True
 
 
 def applied_in_process(rows: int | None) -> bool:
@@ -214,6 +239,7 @@ def settle(bulk: SnapshotBulk, config: Config, rows: list[dict[str, Any]]) -> No
         fence = max((int(r["fence"]) for r in pieces if not stops or int(r["start"]) < reached), default=0)
         if fence:
             bulk.fences[key] = max(bulk.fences.get(key, 0), fence)
+        bulk.saw_last = bulk.saw_last or any(r.get("snapshot_last") for r in pieces)
         table = config.table_for_topic(topic)
         reads = sum(int(r["reads"]) for r in pieces)
         if table is not None and reads:
@@ -298,7 +324,8 @@ class PieceApply:
                 "fence": self.reads.fences.get(fence_key(self.topic, self.partition), 0),
                 "search_applied": self.stats.search_applied, "cache_applied": self.stats.cache_applied,
                 "dead_letters": sum(self.letters),
-                "letter_kinds": orjson.dumps(self.kinds).decode() if self.kinds else None}
+                "letter_kinds": orjson.dumps(self.kinds).decode() if self.kinds else None,
+                "snapshot_last": self.reads.saw_last}
 
 
 _WRITER: ThreadPoolExecutor | None = None

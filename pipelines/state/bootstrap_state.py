@@ -93,7 +93,8 @@ class SnapshotBulk:
     a change, a tombstone or an undecodable record follows; the streaming query applies it), the
     snapshot fences, reads and dead letters per table. Written after each round's writes, so a rerun resumes it;
     `done` once a round begun after Connect committed the snapshot has run. The streaming query's
-    first batch then starts at `reached` (see handover)."""
+    first batch then starts at `reached` (see handover). `saw_last`: Debezium's final snapshot record
+    (snapshot=last) was among the reads applied."""
 
     reached: dict[str, dict[str, int]]
     stopped: list[str]                # fence_key(topic, partition)
@@ -103,17 +104,19 @@ class SnapshotBulk:
     rounds: int = 0
     seconds: float = 0.0
     dead_letters: dict[str, int] = field(default_factory=dict)
+    saw_last: bool = False
 
     def as_json(self) -> dict[str, Any]:
         return {"reached": self.reached, "stopped": sorted(self.stopped), "fences": self.fences, "reads": self.reads,
-                "done": self.done, "rounds": self.rounds, "seconds": self.seconds, "dead_letters": self.dead_letters}
+                "done": self.done, "rounds": self.rounds, "seconds": self.seconds, "dead_letters": self.dead_letters,
+                "saw_last": self.saw_last}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "SnapshotBulk":
         return cls({t: {str(p): int(o) for p, o in parts.items()} for t, parts in (data.get("reached") or {}).items()},
                    list(data.get("stopped") or []), dict(data.get("fences") or {}), dict(data.get("reads") or {}),
                    bool(data.get("done")), int(data.get("rounds") or 0), float(data.get("seconds") or 0.0),
-                   dict(data.get("dead_letters") or {}))
+                   dict(data.get("dead_letters") or {}), bool(data.get("saw_last")))
 
 
 def record_refresh_paused(checkpoint_dir: Path, tables: list[str]) -> None:

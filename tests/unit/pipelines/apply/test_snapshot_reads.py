@@ -170,3 +170,20 @@ def test_a_change_tombstone_or_undecodable_record_stops_the_reads():
         assert reads.add(TOPIC, 0, [Message(r) for r in rows]) is False
         reads.finish()
         assert (reads.stopped_at, reads.reads) == (7, 2)
+
+
+def test_the_final_snapshot_record_is_noted_in_whichever_chunk_it_comes():
+    def read(n: int, marker: str) -> dict:
+        value = json.dumps({"op": "r", "after": {"id": n}, "before": None, "source": {
+            "schema": "public", "table": "items", "lsn": 5, "snapshot": marker, "ts_ms": 1,
+            "sequence": json.dumps([None, "5"])}}).encode()
+        return {"key": json.dumps({"id": n}).encode(), "value": value, "offset": n}
+
+    for chunk in (1, 2, 10):
+        reads = SnapshotReads({TABLE: None}, {TOPIC: TABLE}, lambda f: None, chunk=chunk)
+        reads.add(TOPIC, 0, [Message(read(1, "first")), Message(read(2, "true"))])
+        reads.finish()
+        assert reads.saw_last is False
+        reads.add(TOPIC, 0, [Message(read(3, "true")), Message(read(4, "last"))])
+        reads.finish()
+        assert reads.saw_last is True and reads.reads == 4

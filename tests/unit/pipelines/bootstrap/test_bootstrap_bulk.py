@@ -130,7 +130,8 @@ def test_a_small_snapshot_is_applied_in_this_process_and_a_large_one_by_spark(mo
     def apply_group(config_json, pieces, follow_s=0.0):
         groups.append(pieces)
         return pa.RecordBatch.from_pylist([{**row(s, e, False, e - s, partition=p, topic=t), "search_applied": 0,
-                                            "cache_applied": 0, "dead_letters": 0, "letter_kinds": None}
+                                            "cache_applied": 0, "dead_letters": 0, "letter_kinds": None,
+                                            "snapshot_last": p == 1}
                                            for t, p, s, e, _ in pieces], schema=bb.RESULT_SCHEMA)
 
     monkeypatch.setattr(bb, "apply_group", apply_group)
@@ -188,3 +189,57 @@ def test_a_pieces_chunks_are_written_in_order_one_in_flight_and_a_failed_write_i
     piece._write("bad")
     with pytest.raises(RuntimeError, match="refused"):
         piece._written()
+
+
+def _bulk_on(monkeypatch, tmp_path, ends: list[dict], results):
+    """A bulk whose topic grows through `ends` (one per round, the last repeated); `results(start,
+    end, partition)` answers a piece as its task would."""
+    import copy
+
+    import pyarrow as pa
+
+    from pipelines.bootstrap import bootstrap_bulk as bb
+
+    data = copy.deepcopy(BASE)
+    data["spark"] = {**data.get("spark", {}), "checkpoint_dir": str(tmp_path / "ckpt")}
+    config = parse_config(data)
+    topic = config.topic_for(config.tables[0])
+    rounds = iter(ends)
+    last = [ends[-1]]
+    monkeypatch.setattr(bb, "matching_topics", lambda conf, pattern: [topic])
+    monkeypatch.setattr(bb, "end_offsets", lambda conf, topics: {topic: next(rounds, last[0])})
+    monkeypatch.setattr(bb, "topic_ids", lambda conf, pattern: {topic: "id-1"})
+    monkeypatch.setattr(bb, "IDLE_WAIT_S", 0)
+    monkeypatch.setattr(bb, "apply_group", lambda config_json, pieces, follow_s=0.0: pa.RecordBatch.from_pylist(
+        [{**row(s, e, False, e - s, partition=p, topic=t), "search_applied": 0, "cache_applied": 0,
+          "dead_letters": 0, "letter_kinds": None, **results(s, e, p)} for t, p, s, e, _ in pieces],
+        schema=bb.RESULT_SCHEMA))
+    return bb, config
+
+
+def test_committed_offsets_alone_do_not_end_the_bulk_before_the_final_snapshot_record(monkeypatch, tmp_path):
+    """Connect's offsets said the snapshot was over from the first second (an offset committed as it
+    began): the bulk reads on until a round has read Debezium's final record (snapshot=last)."""
+    ends = [{"0": 10}, {"0": 20}, {"0": 30}, {"0": 40}]
+    bb, config = _bulk_on(monkeypatch, tmp_path, ends, lambda s, e, p: {"snapshot_last": e == 40})
+    bulk = bb.run(lambda: None, config, lambda b: None, lambda: True, rows=40)
+    assert bulk.done and bulk.saw_last and bulk.reads == {config.tables[0].name: 40}
+    assert bb.read_bulk(config.spark.checkpoint_dir).saw_last
+
+
+def test_the_bulk_ends_without_the_final_record_where_a_partition_stopped_or_nothing_was_there(monkeypatch,
+                                                                                                tmp_path):
+    bb, config = _bulk_on(monkeypatch, tmp_path, [{"0": 10, "1": 5}],
+                          lambda s, e, p: {"stopped": p == 1, "snapshot_last": False})
+    bulk = bb.run(lambda: None, config, lambda b: None, lambda: True, rows=15)
+    assert bulk.done and not bulk.saw_last and bulk.stopped
+    bb, config = _bulk_on(monkeypatch, tmp_path / "empty", [{"0": 0}], lambda s, e, p: {"snapshot_last": False})
+    assert bb.run(lambda: None, config, lambda b: None, lambda: True, rows=0).done
+
+
+def test_a_final_record_never_read_ends_the_bulk_after_a_while_with_an_error(monkeypatch, tmp_path, caplog):
+    bb, config = _bulk_on(monkeypatch, tmp_path, [{"0": 10}], lambda s, e, p: {"snapshot_last": False})
+    monkeypatch.setattr(bb, "LAST_WAIT_S", 0.2)
+    bulk = bb.run(lambda: None, config, lambda b: None, lambda: True, rows=10)
+    assert bulk.done and not bulk.saw_last and bulk.rounds > 2
+    assert "snapshot=last" in caplog.text and "cdckit verify" in caplog.text
