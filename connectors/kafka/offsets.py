@@ -55,6 +55,7 @@ class Watermarks:
 
         if not tps:
             return {}
+        tps = sorted(set(tps))
         c = self._meta_consumer()
         c.assign([TP(t, p, OFFSET_END) for t, p in tps])
         waiting, out = set(tps), {}

@@ -89,14 +89,16 @@ class Watch:
                 if self.metrics is not None:
                     self.metrics.snapshot(name, n, self.totals.get(name, 0))
 
-    def complete(self, offsets: dict[str, Any], lsn: int | None, how: str) -> None:
+    def complete(self, offsets: dict[str, Any], lsn: int | None, how: str, doubt: str | None = None) -> None:
         swept = sweep_below_snapshot(self.config, lsn) if self.sweep and lsn else None
         if swept is not None and self.config.documents:   # theirs once their query has the snapshot
             bootstrap_state.mark_documents_sweep(self.config.spark.checkpoint_dir, lsn,
                                                  documents_topic_ends(self.config))
-        self.finish(offsets, lsn, how, swept)
+        self.finish(offsets, lsn, how, swept, doubt)
 
-    def finish(self, offsets: dict[str, Any], lsn: int | None, how: str, swept: dict[str, int] | None = None) -> None:
+    def finish(self, offsets: dict[str, Any], lsn: int | None, how: str, swept: dict[str, int] | None = None,
+               doubt: str | None = None) -> None:
+        """The snapshot recorded as applied; `doubt`: why that is not certain (said as an error)."""
         self.done = BootstrapState(time.time(), round(time.monotonic() - self.started, 1), lsn, offsets, how,
                                    dict(self.totals), dict(self.reads), swept, dict(self.letters),
                                    dead_letter_end(self.config) if self.letters else None)
@@ -107,6 +109,10 @@ class Watch:
         if self.letters:
             log.error("snapshot applied but NOT consistent (LSN %s, %.1f s, by the %s): %s", lsn, self.done.seconds,
                       how, letters_message(self.letters))
+            return
+        if doubt:
+            log.error("snapshot applied but NOT confirmed complete (LSN %s, %.1f s, by the %s): %s; run `cdckit "
+                      "verify` once the job has caught up", lsn, self.done.seconds, how, doubt)
             return
         log.info("snapshot applied: the stores are consistent with it (LSN %s, %.1f s, by the %s); streaming "
                  "changes from here; watermark in %s", lsn, self.done.seconds, how, state_path(self.config))
@@ -241,7 +247,8 @@ def apply_in_bulk(session: Callable[[], Any], config: Config, watch: Watch, stop
     watch.letters = dict(bulk.dead_letters)
     lsn = max(bulk.fences.values(), default=0) or None
     watch.snapshot_lsn = lsn
-    watch.complete(bulk.reached, lsn, f"bulk apply ({bulk.rounds} rounds)")
+    watch.complete(bulk.reached, lsn, f"bulk apply ({bulk.rounds} rounds)"
+                   + (", unconfirmed" if bulk.unconfirmed else ""), doubt=bulk.unconfirmed)
 
 
 def pause_refreshes(config: Config, stores) -> list[str]:

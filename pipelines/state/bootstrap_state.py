@@ -105,6 +105,7 @@ class SnapshotBulk:
     seconds: float = 0.0
     dead_letters: dict[str, int] = field(default_factory=dict)
     saw_last: bool = False
+    unconfirmed: str | None = None   # why a bulk ended without its final record (not kept in the file)
 
     def as_json(self) -> dict[str, Any]:
         return {"reached": self.reached, "stopped": sorted(self.stopped), "fences": self.fences, "reads": self.reads,
@@ -116,7 +117,9 @@ class SnapshotBulk:
         return cls({t: {str(p): int(o) for p, o in parts.items()} for t, parts in (data.get("reached") or {}).items()},
                    list(data.get("stopped") or []), dict(data.get("fences") or {}), dict(data.get("reads") or {}),
                    bool(data.get("done")), int(data.get("rounds") or 0), float(data.get("seconds") or 0.0),
-                   dict(data.get("dead_letters") or {}), bool(data.get("saw_last")))
+                   dict(data.get("dead_letters") or {}),
+                   # a bulk begun by a version without this check may have read the record already
+                   bool(data.get("saw_last", int(data.get("rounds") or 0) > 0)))
 
 
 def record_refresh_paused(checkpoint_dir: Path, tables: list[str]) -> None:

@@ -88,3 +88,12 @@ def test_a_rerun_refuses_until_a_replay_settled_the_snapshots_letters():
     state.dead_letters_end = None                                   # not read: every letter up to now
     assert letters_unsettled(state, settled=9, end_now=12) and not letters_unsettled(state, 12, 12)
     assert not letters_unsettled(BootstrapState(1.0, 1.0, 100, {}, "x", {}, {}), 0, 12)
+
+
+def test_a_snapshot_applied_without_its_final_record_is_not_said_consistent(monkeypatch, caplog):
+    written = []
+    monkeypatch.setattr("pipelines.state.bootstrap_state.write_state", lambda ckpt, state: written.append(state))
+    Watch(parse_config(BASE), {"public.customers": 10}).finish({}, 100, "bulk apply (9 rounds), unconfirmed",
+                                                                doubt="the final record was not read")
+    assert "NOT confirmed complete" in caplog.text and "cdckit verify" in caplog.text
+    assert "consistent with it" not in caplog.text and written[0].detected_by.endswith("unconfirmed")
