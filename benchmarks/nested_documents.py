@@ -6,7 +6,8 @@ Measured, in one run:
 - the initial build: snapshot to every document present (and the flat lines), documents/s;
 - freshness at a fixed commit rate (pgbench, so the load costs almost nothing): each commit updates
   two lines of one order with the same `seq` and the server's clock; commit to visible in the
-  order's document (Redis and the index) and in the flat line key; and how often a document is seen
+  order's document (Redis and the index) and in the flat line (its Redis key and its index document,
+  each store's documents compared with its own flat rows); and how often a document is seen
   with one of the two lines and not the other ("torn"), for how long; where a documents batch spends
   its time (the job's own figures per batch);
 - fan-out: a rename of customer 1 until all its 1,000 order documents show it, beside the flat key;
@@ -266,7 +267,8 @@ def _freshness(args, dsn: dict, p: str, r, s, log: Path) -> dict:
     script.write_text(PGBENCH_SCRIPT.format(p=p, orders=args.orders, w0=w0, w1=w0 + WATCHED - 1))
     stop = threading.Event()
     # (order, seq) -> when a poller first saw it (seconds)
-    seen: dict[str, dict[tuple[int, int], float]] = {"document_cache": {}, "document_search": {}, "flat_cache": {}}
+    seen: dict[str, dict[tuple[int, int], float]] = {"document_cache": {}, "document_search": {}, "flat_cache": {},
+                                                     "flat_search": {}}
     torn: dict[tuple[int, int], list[float]] = {}
 
     def top_seq(lines: list[dict]) -> int:
@@ -313,7 +315,23 @@ def _freshness(args, dsn: dict, p: str, r, s, log: Path) -> dict:
                         seen["flat_cache"].setdefault((o, line["seq"]), now)
             time.sleep(POLL_S)
 
-    threads = [threading.Thread(target=f, daemon=True) for f in (poll_docs, poll_search, poll_flat)]
+    def poll_flat_search() -> None:
+        """The watched orders' first lines in the flat lines index, searched as the documents are:
+        the index's refresh counts for both, so the two compare."""
+        session = requests.Session()
+        lines = {str((o - 1) * 5 + 1): o for o in orders}
+        while not stop.is_set():
+            now = time.time()
+            try:
+                found = searched_sources(session, s.search_url, f"{p}_lines", list(lines))
+            except requests.RequestException:
+                found = []
+            for doc_id, source in found:
+                if source.get("seq"):
+                    seen["flat_search"].setdefault((lines[doc_id], source["seq"]), now)
+            time.sleep(POLL_S)
+
+    threads = [threading.Thread(target=f, daemon=True) for f in (poll_docs, poll_search, poll_flat, poll_flat_search)]
     own0 = resource.getrusage(resource.RUSAGE_SELF)
     for t in threads:
         t.start()
@@ -346,6 +364,12 @@ def _freshness(args, dsn: dict, p: str, r, s, log: Path) -> dict:
         # from the load's start: the warm-up's commits too (new Python workers, queries catching up)
         out[name] = {**percentiles(lat), "never_seen": unseen,
                      "from_load_start": percentiles(visible_after(every, got)[0])}
+    # Issue #40's target: documents' p50 within 1.5x of the flat rows' in the same store, p99 <= 3 s.
+    for store in ("cache", "search"):
+        doc, flat = out[f"document_{store}"], out[f"flat_{store}"]
+        if doc.get("p50") and flat.get("p50"):
+            out[f"{store}_documents_vs_flat_p50"] = round(doc["p50"] / flat["p50"], 2)
+            out[f"{store}_target_met"] = doc["p50"] <= 1.5 * flat["p50"] and doc["p99"] <= 3.0
     spans = [b - a for a, b in torn.values()]
     out["torn"] = {"documents_seen_torn": len(torn), "commits_seen": len(seen["document_cache"]),
                    "longest_s": round(max(spans), 3) if spans else 0.0}
