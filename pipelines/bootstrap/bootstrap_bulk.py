@@ -71,7 +71,7 @@ IDLE_WAIT_S = 0.3       # between rounds that found nothing new
 IN_PROCESS_ROWS = 50_000   # a snapshot this small is applied without Spark (see the module's docstring)
 FOLLOW_S = 10.0         # a following task's longest stretch: the round's progress and resume point
 FOLLOW_IDLE_S = 0.5     # nothing new this long: the snapshot is (nearly) written, the round ends
-LAST_WAIT_S = 120.0     # committed, read to the ends, and still no final snapshot record: ended, with an error
+LAST_WAIT_S = 120.0     # offsets committed, nothing new this long, no final snapshot record: ended unconfirmed
 
 
 def run(session: Callable[[], Any], config: Config, on_round: Callable[[SnapshotBulk], None],
