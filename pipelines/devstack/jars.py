@@ -36,10 +36,11 @@ def _pom(component: str) -> Path:
     return POMS / f"{component}.pom.xml"
 
 
-def resolved_pom(component: str) -> str:
-    """The pom as Maven reads it: its `${property}` versions filled in from versions.env."""
+def resolved_pom(component: str, versions_file: Path | None = None) -> str:
+    """The pom as Maven reads it: its `${property}` versions filled in from versions.env (or
+    `versions_file`)."""
     text = _pom(component).read_text()
-    for name, value in maven_properties().items():
+    for name, value in maven_properties(versions_file).items():
         text = text.replace("${" + name + "}", value)
     return text
 

