@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 import orjson
 
-from connectors.version import VersionError, is_snapshot, version_of
+from connectors.version import VersionError, is_final_snapshot_record, is_snapshot, version_of
 from derived.change import Change, Position
 
 UNAVAILABLE = "__debezium_unavailable_value"
@@ -169,7 +169,7 @@ def decode(key: bytes | None, value: bytes | None, position: Position, fence: in
     except VersionError as exc:
         raise RecordError(str(exc)) from None
     common = dict(version=version, position=position, source_ts_ms=source.get("ts_ms"),
-                  snapshot=snapshot, snapshot_last=snapshot and source.get("snapshot") == "last")
+                  snapshot=snapshot, snapshot_last=snapshot and is_final_snapshot_record(source))
     if table == truncate_table:
         return _truncate_marker(env, snapshot, common)
     if _OPS[op] == "truncate":  # Debezium's own keyless event (a compacted topic refuses it)

@@ -46,6 +46,12 @@ def is_snapshot(source: dict[str, Any]) -> bool:
     return str(source.get("snapshot", "false")).lower() in SNAPSHOT_MARKERS
 
 
+def is_final_snapshot_record(source: dict[str, Any]) -> bool:
+    """Debezium's marker on the initial snapshot's last record (the streaming query and the
+    bootstrap's bulk each take it as the snapshot's end)."""
+    return source.get("snapshot") == "last"
+
+
 _SEQUENCES: dict[str, tuple[int | None, int | None]] = {}   # a snapshot's reads all carry one
 
 

@@ -25,7 +25,7 @@ from typing import Any, Iterable, NamedTuple
 import orjson
 
 from connectors.envelope import RecordError, Tombstone, decode, document_id, envelope_of, may_hold_placeholder
-from connectors.version import VersionError, is_snapshot, version_of
+from connectors.version import VersionError, is_final_snapshot_record, is_snapshot, version_of
 from derived.change import Change, DeadLetter, Position, Version
 from derived.reduce import fold_into
 from pipelines.apply.decode import decode_records
@@ -84,8 +84,7 @@ class PartitionFold:
                 self.stopped_at = offset
                 return False
             self.records += 1
-            if (env.get("source") or {}).get("snapshot") == "last":
-                self.snapshot_last = True
+            self.snapshot_last = self.snapshot_last or is_final_snapshot_record(env.get("source") or {})
             self._read(key, value, env, Position(topic, partition, offset))
             return True
         self.records += 1

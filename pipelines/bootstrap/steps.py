@@ -98,7 +98,9 @@ class Watch:
 
     def finish(self, offsets: dict[str, Any], lsn: int | None, how: str, swept: dict[str, int] | None = None,
                doubt: str | None = None) -> None:
-        """The snapshot recorded as applied; `doubt`: why that is not certain (said as an error)."""
+        """The snapshot recorded as applied; `doubt`: why that is not certain (said as an error, and
+        in the state's `detected_by`)."""
+        how = f"{how}, unconfirmed" if doubt else how
         self.done = BootstrapState(time.time(), round(time.monotonic() - self.started, 1), lsn, offsets, how,
                                    dict(self.totals), dict(self.reads), swept, dict(self.letters),
                                    dead_letter_end(self.config) if self.letters else None)
@@ -247,8 +249,7 @@ def apply_in_bulk(session: Callable[[], Any], config: Config, watch: Watch, stop
     watch.letters = dict(bulk.dead_letters)
     lsn = max(bulk.fences.values(), default=0) or None
     watch.snapshot_lsn = lsn
-    watch.complete(bulk.reached, lsn, f"bulk apply ({bulk.rounds} rounds)"
-                   + (", unconfirmed" if bulk.unconfirmed else ""), doubt=bulk.unconfirmed)
+    watch.complete(bulk.reached, lsn, f"bulk apply ({bulk.rounds} rounds)", doubt=bulk.unconfirmed)
 
 
 def pause_refreshes(config: Config, stores) -> list[str]:

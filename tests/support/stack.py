@@ -86,19 +86,12 @@ def docker_reachable() -> bool:
         return False
 
 
-_UP = ("import json, pathlib, sys\n"
-       "from pipelines.devstack import stack\n"
-       "from pipelines.devstack.settings import StackSettings\n"
-       "stack.up(StackSettings(state_dir=pathlib.Path(sys.argv[1]), ports=json.loads(sys.argv[2])), say=lambda _: None)")
-
-
 @contextmanager
 def devstack_world(state_dir: Path, env: dict[str, str] | None = None) -> Iterator[Endpoints]:
     """The local stack, brought up by a process of its own: the background stack starts while unit
     tests run in this one, and those patch module globals and the environment the stack's start reads
     (a test's broken versions.env once failed the whole integration tier). `env`: the environment
     as it was before any test ran."""
-    import json
     import subprocess
     import sys
 
@@ -106,8 +99,11 @@ def devstack_world(state_dir: Path, env: dict[str, str] | None = None) -> Iterat
     from pipelines.devstack.settings import StackSettings
 
     settings = StackSettings(state_dir=state_dir, ports=dict(TEST_PORTS))
-    started = subprocess.run([sys.executable, "-c", _UP, str(state_dir), json.dumps(TEST_PORTS)], cwd=ROOT,
-                             env=env if env is not None else dict(os.environ), capture_output=True, text=True)
+    # `scripts/devstack up`'s own entry point, told the state dir and ports as it reads them
+    env = {**(env if env is not None else os.environ), "CDCKIT_DEVSTACK_DIR": str(state_dir),
+           **{f"CDCKIT_DEVSTACK_{name.upper()}_PORT": str(port) for name, port in TEST_PORTS.items()}}
+    started = subprocess.run([sys.executable, "-m", "pipelines.devstack", "up"], cwd=ROOT, env=env,
+                             capture_output=True, text=True)
     if started.returncode != 0:
         stack.down(settings, say=lambda _: None)   # what did start
         raise RuntimeError(f"the local stack did not start: {(started.stderr or started.stdout)[-3000:]}")

@@ -93,7 +93,7 @@ def test_a_rerun_refuses_until_a_replay_settled_the_snapshots_letters():
 def test_a_snapshot_applied_without_its_final_record_is_not_said_consistent(monkeypatch, caplog):
     written = []
     monkeypatch.setattr("pipelines.state.bootstrap_state.write_state", lambda ckpt, state: written.append(state))
-    Watch(parse_config(BASE), {"public.customers": 10}).finish({}, 100, "bulk apply (9 rounds), unconfirmed",
+    Watch(parse_config(BASE), {"public.customers": 10}).finish({}, 100, "bulk apply (9 rounds)",
                                                                 doubt="the final record was not read")
     assert "NOT confirmed complete" in caplog.text and "cdckit verify" in caplog.text
     assert "consistent with it" not in caplog.text and written[0].detected_by.endswith("unconfirmed")
