@@ -379,16 +379,20 @@ def _progress_events(event_dir: Path) -> list[dict]:
     return out
 
 
-def _batch_parts(progress: list[dict], start: float, end: float) -> dict:
-    """Median durationMs per part over the micro-batches that began within [start, end] (wall clock)
-    and ran (an idle trigger reports no addBatch)."""
+def ran_within(progress: list[dict], start: float, end: float) -> list[dict]:
+    """The progress events of micro-batches that began within [start, end] (wall clock) and ran (an
+    idle trigger reports no addBatch)."""
     from datetime import datetime, timezone
 
     def began(p: dict) -> float:
         return datetime.strptime(p["timestamp"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp()
 
-    batches = [p["durationMs"] for p in progress
-               if "addBatch" in p.get("durationMs", {}) and start <= began(p) <= end]
+    return [p for p in progress if "addBatch" in p.get("durationMs", {}) and start <= began(p) <= end]
+
+
+def _batch_parts(progress: list[dict], start: float, end: float) -> dict:
+    """Median durationMs per part over the micro-batches that began within [start, end] and ran."""
+    batches = [p["durationMs"] for p in ran_within(progress, start, end)]
     out: dict = {k: (round(statistics.median(b.get(k, 0) for b in batches)) if batches else None)
                  for k in BATCH_PARTS}
     out["batches"] = len(batches)

@@ -271,8 +271,9 @@ def _freshness(args, dsn: dict, p: str, r, s, log: Path) -> dict:
     script.write_text(PGBENCH_SCRIPT.format(p=p, orders=args.orders, w0=w0, w1=w0 + WATCHED - 1))
     stop = threading.Event()
     # (order, seq) -> when a poller first saw it (seconds)
-    seen: dict[str, dict[tuple[int, int], float]] = {"document_cache": {}, "document_search": {}, "flat_cache": {},
-                                                     "flat_search": {}}
+    seen: dict[str, dict[tuple[int, int], float]] = {"document_cache": {}, "document_search": {}, "flat_cache": {}}
+    if args.flat_search:
+        seen["flat_search"] = {}
     torn: dict[tuple[int, int], list[float]] = {}
 
     def top_seq(lines: list[dict]) -> int:
@@ -365,8 +366,6 @@ def _freshness(args, dsn: dict, p: str, r, s, log: Path) -> dict:
            "load_cpu_s": round(load_cpu, 1),
            "pollers_cpu_s": round(own.ru_utime + own.ru_stime - own0.ru_utime - own0.ru_stime, 1)}
     for name, got in seen.items():
-        if name == "flat_search" and not args.flat_search:
-            continue
         lat, unseen = visible_after(watched, got)
         # from the load's start: the warm-up's commits too (new Python workers, queries catching up)
         out[name] = {**percentiles(lat), "never_seen": unseen,
@@ -392,18 +391,15 @@ def micro_batches(event_dir: Path, start: float, end: float) -> dict:
     state operator's (rows, memory, commit ms). addBatch is what the job's per-batch line times; the
     rest (offsets, the write-ahead log, the state store's commit) comes before or after it."""
     import statistics
-    from datetime import datetime, timezone
 
-    from benchmarks.freshness import BATCH_PARTS, _batch_parts, _progress_events
+    from benchmarks.freshness import BATCH_PARTS, _batch_parts, _progress_events, ran_within
 
     progress = _progress_events(event_dir)
     out: dict = {}
     for name in sorted({p.get("name") or "?" for p in progress}):
         mine = [p for p in progress if (p.get("name") or "?") == name]
         parts = _batch_parts(mine, start, end)
-        ops = [op for p in mine if "addBatch" in p.get("durationMs", {}) and start <= datetime.strptime(
-               p["timestamp"], "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc).timestamp() <= end
-               for op in p.get("stateOperators", [])]
+        ops = [op for p in ran_within(mine, start, end) for op in p.get("stateOperators", [])]
         if ops:
             for k in ("commitTimeMs", "allUpdatesTimeMs", "numRowsTotal", "memoryUsedBytes"):
                 vals = [op.get(k) for op in ops if op.get(k) is not None]
