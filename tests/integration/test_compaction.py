@@ -83,6 +83,8 @@ def test_a_recreated_topic_is_told_apart_by_its_id(stack, tmp_path):
     admin = AdminClient(conf)
     admin.create_topics([NewTopic(topic, 3, 1)])[topic].result(15)
     ids = TopicIds(tmp_path)
+    # a broker may list or describe a just-created topic a moment after the controller created it
+    wait_for(lambda: topic in current_ids(conf, rf"{prefix}\..*"), 30, 0.5, "the topic described")
     first = current_ids(conf, rf"{prefix}\..*")
     assert set(first) == {topic}
     ids.learn(first)
@@ -90,6 +92,7 @@ def test_a_recreated_topic_is_told_apart_by_its_id(stack, tmp_path):
     admin.delete_topics([topic])[topic].result(15)
     wait_for(lambda: topic not in admin.list_topics(timeout=10).topics, 30, 0.5, "the topic deleted")
     wait_for(lambda: _created(admin, topic), 30, 0.5, "the topic created again")
+    wait_for(lambda: topic in current_ids(conf, rf"{prefix}\..*"), 30, 0.5, "the new topic described")
     assert TopicIds(tmp_path).recreated(current_ids(conf, rf"{prefix}\..*")) == [topic]  # read back from the file
     admin.delete_topics([topic])
 
