@@ -18,6 +18,13 @@ from pipelines.state.rebuild_state import Targets
 _configs: dict[bytes, Any] = {}
 _resources: dict[tuple[bytes, Targets | None], Any] = {}
 _settled: tuple[int, int, int] | None = None
+# A worker's tasks build many short-lived containers (a record's envelope, row, change): at
+# Python's default (a young collection every 700 allocations, an older one every 10 of those) the
+# collector walked the chunk of rows a task holds again and again, over a third of the bootstrap
+# bulk's CPU per row (benchmarks/README.md, "garbage collector"). Refcounting frees nearly all of
+# it; the collector is for cycles, which these rarely make.
+WORKER_GC_THRESHOLDS = (50_000, 20, 100)
+_PROCESS_GC_THRESHOLDS = gc.get_threshold()
 
 
 def settle() -> None:
@@ -30,6 +37,7 @@ def settle() -> None:
     global _settled
     mark = (len(sys.modules), len(_configs), len(_resources))
     if mark != _settled:
+        gc.set_threshold(*WORKER_GC_THRESHOLDS)
         gc.collect()
         gc.freeze()
         _settled = mark
@@ -91,4 +99,5 @@ def forget() -> None:
     _resources.clear()
     _configs.clear()
     gc.unfreeze()
+    gc.set_threshold(*_PROCESS_GC_THRESHOLDS)
     _settled = None

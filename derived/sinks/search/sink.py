@@ -119,23 +119,28 @@ class SearchSink:
         self.engine.put_settings(table.alias, {"index": {"refresh_interval": table.refresh_interval}})
         self.engine.refresh(table.alias)
 
-    def _op(self, ch: Change, table: SearchTable, kept: dict[str, Any]) -> list[dict[str, Any]]:
+    def _lines(self, ch: Change, table: SearchTable, kept: dict[str, Any]) -> list[bytes]:
+        """The change's bulk lines, serialised once (a retry sends them again as they are)."""
         meta = {"_index": self.target(table), "_id": ch.doc_id, "version": ch.version.external(),
                 "version_type": "external_gte"}
         if ch.op == "delete":
-            return [{"delete": meta}]
+            return [orjson.dumps({"delete": meta})]
         if self.require_alias:
             meta["require_alias"] = True
-        return [{"index": meta}, {**kept, **shape(ch.row, table)}]
+        return [orjson.dumps({"index": meta}), orjson.dumps({**kept, **shape(ch.row, table)}, default=str)]
 
     def apply(self, changes: Iterable[Change], tables: dict[str, SearchTable]) -> SinkResult:
         stats = SinkResult()
-        changes = [ch for ch in changes if self._fits(ch, tables[ch.table], stats)]
         if any(ch.tombstone for ch in changes):
             changes = self._tombstone_deletes(changes, tables, stats)
         kept = self._stored_unavailable(changes, tables)
-        for start in range(0, len(changes), self.chunk):
-            self._apply_chunk(changes[start:start + self.chunk], tables, stats, kept)
+        writes = []
+        for ch in changes:
+            lines = self._lines(ch, tables[ch.table], kept.get((ch.table, ch.doc_id), {}))
+            if self._fits(ch, lines, stats):
+                writes.append((ch, lines))
+        for start in range(0, len(writes), self.chunk):
+            self._apply_chunk(writes[start:start + self.chunk], tables, stats)
         return stats
 
     def _read(self, call, *args):
@@ -183,11 +188,11 @@ class SearchSink:
             raise StoreUnavailable(f"search: alias {', '.join(sorted(squatted))} does not exist (the engine lost its "
                                    "data?); run `cdckit rebuild search`")
 
-    def _fits(self, ch: Change, table: SearchTable, stats: SinkResult) -> bool:
+    def _fits(self, ch: Change, lines: list[bytes], stats: SinkResult) -> bool:
         """An oversized document would fail its whole bulk request: refuse it alone, up front."""
         if not self.max_document_bytes or ch.op != "upsert":
             return True
-        size = len(orjson.dumps(shape(ch.row, table), default=str))
+        size = len(lines[1])
         if size <= self.max_document_bytes:
             return True
         stats.dead.append(DeadLetter(ch.position, None, None, "apply",
@@ -195,22 +200,20 @@ class SearchSink:
                                      f"search.max_document_bytes ({self.max_document_bytes:,})", {"store": "search"}))
         return False
 
-    def _apply_chunk(self, pending: list[Change], tables: dict[str, SearchTable], stats: SinkResult,
-                     kept: dict[tuple[str, str], dict[str, Any]]) -> None:
+    def _apply_chunk(self, pending: list[tuple[Change, list[bytes]]], tables: dict[str, SearchTable],
+                     stats: SinkResult) -> None:
         waits = pauses(self.retries, 0.2, 8.0)
         while True:
-            ops = [op for ch in pending
-                   for op in self._op(ch, tables[ch.table], kept.get((ch.table, ch.doc_id), {}))]
             try:
-                result = self.engine.bulk(ops)
+                result = self.engine.bulk([line for _, lines in pending for line in lines])
             except Exception as exc:  # noqa: BLE001 - connection errors, timeouts, 429/5xx on the request
                 failure: Exception | None = exc
                 retry = pending
             else:
                 failure, retry = None, []
                 if self.require_alias:
-                    self._check_squatters(pending, result["items"], tables)
-                for ch, item in zip(pending, result["items"]):
+                    self._check_squatters([ch for ch, _ in pending], result["items"], tables)
+                for (ch, lines), item in zip(pending, result["items"]):
                     outcome = next(iter(item.values()))
                     status = outcome.get("status", 500)
                     if status == 404 and _error_type(outcome) == "index_not_found_exception":
@@ -221,7 +224,7 @@ class SearchSink:
                     elif status == 409:
                         stats.stale += 1
                     elif status in RETRYABLE:
-                        retry.append(ch)
+                        retry.append((ch, lines))
                     else:
                         stats.dead.append(DeadLetter(ch.position, None, None, "apply",
                                                      f"search rejected document {ch.doc_id!r}: "

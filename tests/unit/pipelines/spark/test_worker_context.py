@@ -32,10 +32,12 @@ def test_kept_objects_are_frozen_once_and_again_only_when_something_new_is_kept(
 
 
 def test_forget_lets_the_collector_see_everything_again(fresh_worker):
+    before = gc.get_threshold()
     worker_context.settle()
     assert gc.get_freeze_count() > 0
+    assert gc.get_threshold() == worker_context.WORKER_GC_THRESHOLDS   # young collections far apart
     worker_context.forget()
-    assert gc.get_freeze_count() == 0
+    assert gc.get_freeze_count() == 0 and gc.get_threshold() == before
 
 
 def test_the_collector_is_paused_while_a_task_builds_a_large_graph_and_restored_after():

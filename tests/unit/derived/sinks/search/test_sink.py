@@ -123,3 +123,18 @@ def test_a_load_pauses_refreshes_and_its_end_restores_the_configured_interval_an
     sink.begin_load(default)
     sink.end_load(default)
     assert "index.refresh_interval" not in engine.held
+
+
+def test_an_oversized_document_is_refused_alone_and_the_rest_sent_as_serialised_once():
+    import orjson
+
+    engine = ScriptedEngine([[201, 201]])
+    big = ch(2)
+    big.row = {"id": 2, "text": "x" * 3000}
+    stats = SearchSink(engine, retries=0, max_document_bytes=2048).apply([ch(1), big, ch(3, "delete")], TABLES)
+    assert (stats.applied, len(stats.dead)) == (2, 1)
+    assert "document '2' is 3," in stats.dead[0].reason and "above search.max_document_bytes (2,048)" in stats.dead[0].reason
+    [sent] = engine.calls   # the action and document of 1, the delete of 3: lines serialised once, as bytes
+    assert all(type(line) is bytes for line in sent)
+    assert [list(orjson.loads(line)) for line in sent] == [["index"], ["id"], ["delete"]]
+    assert orjson.loads(sent[1]) == {"id": 1} and orjson.loads(sent[2])["delete"]["_id"] == "3"
