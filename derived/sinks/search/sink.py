@@ -24,6 +24,9 @@ from derived.sinks.search.definition import with_gc_deletes
 from derived.sinks.search.engines import Engine
 
 RETRYABLE = {429, 500, 502, 503, 504}
+# A bulk request holds at most `chunk` writes and about this many bytes (wide documents): the
+# engines' guidance is requests of 5-15 MB; theirs refuse one above http.max_content_length (100 MB).
+REQUEST_BYTES = 10 << 20
 PAUSED = "-1"   # refresh_interval of an index whose refreshes are paused
 log = logging.getLogger("cdckit.search")
 
@@ -42,7 +45,7 @@ class SearchTable:
 
 
 class SearchSink:
-    def __init__(self, engine: Engine, chunk: int = 2000, retries: int = 5, max_document_bytes: int | None = None,
+    def __init__(self, engine: Engine, chunk: int = 5000, retries: int = 5, max_document_bytes: int | None = None,
                  require_alias: bool = True, gc_deletes_s: int | None = None):
         self.engine, self.chunk, self.retries = engine, chunk, retries
         self.gc_deletes_s = gc_deletes_s
@@ -139,8 +142,8 @@ class SearchSink:
             lines = self._lines(ch, tables[ch.table], kept.get((ch.table, ch.doc_id), {}))
             if self._fits(ch, lines, stats):
                 writes.append((ch, lines))
-        for start in range(0, len(writes), self.chunk):
-            self._apply_chunk(writes[start:start + self.chunk], tables, stats)
+        for request in requests(writes, self.chunk, REQUEST_BYTES):
+            self._apply_chunk(request, tables, stats)
         return stats
 
     def _read(self, call, *args):
@@ -276,6 +279,22 @@ class SearchSink:
         if older:
             self.engine.refresh(self.target(table))
         return len(older)
+
+
+def requests(writes: list[tuple[Change, list[bytes]]], most: int, most_bytes: int
+             ) -> Iterable[list[tuple[Change, list[bytes]]]]:
+    """The writes in bulk requests of at most `most` writes and, past the first, `most_bytes`."""
+    request: list[tuple[Change, list[bytes]]] = []
+    size = 0
+    for write in writes:
+        n = sum(len(line) + 1 for line in write[1])
+        if request and (len(request) >= most or size + n > most_bytes):
+            yield request
+            request, size = [], 0
+        request.append(write)
+        size += n
+    if request:
+        yield request
 
 
 # The field a mapping refusal names: "mapper [doc.a.b] cannot be changed from type [text] to [double]",

@@ -138,3 +138,15 @@ def test_an_oversized_document_is_refused_alone_and_the_rest_sent_as_serialised_
     assert all(type(line) is bytes for line in sent)
     assert [list(orjson.loads(line)) for line in sent] == [["index"], ["id"], ["delete"]]
     assert orjson.loads(sent[1]) == {"id": 1} and orjson.loads(sent[2])["delete"]["_id"] == "3"
+
+
+def test_bulk_requests_end_at_their_count_or_their_bytes_and_a_larger_write_goes_alone():
+    from derived.sinks.search.sink import requests
+
+    def writes(*sizes):
+        return [(ch(i), [b"m" * 9, b"d" * (n - 11)]) for i, n in enumerate(sizes)]   # n bytes with newlines
+
+    assert [len(r) for r in requests(writes(10, 10, 10, 10, 10), 2, 1000)] == [2, 2, 1]
+    assert [len(r) for r in requests(writes(40, 40, 40, 10), 10, 100)] == [2, 2]
+    assert [len(r) for r in requests(writes(500, 10, 10), 10, 100)] == [1, 2]   # above the budget: alone
+    assert list(requests([], 10, 100)) == []
