@@ -219,6 +219,16 @@ def bulk_applicable(config: Config, state: BootstrapState | None) -> bool:
             and not resnapshot_pending(config))
 
 
+def applied_without_spark(config: Config, totals: dict[str, int]) -> bool:
+    """Whether `bootstrap --once` can do without a Spark session: already bootstrapped, or a
+    snapshot the bulk applies in this process (the session then only takes a core from Debezium)."""
+    from pipelines.bootstrap import bootstrap_bulk
+
+    state = read_state(config)
+    return state is not None or (bulk_applicable(config, state)
+                                 and bootstrap_bulk.applied_in_process(sum(totals.values())))
+
+
 def apply_in_bulk(session: Callable[[], Any], config: Config, watch: Watch, stop=None) -> None:
     """The snapshot reads into the stores by the bulk, then the watermark recorded: the tables'
     streaming query starts where the bulk stopped (state/bootstrap_state.handover). `session()`:

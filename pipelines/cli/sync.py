@@ -51,14 +51,19 @@ def bootstrap_command(config_path: Path, once: bool) -> None:
     cfg = load(config_path)
     preflight.check_servers(cfg)
     preflight.check_database(cfg, required=True)
-    # Spark's session (a JVM, ~5 s) starts beside the connector's creation and Debezium's snapshot,
-    # not after them: the first minute's largest fixed cost (benchmarks/first_minute.py).
-    warm = SessionWarmup(cfg).start_now()
+    # Spark's session (a JVM, ~5-10 s of a core) starts beside the connector's creation and
+    # Debezium's snapshot, not after them: the first minute's largest fixed cost
+    # (benchmarks/first_minute.py). `--once` asks for it only if its snapshot needs it.
+    warm = SessionWarmup(cfg)
+    if not once:
+        warm.start_now()
     lost = bootstrap.topics_lost(cfg)
     if lost:
         aside = bootstrap.start_over(cfg)
         say(f"the change topics were lost ({', '.join(lost)}): re-snapshotting; old checkpoint kept in {aside}")
     totals = bootstrap.prepare(cfg)
+    if once and (cfg.documents or not bootstrap.applied_without_spark(cfg, totals)):
+        warm.start_now()
     result = connector_admin.apply(cfg)
     say(f"connector {cfg.connector_name}: {result.action}")
     state = bootstrap.read_state(cfg)
@@ -142,7 +147,8 @@ class SessionWarmup:
         self.thread = threading.Thread(target=self._run, name="spark-warmup", daemon=True)
 
     def start_now(self) -> "SessionWarmup":
-        self.thread.start()
+        if self.thread.ident is None:   # not started yet
+            self.thread.start()
         return self
 
     def _run(self) -> None:
@@ -160,6 +166,7 @@ class SessionWarmup:
             self.error = exc
 
     def session(self):
+        self.start_now()   # not started yet (`--once` with a snapshot it meant to apply itself): now
         self.thread.join()
         if self.error is not None:
             raise self.error

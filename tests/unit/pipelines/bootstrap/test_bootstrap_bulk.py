@@ -84,6 +84,18 @@ def test_a_resnapshot_after_lost_topics_is_not_applied_in_bulk(tmp_path):
     assert not bootstrap.bulk_applicable(config, None)
 
 
+def test_bootstrap_once_asks_for_spark_only_for_a_snapshot_it_cannot_apply_itself(tmp_path):
+    from pipelines.bootstrap import steps as bootstrap
+    from pipelines.bootstrap.bootstrap_bulk import IN_PROCESS_ROWS
+    from pipelines.state.bootstrap_state import mark_resnapshot
+
+    config = parse_config({**BASE, "spark": {"checkpoint_dir": str(tmp_path)}})
+    assert bootstrap.applied_without_spark(config, {"public.a": IN_PROCESS_ROWS // 2, "public.b": IN_PROCESS_ROWS // 2})
+    assert not bootstrap.applied_without_spark(config, {"public.a": IN_PROCESS_ROWS, "public.b": 1})
+    mark_resnapshot(tmp_path, {"at": 0})   # through the streaming query: Spark
+    assert not bootstrap.applied_without_spark(config, {"public.a": 1})
+
+
 @given(st.lists(st.tuples(st.integers(0, 50_000), st.integers(0, 50_000)), min_size=1, max_size=5),
        st.sets(st.integers(0, 4)), st.integers(1, 4))
 def test_tasks_follow_each_partition_once_from_the_piece_at_its_end(spans, stopped, tasks):

@@ -41,3 +41,15 @@ def test_a_session_that_is_up_is_stopped():
     warm.spark = type("Spark", (), {"stop": lambda self: stopped.append(True)})()
     warm.stop()
     assert stopped == [True]
+
+
+def test_a_session_not_asked_for_is_never_started_and_one_asked_for_late_starts_then():
+    started = []
+    warm = SessionWarmup(cfg=None)
+    warm._run = lambda: started.append(True)   # a start that ends at once
+    warm.thread = threading.Thread(target=lambda: warm._run())
+    warm.stop()   # `--once` with a snapshot it applied itself: nothing to stop
+    assert started == []
+    warm.session()   # a bulk that needs Spark after all
+    warm.start_now()   # asked again: still one start
+    assert started == [True]
