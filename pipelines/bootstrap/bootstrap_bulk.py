@@ -28,8 +28,10 @@ chunk by chunk loses nothing), not by the table's size.
 
 A small snapshot (at most IN_PROCESS_ROWS rows counted at the start) is applied by the command's
 own process, the same tasks one after the other: a Spark job's fixed cost (a first job, the
-workers' start) is seconds, more than the apply of such a snapshot, and the snapshot need not wait
-for Spark's session at all (benchmarks/first_minute.py).
+workers' start) is seconds, and the snapshot need not wait for Spark's session at all
+(benchmarks/first_minute.py). One Python thread decodes for it: on two cores, 200,000 rows into
+both stores were synced in 22 s in process against 28 s through Spark, while 1,000,000 took
+longer in process (cache 57 against 49 s, search 66 against 58 s; benchmarks/README.md).
 """
 from __future__ import annotations
 
@@ -68,7 +70,8 @@ RESULT_SCHEMA = pa.schema([
     ("dead_letters", pa.int64()), ("letter_kinds", pa.string()), ("snapshot_last", pa.bool_()),
 ])
 IDLE_WAIT_S = 0.3       # between rounds that found nothing new
-IN_PROCESS_ROWS = 50_000   # a snapshot this small is applied without Spark (see the module's docstring)
+IN_PROCESS_ROWS = 200_000   # a snapshot this small is applied without Spark (see the module's docstring)
+PAUSED_REFRESH_ROWS = 50_000  # a larger one is loaded with its indexes' refreshes paused (steps.pause_refreshes)
 FOLLOW_S = 10.0         # a following task's longest stretch: the round's progress and resume point
 FOLLOW_IDLE_S = 0.5     # nothing new this long: the snapshot is (nearly) written, the round ends
 LAST_WAIT_S = 120.0     # offsets committed, nothing new this long, no final snapshot record: ended unconfirmed
@@ -166,6 +169,11 @@ def final_record_read(bulk: SnapshotBulk, rows: int | None, quiet_s: float) -> b
     bulk.unconfirmed = (f"Debezium's final snapshot record (snapshot=last) was not read, nothing new for "
                         f"{quiet_s:.0f} s after Connect committed the snapshot's offsets")
     return True
+
+
+def refreshes_paused(rows: int | None) -> bool:
+    """A snapshot of more than PAUSED_REFRESH_ROWS counted rows (or uncounted) is loaded unsearched."""
+    return rows is None or rows > PAUSED_REFRESH_ROWS
 
 
 def applied_in_process(rows: int | None) -> bool:

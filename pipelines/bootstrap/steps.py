@@ -249,7 +249,7 @@ def apply_in_bulk(session: Callable[[], Any], config: Config, watch: Watch, stop
         bootstrap_state.clear_bulk(config.spark.checkpoint_dir)
         live.check_stores(fresh=True)
     rows = sum(watch.totals.values())
-    paused = [] if bootstrap_bulk.applied_in_process(rows) else pause_refreshes(config, live.stores)
+    paused = pause_refreshes(config, live.stores) if bootstrap_bulk.refreshes_paused(rows) else []
     try:
         bulk = bootstrap_bulk.run(session, config, lambda b: watch.bulk_round(b.reads),
                                   lambda: snapshot_committed(config), stop, watch.check_connector, rows=rows)
