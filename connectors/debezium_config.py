@@ -6,7 +6,7 @@ Every choice here is one the sync depends on; the comments say which part relies
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 POSTGRES_CONNECTOR = "io.debezium.connector.postgresql.PostgresConnector"
@@ -36,9 +36,10 @@ class ConnectorSettings:
     heartbeat_interval_ms: int
     replication_factor: int
     partitions: int
-    topic_config: dict[str, Any] = field(default_factory=dict)
-    snapshot_fetch_size: int = 10_240
-    snapshot_max_threads: int = 1
+    topic_config: dict[str, Any]
+    # Defaults live in cdckit's config (pipelines/config.py: ConnectConfig), the one place they are set.
+    snapshot_fetch_size: int
+    snapshot_max_threads: int
     transaction_metadata: bool = False   # nested documents configured: they fold whole transactions
 
     @property
