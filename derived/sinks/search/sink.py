@@ -10,7 +10,7 @@ import logging
 import re
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 import orjson
 
@@ -137,14 +137,18 @@ class SearchSink:
         if any(ch.tombstone for ch in changes):
             changes = self._tombstone_deletes(changes, tables, stats)
         kept = self._stored_unavailable(changes, tables)
-        writes = []
+        for request in bulk_requests(self._writes(changes, tables, kept, stats), self.chunk, REQUEST_BYTES):
+            self._apply_chunk(request, tables, stats)
+        return stats
+
+    def _writes(self, changes: list[Change], tables: dict[str, SearchTable],
+                kept: dict[tuple[str, str], dict[str, Any]], stats: SinkResult) -> Iterator[tuple[Change, list[bytes]]]:
+        """Each change with its bulk lines, serialised as the requests are cut (the memory is one
+        request's, not the batch's documents); an oversized document is refused here."""
         for ch in changes:
             lines = self._lines(ch, tables[ch.table], kept.get((ch.table, ch.doc_id), {}))
             if self._fits(ch, lines, stats):
-                writes.append((ch, lines))
-        for request in requests(writes, self.chunk, REQUEST_BYTES):
-            self._apply_chunk(request, tables, stats)
-        return stats
+                yield ch, lines
 
     def _read(self, call, *args):
         """A read the writes depend on, retried like them: an engine that is restarting is an
@@ -281,8 +285,8 @@ class SearchSink:
         return len(older)
 
 
-def requests(writes: list[tuple[Change, list[bytes]]], most: int, most_bytes: int
-             ) -> Iterable[list[tuple[Change, list[bytes]]]]:
+def bulk_requests(writes: Iterable[tuple[Change, list[bytes]]], most: int, most_bytes: int
+                  ) -> Iterable[list[tuple[Change, list[bytes]]]]:
     """The writes in bulk requests of at most `most` writes and, past the first, `most_bytes`."""
     request: list[tuple[Change, list[bytes]]] = []
     size = 0

@@ -141,12 +141,27 @@ def test_an_oversized_document_is_refused_alone_and_the_rest_sent_as_serialised_
 
 
 def test_bulk_requests_end_at_their_count_or_their_bytes_and_a_larger_write_goes_alone():
-    from derived.sinks.search.sink import requests
+    from derived.sinks.search.sink import bulk_requests
 
     def writes(*sizes):
         return [(ch(i), [b"m" * 9, b"d" * (n - 11)]) for i, n in enumerate(sizes)]   # n bytes with newlines
 
-    assert [len(r) for r in requests(writes(10, 10, 10, 10, 10), 2, 1000)] == [2, 2, 1]
-    assert [len(r) for r in requests(writes(40, 40, 40, 10), 10, 100)] == [2, 2]
-    assert [len(r) for r in requests(writes(500, 10, 10), 10, 100)] == [1, 2]   # above the budget: alone
-    assert list(requests([], 10, 100)) == []
+    assert [len(r) for r in bulk_requests(writes(10, 10, 10, 10, 10), 2, 1000)] == [2, 2, 1]
+    assert [len(r) for r in bulk_requests(writes(40, 40, 40, 10), 10, 100)] == [2, 2]
+    assert [len(r) for r in bulk_requests(writes(500, 10, 10), 10, 100)] == [1, 2]   # above the budget: alone
+    assert list(bulk_requests([], 10, 100)) == []
+
+
+def test_documents_are_serialised_as_their_request_is_cut_not_the_whole_batch_first():
+    serialised, at_send = [], []
+
+    class Counting(ScriptedEngine):
+        def bulk(self, operations):
+            at_send.append(len(serialised))
+            return super().bulk(operations)
+
+    sink = SearchSink(Counting([[201, 201], [201, 201], [201]]), chunk=2, retries=0)
+    lines = sink._lines
+    sink._lines = lambda *a: serialised.append(1) or lines(*a)
+    assert sink.apply([ch(i) for i in range(5)], TABLES).applied == 5
+    assert at_send == [3, 5, 5]   # a request is sent once the next write shows it full: one write ahead
