@@ -90,8 +90,11 @@ def live_sinks(config: Config, names=None) -> dict[str, Sink]:
 
 
 def search_generations(config: Config):
-    """The search store's generations, for a rebuild (derived/sinks/search/generations.py)."""
-    return _search_sink(config, live=True).generations()
+    """The search store's generations, for a rebuild (derived/sinks/search/generations.py): made
+    from the engine, as the cache's are from its clients."""
+    from derived.sinks.search.generations import SearchGenerations
+
+    return SearchGenerations(search_engine(config), config.search.deleted_version_ttl_s)
 
 
 def cache_generations(config: Config, live_db: int, spare_db: int):

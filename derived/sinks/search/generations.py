@@ -79,7 +79,7 @@ def drop_generation(engine: Engine, index: str, alias: str) -> None:
 @dataclass
 class SearchGenerations:
     """A rebuild's calls on the search store's generations, with its engine (the functions above);
-    made by the sink (SearchSink.generations), so a rebuild holds no client of its own."""
+    made from the config by pipelines/apply/stores.py, as the cache's are."""
 
     engine: Engine
     gc_deletes_s: int | None = None

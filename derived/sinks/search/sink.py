@@ -90,12 +90,6 @@ class SearchSink:
                 raise
         self.engine.point_alias(table.alias, index, [])
 
-    def generations(self):
-        """A rebuild's handle on this store's generations (derived/sinks/search/generations.py)."""
-        from derived.sinks.search.generations import SearchGenerations
-
-        return SearchGenerations(self.engine, self.gc_deletes_s)
-
     def prepare_visible(self, prefix: str, definition: dict[str, Any] | None = None) -> None:
         visibility_marks.ensure_search_index(self.engine, prefix, definition)
 
