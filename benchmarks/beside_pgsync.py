@@ -1,7 +1,7 @@
 """cdckit beside pgsync 7.3.0 on the same stack and the same table (issue #42, item 4): initial sync
 time and update latency, each tool alone in its turn, one run.
 
-    .venv/bin/python benchmarks/beside_pgsync.py [--rows 200000] [--rate 200] [--duration 30]
+    .venv/bin/python benchmarks/beside_pgsync.py [--rows 200000] [--rate 200] [--duration 30] [--deletes 500]
 
 One table (`id, name, email, amount, status, seq, updated_at`), loaded once. pgsync (from PyPI in
 a venv of its own, kept under .devstack/peer, as the side-by-side test keeps it) syncs it into an
@@ -11,6 +11,12 @@ bootstrap --once` (search only), then `cdckit run`. Per tool:
   update latency   a writer updates random rows of 50 hot ones at --rate commits/s, each with a new
                    `seq`, recording the commit time; a poller searches the hot ids every 50 ms
                    (what a search sees after the engine's refresh); latency = first seen - commit
+  deletes          --deletes rows deleted in one transaction (each tool its own ids); the time from
+                   the commit until a search of those ids finds none, polled every 50 ms
+  CPU              CPU seconds of each process role (from /proc) while the updates and the deletes
+                   run: each tool's own processes (pgsync's daemon; cdckit's command, its Spark
+                   driver and Python workers) and the servers (Postgres, Connect, the broker, the
+                   engine, Redis); cdckit's Connect and broker counted beside its own
 Writes benchmarks/results/beside_pgsync.json. A quiet machine: no suite, no second stack.
 """
 from __future__ import annotations
@@ -30,8 +36,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import (ROOT, bench_stack, create_orders, job_config, searched_sources, stop_job,  # noqa: E402
-                               write_result)
+from benchmarks.common import (ROOT, RssSampler, bench_stack, create_orders, job_config,  # noqa: E402
+                               searched_sources, stop_job, write_result)
 from benchmarks.freshness_report import percentiles  # noqa: E402
 
 PGSYNC = "7.3.0"
@@ -106,11 +112,47 @@ def latency(dsn: dict, table: str, url: str, index: str, rate: int, seconds: flo
     return {"commits": len(committed), "seen": len(lat), **percentiles(lat)}
 
 
+def deletes(dsn: dict, table: str, url: str, index: str, first: int, rows: int, limit_s: float = 120) -> dict:
+    """`rows` rows deleted in one transaction; seconds from its commit until a search of their ids
+    finds none (and until the first of them is gone)."""
+    import psycopg
+    import requests
+
+    ids = [str(i) for i in range(first, first + rows)]
+    session = requests.Session()
+    with psycopg.connect(**dsn, autocommit=True) as conn:
+        conn.execute(f"DELETE FROM {table} WHERE id >= %s AND id < %s", (first, first + rows))
+    committed = time.perf_counter()
+    first_gone = None
+    while time.perf_counter() - committed < limit_s:
+        try:
+            left = len(searched_sources(session, url, index, ids))
+        except requests.RequestException:
+            left = rows
+        now = time.perf_counter() - committed
+        if left < rows and first_gone is None:
+            first_gone = now
+        if left == 0:
+            return {"rows": rows, "first_gone_s": round(first_gone, 3), "all_gone_s": round(now, 3)}
+        time.sleep(0.05)
+    return {"rows": rows, "first_gone_s": first_gone, "all_gone_s": None, "left": left}
+
+
+def own_cpu(cpu_s: dict[str, float], own: tuple[str, ...]) -> float:
+    return round(sum(v for role, v in cpu_s.items() if role in own), 1)
+
+
+PGSYNC_OWN = ("pgsync",)
+CDCKIT_OWN = ("cdckit command", "spark driver", "python workers")
+CDCKIT_WITH_SOURCE = CDCKIT_OWN + ("kafka connect", "kafka broker")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=200_000)
     ap.add_argument("--rate", type=int, default=200)
     ap.add_argument("--duration", type=float, default=30)
+    ap.add_argument("--deletes", type=int, default=500, help="rows deleted in one transaction, per tool")
     args = ap.parse_args()
     import psycopg
     import requests
@@ -119,7 +161,9 @@ def main() -> None:
     bins = pgsync_bin()
     tmp = Path(tempfile.mkdtemp(prefix="cdckit-beside-pgsync-"))
     result: dict = {"rows": args.rows, "rate": args.rate, "duration_s": args.duration, "pgsync": PGSYNC}
-    with bench_stack() as s:
+    # Each tool deletes its own rows, above the hot ones.
+    pgsync_deleted, cdckit_deleted = HOT + 1, HOT + 1 + args.deletes
+    with bench_stack() as s, RssSampler(s) as sampler:
         prefix = f"f{uuid.uuid4().hex[:6]}"
         table = f"public.{prefix}_orders"
         dsn = dict(host="127.0.0.1", port=s.ports["postgres"], dbname="cdckit", user="postgres")
@@ -142,11 +186,17 @@ def main() -> None:
         print(f"pgsync: {args.rows:,} rows in {result['pgsync_initial_sync_s']} s", flush=True)
         daemon = subprocess.Popen([str(bins / "pgsync"), "--config", str(schema), "--daemon"], env=env,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        sampler.add_root(daemon.pid, "pgsync")
         try:
             time.sleep(5)
-            result["pgsync_update_latency_s"] = latency(dsn, table, s.search_url, index, args.rate, args.duration)
-            print(f"pgsync: update latency {result['pgsync_update_latency_s']}", flush=True)
+            with sampler.phase("pgsync"):
+                result["pgsync_update_latency_s"] = latency(dsn, table, s.search_url, index, args.rate,
+                                                            args.duration)
+                result["pgsync_deletes"] = deletes(dsn, table, s.search_url, index, pgsync_deleted, args.deletes)
+            print(f"pgsync: update latency {result['pgsync_update_latency_s']}; deletes {result['pgsync_deletes']}",
+                  flush=True)
         finally:
+            sampler.remove_root(daemon.pid)
             os.killpg(daemon.pid, signal.SIGTERM)
             daemon.wait(60)
             subprocess.run([str(bins / "bootstrap"), "--config", str(schema), "--teardown"], env=env,
@@ -161,26 +211,43 @@ def main() -> None:
         path.write_text(yaml.safe_dump(config))
         cdckit = [sys.executable, "-m", "pipelines.cli"]
         cenv = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
+        with psycopg.connect(**dsn) as conn:   # less pgsync's deletes
+            rows = conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
         started = time.perf_counter()
         subprocess.run([*cdckit, "bootstrap", "--once", "-c", str(path)], cwd=ROOT, env=cenv, check=True,
                        capture_output=True)
-        result["cdckit_initial_sync_s"] = round(wait_count(s.search_url, f"cdckit-{prefix}", args.rows, started), 1)
+        result["cdckit_initial_sync_s"] = round(wait_count(s.search_url, f"cdckit-{prefix}", rows, started), 1)
         print(f"cdckit: {args.rows:,} rows in {result['cdckit_initial_sync_s']} s", flush=True)
         job = subprocess.Popen([*cdckit, "run", "-c", str(path)], cwd=ROOT, env=cenv, stdout=subprocess.DEVNULL,
                                stderr=subprocess.DEVNULL, start_new_session=True)
+        sampler.add_root(job.pid, "cdckit command")
         try:
             time.sleep(20)   # the job's start (Spark, the first batch)
-            result["cdckit_update_latency_s"] = latency(dsn, table, s.search_url, f"cdckit-{prefix}", args.rate,
-                                                        args.duration)
-            print(f"cdckit: update latency {result['cdckit_update_latency_s']}", flush=True)
+            with sampler.phase("cdckit"):
+                result["cdckit_update_latency_s"] = latency(dsn, table, s.search_url, f"cdckit-{prefix}", args.rate,
+                                                            args.duration)
+                result["cdckit_deletes"] = deletes(dsn, table, s.search_url, f"cdckit-{prefix}", cdckit_deleted,
+                                                   args.deletes)
+            print(f"cdckit: update latency {result['cdckit_update_latency_s']}; deletes {result['cdckit_deletes']}",
+                  flush=True)
         finally:
             stop_job(job)
             requests.delete(f"{s.connect_url}/connectors/{prefix}-postgres", timeout=30)
+    result["cpu_s"] = {"pgsync": sampler.cpu_s.get("pgsync", {}), "cdckit": sampler.cpu_s.get("cdckit", {})}
+    result["own_cpu_s"] = {"pgsync": own_cpu(result["cpu_s"]["pgsync"], PGSYNC_OWN),
+                           "cdckit": own_cpu(result["cpu_s"]["cdckit"], CDCKIT_OWN),
+                           "cdckit_with_connect_and_broker": own_cpu(result["cpu_s"]["cdckit"], CDCKIT_WITH_SOURCE)}
     p, c = result["pgsync_update_latency_s"], result["cdckit_update_latency_s"]
+    pd_, cd = result["pgsync_deletes"].get("all_gone_s"), result["cdckit_deletes"].get("all_gone_s")
+    own = result["own_cpu_s"]
     result["ratios"] = {"initial_sync_cdckit_vs_pgsync": round(result["cdckit_initial_sync_s"]
                                                                / result["pgsync_initial_sync_s"], 2),
                         "update_p50_cdckit_vs_pgsync": round(c["p50"] / p["p50"], 2) if p.get("p50") else None,
-                        "update_p99_cdckit_vs_pgsync": round(c["p99"] / p["p99"], 2) if p.get("p99") else None}
+                        "update_p99_cdckit_vs_pgsync": round(c["p99"] / p["p99"], 2) if p.get("p99") else None,
+                        "deletes_cdckit_vs_pgsync": round(cd / pd_, 2) if pd_ and cd else None,
+                        "own_cpu_cdckit_vs_pgsync": round(own["cdckit"] / own["pgsync"], 2) if own["pgsync"] else None,
+                        "cpu_with_connect_and_broker_vs_pgsync": (round(own["cdckit_with_connect_and_broker"]
+                                                                        / own["pgsync"], 2) if own["pgsync"] else None)}
     write_result("beside_pgsync", result)
     print(json.dumps(result, indent=1))
 

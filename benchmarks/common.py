@@ -19,10 +19,19 @@ BENCH_PORTS = {"postgres": 55732, "kafka": 59392, "connect": 58383, "redis": 566
 
 @contextmanager
 def bench_stack(keep: bool = False) -> Iterator:
+    """The bench stack, up for the run and down after it (`keep`: left up). It starts empty: what
+    earlier runs left (topics, tables, indexes: gigabytes after a few sessions) slows the servers
+    and makes runs of different days incomparable. CDCKIT_BENCH_KEEP_STATE=1 keeps it."""
     from pipelines.devstack import stack
+    from pipelines.devstack.servers import wipe
     from pipelines.devstack.settings import StackSettings
 
     settings = StackSettings(state_dir=ROOT / ".devstack-bench", ports=dict(BENCH_PORTS))
+    if not os.environ.get("CDCKIT_BENCH_KEEP_STATE"):
+        if any(server.pid() is not None for server in stack.servers(settings)):
+            print("bench stack already up: its state kept", flush=True)
+        else:
+            wipe(settings)
     stack.up(settings, say=lambda line: print(line, flush=True))
     try:
         yield settings
