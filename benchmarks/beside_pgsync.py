@@ -2,6 +2,7 @@
 time and update latency, each tool alone in its turn, one run.
 
     .venv/bin/python benchmarks/beside_pgsync.py [--rows 200000] [--rate 200] [--duration 30] [--deletes 500]
+                                                 [--delete-rounds 5]
 
 One table (`id, name, email, amount, status, seq, updated_at`), loaded once. pgsync (from PyPI in
 a venv of its own, kept under .devstack/peer, as the side-by-side test keeps it) syncs it into an
@@ -11,8 +12,9 @@ bootstrap --once` (search only), then `cdckit run`. Per tool:
   update latency   a writer updates random rows of 50 hot ones at --rate commits/s, each with a new
                    `seq`, recording the commit time; a poller searches the hot ids every 50 ms
                    (what a search sees after the engine's refresh); latency = first seen - commit
-  deletes          --deletes rows deleted in one transaction (each tool its own ids); the time from
-                   the commit until a search of those ids finds none, polled every 50 ms
+  deletes          --deletes rows deleted in one transaction, --delete-rounds times 3 s apart (each
+                   tool its own ids); the time from the commit until a search of those ids finds
+                   none, polled every 20 ms: the median round and the slowest
   CPU              CPU seconds of each process role (from /proc) while the updates and the deletes
                    run: each tool's own processes (pgsync's daemon; cdckit's command, its Spark
                    driver and Python workers) and the servers (Postgres, Connect, the broker, the
@@ -26,6 +28,7 @@ import json
 import os
 import random
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -112,30 +115,36 @@ def latency(dsn: dict, table: str, url: str, index: str, rate: int, seconds: flo
     return {"commits": len(committed), "seen": len(lat), **percentiles(lat)}
 
 
-def deletes(dsn: dict, table: str, url: str, index: str, first: int, rows: int, limit_s: float = 120) -> dict:
-    """`rows` rows deleted in one transaction; seconds from its commit until a search of their ids
-    finds none (and until the first of them is gone)."""
+def deletes(dsn: dict, table: str, url: str, index: str, first: int, rows: int, rounds: int,
+            limit_s: float = 120) -> dict:
+    """`rounds` times, 3 s apart: `rows` rows deleted in one transaction, and the seconds from its
+    commit until a search of their ids finds none (the median and the slowest round: one round is
+    one draw of where the commit fell in each tool's cycle)."""
     import psycopg
     import requests
 
-    ids = [str(i) for i in range(first, first + rows)]
     session = requests.Session()
+    gone: list[float] = []
     with psycopg.connect(**dsn, autocommit=True) as conn:
-        conn.execute(f"DELETE FROM {table} WHERE id >= %s AND id < %s", (first, first + rows))
-    committed = time.perf_counter()
-    first_gone = None
-    while time.perf_counter() - committed < limit_s:
-        try:
-            left = len(searched_sources(session, url, index, ids))
-        except requests.RequestException:
-            left = rows
-        now = time.perf_counter() - committed
-        if left < rows and first_gone is None:
-            first_gone = now
-        if left == 0:
-            return {"rows": rows, "first_gone_s": round(first_gone, 3), "all_gone_s": round(now, 3)}
-        time.sleep(0.05)
-    return {"rows": rows, "first_gone_s": first_gone, "all_gone_s": None, "left": left}
+        for n in range(rounds):
+            low = first + n * rows
+            ids = [str(i) for i in range(low, low + rows)]
+            conn.execute(f"DELETE FROM {table} WHERE id >= %s AND id < %s", (low, low + rows))
+            committed = time.perf_counter()
+            while time.perf_counter() - committed < limit_s:
+                try:
+                    if not searched_sources(session, url, index, ids):
+                        break
+                except requests.RequestException:
+                    pass
+                time.sleep(0.02)
+            else:
+                return {"rows": rows, "rounds": n + 1, "all_gone_s": None, "timed_out_after_s": limit_s}
+            gone.append(time.perf_counter() - committed)
+            time.sleep(3)
+    gone.sort()
+    return {"rows": rows, "rounds": rounds, "all_gone_s": round(statistics.median(gone), 3),
+            "slowest_s": round(gone[-1], 3), "each_s": [round(g, 3) for g in gone]}
 
 
 def own_cpu(cpu_s: dict[str, float], own: tuple[str, ...]) -> float:
@@ -152,7 +161,9 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=200_000)
     ap.add_argument("--rate", type=int, default=200)
     ap.add_argument("--duration", type=float, default=30)
-    ap.add_argument("--deletes", type=int, default=500, help="rows deleted in one transaction, per tool")
+    ap.add_argument("--deletes", type=int, default=500, help="rows deleted in one transaction")
+    ap.add_argument("--delete-rounds", type=int, default=5, choices=range(1, 21), metavar="1-20",
+                    help="such deletes per tool, 3 s apart")
     args = ap.parse_args()
     import psycopg
     import requests
@@ -162,7 +173,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="cdckit-beside-pgsync-"))
     result: dict = {"rows": args.rows, "rate": args.rate, "duration_s": args.duration, "pgsync": PGSYNC}
     # Each tool deletes its own rows, above the hot ones.
-    pgsync_deleted, cdckit_deleted = HOT + 1, HOT + 1 + args.deletes
+    pgsync_deleted, cdckit_deleted = HOT + 1, HOT + 1 + args.deletes * args.delete_rounds
     with bench_stack() as s, RssSampler(s) as sampler:
         prefix = f"f{uuid.uuid4().hex[:6]}"
         table = f"public.{prefix}_orders"
@@ -192,7 +203,8 @@ def main() -> None:
             with sampler.phase("pgsync"):
                 result["pgsync_update_latency_s"] = latency(dsn, table, s.search_url, index, args.rate,
                                                             args.duration)
-                result["pgsync_deletes"] = deletes(dsn, table, s.search_url, index, pgsync_deleted, args.deletes)
+                result["pgsync_deletes"] = deletes(dsn, table, s.search_url, index, pgsync_deleted, args.deletes,
+                                                  args.delete_rounds)
             print(f"pgsync: update latency {result['pgsync_update_latency_s']}; deletes {result['pgsync_deletes']}",
                   flush=True)
         finally:
@@ -227,7 +239,7 @@ def main() -> None:
                 result["cdckit_update_latency_s"] = latency(dsn, table, s.search_url, f"cdckit-{prefix}", args.rate,
                                                             args.duration)
                 result["cdckit_deletes"] = deletes(dsn, table, s.search_url, f"cdckit-{prefix}", cdckit_deleted,
-                                                   args.deletes)
+                                                   args.deletes, args.delete_rounds)
             print(f"cdckit: update latency {result['cdckit_update_latency_s']}; deletes {result['cdckit_deletes']}",
                   flush=True)
         finally:

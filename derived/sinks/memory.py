@@ -13,6 +13,9 @@ class NullStore:
     def prepare_visible(self, prefix, definition=None) -> None:
         pass
 
+    def make_readable(self, tables) -> None:
+        pass
+
     def publish_visible(self, prefix, position, tables) -> None:
         pass
 

@@ -47,6 +47,10 @@ class Sink(Protocol):
     def prepare_visible(self, prefix: str, definition: dict[str, Any] | None = None) -> None:
         """Make a place for the pipeline's visibility position (derived/sinks/visibility_marks.py)."""
 
+    def make_readable(self, tables: list[Any]) -> None:
+        """What was written to these tables is made readable now (the index refreshed; a store
+        whose writes are readable at once does nothing)."""
+
     def publish_visible(self, prefix: str, position: int, tables: list[Any]) -> None:
         """Readers of these tables may rely on every change up to `position`: what was written is
         made readable (the index refreshed), then the position is published; it only moves forward."""

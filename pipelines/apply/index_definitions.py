@@ -25,6 +25,15 @@ def refresh_interval(config: Config, table: TableConfig) -> str | None:
     return None if value is None else str(value)
 
 
+def refresh_intervals(config: Config) -> dict[str, str | None]:
+    """Index name -> the refresh interval the config gives it (None: the engine's default), for
+    every index the job writes: the tables' and the documents' (those take search.index_settings)."""
+    out = {t.index_name: refresh_interval(config, t) for t in config.flat_tables}
+    documents = _flat(config.search.index_settings).get("index.refresh_interval")
+    out.update({d.index_name: None if documents is None else str(documents) for d in config.documents})
+    return out
+
+
 def definition_for(config: Config, table: TableConfig, types: dict[str, str]) -> dict[str, Any]:
     """Pure: the definition for these column types (name -> format_type)."""
     return index_definition(types, options_for(config, table))

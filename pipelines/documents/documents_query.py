@@ -30,7 +30,7 @@ import threading
 import time
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import orjson
 import pyarrow as pa
@@ -335,11 +335,12 @@ class PausedForHandover(RuntimeError):
 
 def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments, folder: Path,
           targets: Targets | None = None, available_now: bool = False, totals: dict[str, int] | None = None,
-          stopping: threading.Event | None = None):
+          stopping: threading.Event | None = None, written: Callable[[], None] | None = None):
     """The documents' query from the state in `folder`: the live one, or (given `targets`) a
     rebuild's, writing its fresh generations alone, to the log's end (`available_now`).
     `totals` sums records and documents over its batches; `stopping` set lets a batch that waits
-    for a hand-over give up (the query is being stopped)."""
+    for a hand-over give up (the query is being stopped); `written()` after a batch that wrote
+    the search indexes."""
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     check_state_matches(config, resolved, folder)
@@ -381,6 +382,8 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
                 log.warning("documents batch %d waits for a rebuild's hand-over to %s (its process stopped "
                             "mid-way? rerun `cdckit rebuild all`)", batch_id, documents_state.pending(ckpt))
             time.sleep(0.5)
+        if written is not None and any(r["search_applied"] for r in rows):
+            written()
         folds = [f for r in rows for f in orjson.loads(r["fold"])]
         holding: dict[str, dict[str, int]] = {}
         for f in folds:
@@ -433,12 +436,14 @@ class LiveDocuments:
     """The running job's documents' query; moved to a rebuild's state once the rebuild has
     switched to the generations that state built (`tend`, called between the job's polls)."""
 
-    def __init__(self, spark, config: Config, config_json: bytes, resolved: ResolvedDocuments):
+    def __init__(self, spark, config: Config, config_json: bytes, resolved: ResolvedDocuments,
+                 written: Callable[[], None] | None = None):
         self.spark, self.config, self.config_json, self.resolved = spark, config, config_json, resolved
+        self.written = written
         self.folder = checkpoint(config)
         self._remove_stale()
         self.stopping = threading.Event()
-        self.query = start(spark, config, config_json, resolved, self.folder, stopping=self.stopping)
+        self.query = start(spark, config, config_json, resolved, self.folder, stopping=self.stopping, written=written)
 
     def tend(self) -> None:
         from pipelines.documents.snapshot_sweep import sweep_documents_when_applied
@@ -458,7 +463,8 @@ class LiveDocuments:
         if not state_matches(self.config, self.resolved, now):
             raise ConfigError("documents", f"the rebuild built the documents' state in {now.name} for another "
                               "`documents:` section than this job's: restart `cdckit run` with that config")
-        self.query = start(self.spark, self.config, self.config_json, self.resolved, now, stopping=self.stopping)
+        self.query = start(self.spark, self.config, self.config_json, self.resolved, now, stopping=self.stopping,
+                           written=self.written)
         self._remove_stale()
 
     def _remove_stale(self) -> None:

@@ -125,10 +125,11 @@ class LiveConfig:
 
 
 def batch_writer(config: Config, on_batch: Callable | None = None, config_path: Path | None = None, metrics=None,
-                 gate: "BatchGate | None" = None):
+                 gate: "BatchGate | None" = None, written: Callable[[], None] | None = None):
     """foreachBatch: every Kafka partition's slice is applied on an executor (mapInArrow), which
     reads the slice itself when the source gives offset ranges; the driver only gathers the
-    per-partition stats and fences."""
+    per-partition stats and fences. `written()` after a batch that wrote the search indexes
+    (the visibility publisher then makes that searchable)."""
     live = LiveConfig(config, config_path)
     ensure_topic(config.kafka.client_config(), config.dead_letter_topic)
     fences = FenceStore(config.spark.checkpoint_dir)
@@ -170,6 +171,8 @@ def batch_writer(config: Config, on_batch: Callable | None = None, config_path: 
         with ExitStack() as held:
             duty = _rebuild_duty(config.spark.checkpoint_dir, held)
             stats, out, stretch = _apply(df, batch_id, duty, state, live, cuts)
+            if written is not None and (stats.search_applied or stats.truncate_cuts):
+                written()
             fences.save(batch_id, state)
             seconds = time.monotonic() - started
             if duty is not None and duty.targets and stats.fresh_dead_letters and duty.state.catchup_epoch:
@@ -320,10 +323,11 @@ def _rebuild_duty(checkpoint_dir: Path, held: ExitStack) -> rebuild_state.LiveDu
 
 
 def start(spark, config: Config, on_batch=None, config_path: Path | None = None, metrics=None,
-          gate: "BatchGate | None" = None):
-    """The tables' query, and the nested documents' beside it when the config has documents."""
-    documents = start_documents(spark, config) if config.documents else None
-    write = batch_writer(config, on_batch, config_path, metrics, gate)
+          gate: "BatchGate | None" = None, written: Callable[[], None] | None = None):
+    """The tables' query, and the nested documents' beside it when the config has documents.
+    `written()`: after a batch of either wrote the search indexes."""
+    documents = start_documents(spark, config, written) if config.documents else None
+    write = batch_writer(config, on_batch, config_path, metrics, gate, written)
     writer = (change_stream(spark, config).writeStream.foreachBatch(write)
               .option("checkpointLocation", str(config.spark.checkpoint_dir / "query")))
     if config.spark.trigger == "available_now":
@@ -339,14 +343,15 @@ def start(spark, config: Config, on_batch=None, config_path: Path | None = None,
     return tables if documents is None else Queries(tables, documents)
 
 
-def start_documents(spark, config: Config):
+def start_documents(spark, config: Config, written: Callable[[], None] | None = None):
     """The documents' specs resolved against the catalog (errors name the field), their indexes
     created, their query started."""
     from pipelines.documents import documents_query
     from pipelines.documents.document_specs import resolve_from_catalog
     resolved = resolve_from_catalog(config)
     documents_query.ensure_indexes(config, stores_from_config(config))
-    return documents_query.LiveDocuments(spark, config, orjson.dumps(config.model_dump(mode="json")), resolved)
+    return documents_query.LiveDocuments(spark, config, orjson.dumps(config.model_dump(mode="json")), resolved,
+                                         written)
 
 
 class Queries:
@@ -419,17 +424,18 @@ def _run(config: Config, config_path: Path | None, on_batch, once: Callable[[], 
     # Where a start's time goes: on loaded cores the first batch can come a minute later.
     log.info("streaming: Spark session up in %.1f s", time.monotonic() - began)
     metrics = metrics if metrics is not None else pipeline_metrics(config)  # bootstrap brings its own
-    with VisibilityPublisher(config, metrics, config_path):
-        return _run_queries(spark, config, config_path, on_batch, once, stop, metrics)
+    with VisibilityPublisher(config, metrics, config_path) as publisher:
+        return _run_queries(spark, config, config_path, on_batch, once, stop, metrics, publisher.written)
 
 
 def _run_queries(spark, config: Config, config_path: Path | None, on_batch, once: Callable[[], bool] | None,
-                 stop: StopRequest, metrics) -> int:
+                 stop: StopRequest, metrics, written: Callable[[], None] | None = None) -> int:
     pause = RESTART_PAUSE_S
     while True:
         gate = BatchGate()
         began = time.monotonic()
-        query = start(spark, config, on_batch=on_batch, config_path=config_path, metrics=metrics, gate=gate)
+        query = start(spark, config, on_batch=on_batch, config_path=config_path, metrics=metrics, gate=gate,
+                      written=written)
         resumed = committed_batch(config.spark.checkpoint_dir)
         log.info("streaming: query started in %.1f s, %s", time.monotonic() - began,
                  "first run" if resumed is None else f"resuming after batch {resumed}")

@@ -5,6 +5,11 @@ it holds) into the store and its metrics, from a thread of its own, between and 
   a query's offsets count once its batch is committed, that is after its writes.
 - The search engine shows a write to a search only after a refresh: the written aliases are
   refreshed before the position is published there (a GET by id sees it at once anyway).
+- A batch's search writes are also made searchable at this thread's next round after the batch
+  says so (`written`), not at the engine's next scheduled refresh (up to its interval, 1 s by
+  default, later) nor at the position's next move (Debezium confirms to the slot about once a
+  second): only the indexes refreshed every second or faster (a longer interval chose throughput
+  over freshness; the position's moves still refresh them).
 - Rebuilds: a fresh generation holds at least what the live one holds by its switch (the live
   pipeline writes it too from the catch-up on, or the rebuild replays to the log's end), so the
   position carries over: the search document is not behind an alias, and the cache's key is
@@ -29,6 +34,8 @@ from pipelines.state.query_offsets import committed_offsets
 log = logging.getLogger("cdckit.visibility")
 
 INTERVAL_S = 0.1
+# Indexes refreshed this often or faster are refreshed after each batch that wrote them.
+NEAR_REAL_TIME_S = 1.0
 SNAPSHOT_CHECK_S = 2.0
 ALIASES_S = 5.0
 
@@ -53,6 +60,9 @@ class VisibilityPublisher:
         self._snapshot_checked = 0.0
         self._failing = False
         self._sampled_lsn = -1
+        self._written = threading.Event()
+        self._near_real_time: tuple[float, set[str]] = (float("-inf"), set())   # (listed at, index names)
+        self._refresh_failing = False
 
     def __enter__(self) -> "VisibilityPublisher":
         self._thread.start()
@@ -77,8 +87,25 @@ class VisibilityPublisher:
                 self._close()
                 self._stop.wait(1.0)
 
+    def written(self) -> None:
+        """A batch wrote the stores (called from the batch's thread): what it wrote to the search
+        indexes is made searchable at the next round."""
+        self._written.set()
+
     def step(self) -> int:
-        """One sample, one advance; publishes when the position moved. Returns the watermark."""
+        """One sample, one advance; publishes when the position moved (the written indexes
+        refreshed first); else makes what batches wrote searchable. Returns the watermark."""
+        written, before = self._written.is_set(), self.published
+        self._written.clear()
+        try:
+            return self._advance()
+        finally:
+            # Not while the initial snapshot streams in (a load: each refresh writes a segment), nor
+            # when a publish just refreshed them.
+            if written and self._snapshot_done and self.published == before:
+                self._make_readable()
+
+    def _advance(self) -> int:
         if not self._snapshot_committed():
             return self.published
         lsn = self._confirmed_lsn()
@@ -158,19 +185,45 @@ class VisibilityPublisher:
             merged[topic] = {p: min(int(a.get(p, -1)), int(b.get(p, -1))) for p in set(a) | set(b)}
         return merged
 
-    def _publish(self, position: int) -> None:
-        from pipelines.apply.stores import live_sinks
-
-        config = self._live_config()
+    def _live_sinks(self, config: Config) -> dict:
         if self._sinks is None:
             from pipelines.apply.index_definitions import marker_definition
+            from pipelines.apply.stores import live_sinks
 
             sinks = live_sinks(config)
             for sink in sinks.values():   # kept once every one is prepared: a failure prepares again next round
                 sink.prepare_visible(config.topic_prefix, marker_definition(config))
             self._sinks = sinks
+        return self._sinks
+
+    def _make_readable(self) -> None:
+        """The near-real-time indexes refreshed; a failure only logged (their scheduled refresh
+        shows the writes), once until one succeeds."""
+        try:
+            config = self._live_config()
+            sink = self._live_sinks(config).get("search")
+            if sink is None:
+                return
+            listed_at, wanted = self._near_real_time
+            if time.monotonic() - listed_at > ALIASES_S:
+                from derived.sinks.search.sink import refreshed_within
+                from pipelines.apply.index_definitions import refresh_intervals
+
+                wanted = {name for name, every in refresh_intervals(config).items()
+                          if refreshed_within(every, NEAR_REAL_TIME_S)}
+                self._near_real_time = (time.monotonic(), wanted)
+            sink.make_readable([t for t in self._written_indexes(config, sink) if t.alias in wanted])
+            self._refresh_failing = False
+        except Exception as exc:  # noqa: BLE001 - the engine away: the next batch's round tries again
+            if not self._refresh_failing:
+                log.warning("search indexes not refreshed after a batch (%s: %s): the writes show at the "
+                            "engine's next scheduled refresh", type(exc).__name__, str(exc)[:200])
+            self._refresh_failing = True
+
+    def _publish(self, position: int) -> None:
+        config = self._live_config()
         prefix = config.topic_prefix
-        for name, sink in self._sinks.items():
+        for name, sink in self._live_sinks(config).items():
             if not sink.marked(prefix):
                 continue   # the store lost its data (its marker gone): no position; the job stops writing it
             if name == "search":

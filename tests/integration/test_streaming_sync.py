@@ -63,7 +63,8 @@ def test_snapshot_then_mixed_workload_ends_exact(stack, spark, tmp_path, source,
             watch = bootstrap.Watch(cfg, {table: 3000})
             bootstrap.apply_in_bulk(lambda: spark, cfg, watch)
             assert watch.done is not None and watch.done.detected_by.startswith("bulk apply")
-        query = job.start(spark, cfg)
+        searchable = []   # the batches that told the visibility publisher they wrote the index
+        query = job.start(spark, cfg, written=lambda: searchable.append(1))
 
         def workload():
             with pg(stack) as conn:
@@ -94,6 +95,7 @@ def test_snapshot_then_mixed_workload_ends_exact(stack, spark, tmp_path, source,
         assert set(search) == set(want), (len(search), len(want))
         bad = [k for k in want if not (same(want[k], cache[k]) and same(want[k], search[k]))]
         assert not bad, (bad[:3], [want[k] for k in bad[:1]], [cache[k] for k in bad[:1]])
+        assert searchable
         assert len(cache["7"]["big"]) == 12800 and cache["7"]["name"] == "toast kept"
         assert len(cache["88888"]["big"]) == 12800 and len(search["88888"]["big"]) == 12800
 

@@ -122,6 +122,9 @@ class RedisCache:
     def prepare_visible(self, prefix: str, definition: dict[str, Any] | None = None) -> None:
         """A key needs no place made."""
 
+    def make_readable(self, tables: list[CacheTable]) -> None:
+        """A key is readable once written."""
+
     def publish_visible(self, prefix: str, position: int, tables: list[CacheTable]) -> None:
         visibility_marks.publish_cache(self.r, prefix, position)
 

@@ -28,7 +28,18 @@ RETRYABLE = {429, 500, 502, 503, 504}
 # engines' guidance is requests of 5-15 MB; theirs refuse one above http.max_content_length (100 MB).
 REQUEST_BYTES = 10 << 20
 PAUSED = "-1"   # refresh_interval of an index whose refreshes are paused
+_TIME_UNITS = {"nanos": 1e-9, "micros": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 log = logging.getLogger("cdckit.search")
+
+
+def refreshed_within(interval: str | None, seconds: float) -> bool:
+    """Whether an index refreshed every `interval` (the engine's time value; None: its default,
+    1 s) is meant to be searched within `seconds` of a write. A longer interval, -1 (paused) or
+    one not understood: the user chose throughput over freshness, or something else to decide."""
+    if interval is None:
+        return True
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(nanos|micros|ms|s|m|h|d)\s*", str(interval).lower())
+    return match is not None and float(match[1]) * _TIME_UNITS[match[2]] <= seconds
 
 
 @dataclass
@@ -93,11 +104,14 @@ class SearchSink:
     def prepare_visible(self, prefix: str, definition: dict[str, Any] | None = None) -> None:
         visibility_marks.ensure_search_index(self.engine, prefix, definition)
 
-    def publish_visible(self, prefix: str, position: int, tables: list[SearchTable]) -> None:
-        """One refresh over every table's index (a comma list: each alias must exist), then the
-        position's document."""
+    def make_readable(self, tables: list[SearchTable]) -> None:
+        """One refresh over every table's index (a comma list: each alias must exist)."""
         if tables:
             self.engine.refresh(",".join(sorted({t.alias for t in tables})))
+
+    def publish_visible(self, prefix: str, position: int, tables: list[SearchTable]) -> None:
+        """The tables' indexes refreshed, then the position's document."""
+        self.make_readable(tables)
         visibility_marks.publish_search(self.engine, prefix, position, time.time())
 
     def visible(self, prefix: str) -> int:

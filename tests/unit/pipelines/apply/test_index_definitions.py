@@ -1,6 +1,7 @@
 from derived.sinks.search.definition import DATE_FORMAT, differences, field_mapping
 from pipelines.config import parse_config
-from pipelines.apply.index_definitions import definition_for, document_definition_for, marker_definition
+from pipelines.apply.index_definitions import (definition_for, document_definition_for, marker_definition,
+                                              refresh_intervals)
 from pipelines.ops.index_comparison import IndexComparison
 from pipelines.ops.status import Report, _index_definitions
 from pipelines.schema.actions import _field_mappings
@@ -78,3 +79,19 @@ def test_a_documents_index_is_defined_from_its_tables_types_and_options():
         "lines": {"type": "object", "properties": {
             "price": {"type": "scaled_float", "scaling_factor": 100, "ignore_malformed": True},
             "at": {"type": "date", "format": DATE_FORMAT, "ignore_malformed": True}}}}
+
+
+def test_every_index_the_job_writes_has_its_configured_refresh_interval():
+    data = with_("tables", [{"name": "public.orders"}, {"name": "public.lines", "search": {"settings": {
+        "refresh_interval": "30s"}}}, {"name": "public.notes", "search": {"settings": {"index": {"refresh_interval": "-1"}}}}])
+    data["documents"] = [{"name": "orders", "root": "public.orders", "relations": [
+        {"label": "lines", "table": "public.lines", "type": "one_to_many"}]}]
+    c = parse_config(data)
+    intervals = refresh_intervals(c)
+    assert intervals[c.tables[0].index_name] is None and intervals[c.tables[1].index_name] == "30s"
+    assert intervals[c.tables[2].index_name] == "-1" and intervals[c.documents[0].index_name] is None
+    data["search"] = {**BASE["search"], "index_settings": {"refresh_interval": "500ms"}}
+    c = parse_config(data)
+    intervals = refresh_intervals(c)   # the tables' own settings over search.index_settings; documents take these
+    assert intervals[c.tables[0].index_name] == "500ms" and intervals[c.tables[1].index_name] == "30s"
+    assert intervals[c.documents[0].index_name] == "500ms"

@@ -111,7 +111,7 @@ def test_the_restart_pause_grows_while_restarts_fail_at_once_and_starts_short_af
         def stop(self):
             pass
 
-    def start(spark, config, on_batch=None, config_path=None, metrics=None, gate=None):
+    def start(spark, config, on_batch=None, config_path=None, metrics=None, gate=None, written=None):
         batched = next(runs)
         if batched:
             gate.begin(7)
@@ -198,7 +198,7 @@ def test_a_stop_that_interrupts_the_next_batch_under_load_is_a_clean_stop(monkey
         def awaitTermination(self, timeout):  # noqa: N802
             pass
 
-    def start(spark, config, on_batch=None, config_path=None, metrics=None, gate=None):
+    def start(spark, config, on_batch=None, config_path=None, metrics=None, gate=None, written=None):
         gate.begin(7)
         gate.end(7)
         return Query()

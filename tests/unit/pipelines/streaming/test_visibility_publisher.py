@@ -88,3 +88,83 @@ def test_each_store_gets_the_position_through_its_sink_unless_it_lost_its_data(t
     cache.is_marked = True
     p._publish(150)
     assert cache.published == [("p", 150, [])] and p.published == 150
+
+
+class Refreshed(Sink):
+    def __init__(self, holds):
+        super().__init__(holds=holds)
+        self.refreshed = []
+
+    def make_readable(self, tables):
+        self.refreshed.append(sorted(t.alias for t in tables))
+
+
+def refreshing_publisher(monkeypatch, tmp_path, search):
+    import pipelines.apply.index_definitions as index_definitions
+
+    config = SimpleNamespace(topic_prefix="p", flat_tables=[SimpleNamespace(index_name="orders"),
+                                                             SimpleNamespace(index_name="archive"),
+                                                             SimpleNamespace(index_name="lines")],
+                             documents=[SimpleNamespace(index_name="order_docs")],
+                             spark=SimpleNamespace(checkpoint_dir=tmp_path))
+    monkeypatch.setattr(index_definitions, "refresh_intervals", lambda c: {
+        "orders": None, "archive": "30s", "lines": "500ms", "order_docs": "1s"})
+    p = VisibilityPublisher(config, interval_s=60)
+    p._snapshot_done = True
+    p._snapshot_committed = lambda: True
+    p._advance = lambda: p.published           # the position does not move
+    p._sinks = {"search": search, "cache": Sink()}
+    return p
+
+
+def test_a_batch_s_search_writes_are_made_searchable_at_the_next_round(monkeypatch, tmp_path):
+    """Without waiting for the engine's next refresh or the position's next move: only the indexes
+    refreshed every second or faster, and only after a batch said it wrote."""
+    search = Refreshed(holds=("orders", "archive", "order_docs"))   # `lines` has no index yet
+    p = refreshing_publisher(monkeypatch, tmp_path, search)
+    p.step()
+    assert search.refreshed == []              # nothing written
+    p.written()
+    p.step()
+    p.step()
+    assert search.refreshed == [["order_docs", "orders"]]
+    search.held.add("lines")                   # an index made since: in the next listing
+    p._aliases_at = float("-inf")
+    p.written()
+    p.step()
+    assert search.refreshed[-1] == ["lines", "order_docs", "orders"]
+
+
+def test_no_refresh_of_its_own_while_the_snapshot_streams_in_or_when_a_publish_refreshed(monkeypatch, tmp_path):
+    search = Refreshed(holds=("orders",))
+    p = refreshing_publisher(monkeypatch, tmp_path, search)
+    p._snapshot_done = False                   # the initial snapshot is a load: no refresh per batch
+    p.written()
+    p.step()
+    p._snapshot_done = True
+
+    def publish():
+        p.published += 1
+        return p.published
+    p._advance = publish                       # the position moved: its publish refreshed them
+    p.written()
+    p.step()
+    assert search.refreshed == []
+
+
+def test_a_failed_refresh_is_said_once_and_the_position_still_moves(monkeypatch, tmp_path, caplog):
+    class Away(Refreshed):
+        def make_readable(self, tables):
+            raise ConnectionError("engine away")
+
+    p = refreshing_publisher(monkeypatch, tmp_path, Away(holds=("orders",)))
+    for _ in range(3):
+        p.written()
+        p.step()
+    assert [r.message for r in caplog.records].count(
+        "search indexes not refreshed after a batch (ConnectionError: engine away): the writes show at the "
+        "engine's next scheduled refresh") == 1
+    moved = []
+    p._advance = lambda: (moved.append(1), p.published)[1]
+    p.written()
+    assert p.step() == 0 and moved == [1]

@@ -2,7 +2,7 @@
 import pytest
 
 from derived.sinks.store_errors import StoreUnavailable
-from derived.sinks.search.sink import SearchSink, SearchTable
+from derived.sinks.search.sink import SearchSink, SearchTable, refreshed_within
 from tests.support.changes import ch
 
 TABLES = {"public.t": SearchTable("t")}
@@ -165,3 +165,25 @@ def test_documents_are_serialised_as_their_request_is_cut_not_the_whole_batch_fi
     sink._lines = lambda *a: serialised.append(1) or lines(*a)
     assert sink.apply([ch(i) for i in range(5)], TABLES).applied == 5
     assert at_send == [3, 5, 5]   # a request is sent once the next write shows it full: one write ahead
+
+
+@pytest.mark.parametrize("interval, within", [
+    (None, True), ("1s", True), ("1S", True), ("500ms", True), ("1000ms", True), ("0s", True), (" 1 s ", True),
+    ("2s", False), ("30s", False), ("2m", False), ("-1", False), ("soon", False), ("", False), ("5", False)])
+def test_an_index_is_near_real_time_by_its_refresh_interval(interval, within):
+    assert refreshed_within(interval, 1.0) is within
+
+
+def test_make_readable_refreshes_the_tables_indexes_at_once():
+    class Refreshing:
+        def __init__(self):
+            self.refreshed = []
+
+        def refresh(self, index):
+            self.refreshed.append(index)
+
+    engine = Refreshing()
+    sink = SearchSink(engine)
+    sink.make_readable([SearchTable("b"), SearchTable("a"), SearchTable("a")])
+    sink.make_readable([])
+    assert engine.refreshed == ["a,b"]
