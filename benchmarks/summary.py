@@ -10,7 +10,9 @@ into one table with the machine it ran on.
 - `cpu_per_change.py --rates ...`: CPU per change per role, cdckit against Debezium, freshness
   p50/p99 from the job's own histogram, peak memory per role;
 - `real_time_mode.py --rate 500`: Spark's Real-Time Mode beside the micro-batch trigger;
-- `first_minute.py --runs 3`: a 10,000-row table into both stores by one `bootstrap --once`.
+- `first_minute.py --runs 3`: a 10,000-row table into both stores by one `bootstrap --once`;
+- `beside_pgsync.py`: cdckit beside pgsync 7.3.0 on the same stack and table (search only): initial
+  sync, update latency p50/p99, deletes, CPU.
 
 Writes benchmarks/results/summary.json and summary.md; `--readme` puts the table into
 benchmarks/README.md between its summary markers. Each script brings up and stops the bench stack.
@@ -51,7 +53,8 @@ def _n(v, digits: int = 0) -> str:
     return f"{v:,.{digits}f}"
 
 
-def table(cpu: dict | None, boot: dict | None, rtm: dict | None, first: dict | None = None) -> str:
+def table(cpu: dict | None, boot: dict | None, rtm: dict | None, first: dict | None = None,
+          pgsync: dict | None = None) -> str:
     """The headline table as markdown, from whichever results exist."""
     lines = []
     machine = (cpu or {}).get("machine_detail") or {}
@@ -59,7 +62,8 @@ def table(cpu: dict | None, boot: dict | None, rtm: dict | None, first: dict | N
         lines.append(f"Machine: {machine.get('cores')} cores ({machine.get('model')}), {machine.get('memory_gib')} GiB; "
                      "the whole stack on it. " + ", ".join(
                          f"{name} {r['at'][:10]}" for name, r in (("cpu_per_change", cpu), ("bootstrap_1m", boot),
-                                                                  ("real_time_mode", rtm), ("first_minute", first))
+                                                                  ("real_time_mode", rtm), ("first_minute", first),
+                                                                  ("beside_pgsync", pgsync))
                          if r))
         lines.append("")
     lines += ["| measure | figure |", "|---|---|"]
@@ -120,7 +124,30 @@ def table(cpu: dict | None, boot: dict | None, rtm: dict | None, first: dict | N
                              f"{m['written']:,} of {m['sent']:,} written")
         lines.append(f"| Spark Real-Time Mode vs micro-batch at {rtm['rate']}/s (one Python writer) | "
                      + "; ".join(cells) + " |")
+    if pgsync:
+        lines.append(beside_pgsync_row(pgsync))
     return "\n".join(lines) + "\n"
+
+
+def beside_pgsync_row(r: dict) -> str:
+    """cdckit against pgsync, each figure as cdckit's vs pgsync's and their ratio."""
+    def pair(c, p, unit: str = " s") -> str:
+        ratio = f" ({c / p:.2f}x)" if c is not None and p else ""
+        return f"{c}{unit} vs {p}{unit}{ratio}"
+
+    c, p = r["cdckit_update_latency_s"], r["pgsync_update_latency_s"]
+    cells = [f"initial sync {pair(r['cdckit_initial_sync_s'], r['pgsync_initial_sync_s'])}",
+             f"update p50 {pair(c.get('p50'), p.get('p50'))}, p99 {pair(c.get('p99'), p.get('p99'))}"]
+    cd, pd = r.get("cdckit_deletes") or {}, r.get("pgsync_deletes") or {}
+    if cd:
+        cells.append(f"{cd['rows']:,} rows deleted in one transaction, gone in {pair(cd.get('all_gone_s'), pd.get('all_gone_s'))}"
+                     f" (median of {cd.get('rounds', 1)})")
+    own = r.get("own_cpu_s") or {}
+    if own:
+        cells.append(f"CPU of its own processes {pair(own['cdckit'], own['pgsync'], ' s')}; with Connect and the "
+                     f"broker {own['cdckit_with_connect_and_broker']} s")
+    return (f"| cdckit vs pgsync {r['pgsync']}, same stack, {r['rows']:,} rows, search only, updates at "
+            f"{r['rate']}/s | " + "; ".join(cells) + " |")
 
 
 def put_in_readme(text: str) -> None:
@@ -144,8 +171,9 @@ def main() -> None:
         run("cpu_per_change.py", "--rates", args.rates)
         run("real_time_mode.py", "--rate", "500")
         run("first_minute.py", "--runs", "3")
+        run("beside_pgsync.py")
     cpu, boot, rtm = load("cpu_per_change"), load("bootstrap_1m"), load("real_time_mode")
-    text = table(cpu, boot, rtm, load("first_minute"))
+    text = table(cpu, boot, rtm, load("first_minute"), load("beside_pgsync"))
     print(text)
     (RESULTS / "summary.md").write_text(text)
     write_result("summary", {"table_md": text})

@@ -27,8 +27,16 @@ FIRST = {"at": "2026-11-27T07:21:00Z", "rows": 10000, "best_synced_s": 6.07, "ru
     {"synced_s": 11.83, "every_row": True}, {"synced_s": 5.35, "every_row": False}, {"synced_s": 6.07, "every_row": True}]}
 
 
+PGSYNC = {"at": "2026-11-28T03:30:00Z", "rows": 200000, "rate": 200, "pgsync": "7.3.0",
+          "pgsync_initial_sync_s": 20.0, "cdckit_initial_sync_s": 18.0,
+          "pgsync_update_latency_s": {"p50": 0.8, "p99": 2.0}, "cdckit_update_latency_s": {"p50": 0.6, "p99": 1.5},
+          "pgsync_deletes": {"rows": 500, "rounds": 5, "all_gone_s": 1.0},
+          "cdckit_deletes": {"rows": 500, "rounds": 5, "all_gone_s": 0.5},
+          "own_cpu_s": {"pgsync": 4.0, "cdckit": 12.0, "cdckit_with_connect_and_broker": 22.0}}
+
+
 def test_the_table_states_the_machine_and_every_headline_figure():
-    text = summary.table(CPU, BOOT, RTM, FIRST)
+    text = summary.table(CPU, BOOT, RTM, FIRST, PGSYNC)
     assert text.startswith("Machine: 2 cores (Xeon), 23.5 GiB")
     assert "| snapshot: Debezium into Kafka, 1,000,000 rows | 20,000 rows/s |" in text
     assert "| bootstrap, Redis alone: start to synced | 55.0 s, 18,182 rows/s (1.10x the snapshot's time) |" in text
@@ -39,6 +47,11 @@ def test_the_table_states_the_machine_and_every_headline_figure():
     assert "real-time p50 4.4 / p99 8.3 s, 8,100 of 15,001 written" in text
     assert ("| first minute: 10,000 rows into both stores by `bootstrap --once`, best of 3 (each run's figure) | "
             "6.07 s (11.83, 5.35, 6.07 s), ROWS MISSING in 1 run(s) |") in text
+    assert ("| cdckit vs pgsync 7.3.0, same stack, 200,000 rows, search only, updates at 200/s | initial sync "
+            "18.0 s vs 20.0 s (0.90x); update p50 0.6 s vs 0.8 s (0.75x), p99 1.5 s vs 2.0 s (0.75x); 500 rows "
+            "deleted in one transaction, gone in 0.5 s vs 1.0 s (0.50x) (median of 5); CPU of its own processes "
+            "12.0 s vs 4.0 s (3.00x); with Connect and the broker 22.0 s |") in text
+    assert "beside_pgsync 2026-11-28" in text.splitlines()[0]
 
 
 def test_the_readme_block_is_replaced_whole(tmp_path, monkeypatch):
