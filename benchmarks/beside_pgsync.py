@@ -216,7 +216,7 @@ def main() -> None:
             requests.delete(f"{s.search_url}/{index}", timeout=60)
 
         # cdckit alone (search only, as pgsync writes)
-        config = job_config(s, dsn, prefix, table, 2, "500 ms", tmp / "ckpt", 59790, heartbeat_ms=10_000)
+        config = job_config(s, dsn, prefix, table, 2, "500 ms", tmp / "ckpt", 29790, heartbeat_ms=10_000)
         config["sinks"] = ["search"]
         config["tables"][0]["index"] = f"cdckit-{prefix}"
         path = tmp / "cdckit.yaml"

@@ -38,7 +38,7 @@ from benchmarks.freshness_report import histogram_percentiles  # noqa: E402
 
 ROWS = 20_000
 HOT = 2_000
-METRICS_PORT = 59784
+METRICS_PORT = 29784   # below the ephemeral range (32768-60999): no outgoing connection holds it
 CDCKIT_ROLES = ("spark driver", "python workers")
 ROLE_ORDER = ("postgres", "kafka connect", "kafka broker", "spark driver", "python workers", "opensearch", "redis",
               "load", "benchmark")

@@ -53,7 +53,7 @@ from benchmarks.freshness_report import histogram_percentiles, percentiles, plot
 ROWS = 20_000
 HOT = 2_000          # rows the load updates (and the pollers watch a sample of)
 WATCHED = 100
-METRICS_PORT = 59764
+METRICS_PORT = 29764   # below the ephemeral range (32768-60999): no outgoing connection holds it
 # Structured Streaming's progress `durationMs` parts, in the order a micro-batch runs them.
 BATCH_PARTS = ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets", "triggerExecution")
 

@@ -56,7 +56,7 @@ def main() -> None:
             conn.execute(f"INSERT INTO {table} SELECT g, 'customer ' || g, g * 1.5, 0, now() "
                          f"FROM generate_series(1, {ROWS}) g")
         config = {
-            "topic_prefix": prefix, "metrics_port": 59765,
+            "topic_prefix": prefix, "metrics_port": 29765,
             "postgres": {"host": "127.0.0.1", "port": s.ports["postgres"], "user": "postgres", "database": "cdckit",
                          "sslmode": "disable", "slot": prefix, "publication": prefix},
             "kafka": {"bootstrap_servers": s.bootstrap_servers, "partitions": args.partitions},
