@@ -61,7 +61,6 @@ class VisibilityPublisher:
         self._failing = False
         self._sampled_lsn = -1
         self._written = threading.Event()
-        self._near_real_time: tuple[float, set[str]] = (float("-inf"), set())   # (listed at, index names)
         self._refresh_failing = False
 
     def __enter__(self) -> "VisibilityPublisher":
@@ -199,20 +198,15 @@ class VisibilityPublisher:
     def _make_readable(self) -> None:
         """The near-real-time indexes refreshed; a failure only logged (their scheduled refresh
         shows the writes), once until one succeeds."""
+        from derived.sinks.search.sink import refreshed_within
+
         try:
             config = self._live_config()
             sink = self._live_sinks(config).get("search")
             if sink is None:
                 return
-            listed_at, wanted = self._near_real_time
-            if time.monotonic() - listed_at > ALIASES_S:
-                from derived.sinks.search.sink import refreshed_within
-                from pipelines.apply.index_definitions import refresh_intervals
-
-                wanted = {name for name, every in refresh_intervals(config).items()
-                          if refreshed_within(every, NEAR_REAL_TIME_S)}
-                self._near_real_time = (time.monotonic(), wanted)
-            sink.make_readable([t for t in self._written_indexes(config, sink) if t.alias in wanted])
+            sink.make_readable([t for t in self._written_indexes(config, sink)
+                                if refreshed_within(t.refresh_interval, NEAR_REAL_TIME_S)])
             self._refresh_failing = False
         except Exception as exc:  # noqa: BLE001 - the engine away: the next batch's round tries again
             if not self._refresh_failing:
@@ -240,10 +234,11 @@ class VisibilityPublisher:
         """The indexes the job writes that exist (an alias not made yet would fail the refresh),
         listed again every ALIASES_S (an index made since)."""
         from derived.sinks.search.sink import SearchTable
+        from pipelines.apply.index_definitions import refresh_intervals
 
         if time.monotonic() - self._aliases_at > ALIASES_S:
-            names = {t.index_name for t in config.flat_tables} | {d.index_name for d in config.documents}
-            self._indexes = [t for t in (SearchTable(n) for n in sorted(names)) if sink.holds(t)]
+            tables = (SearchTable(n, refresh_interval=every) for n, every in sorted(refresh_intervals(config).items()))
+            self._indexes = [t for t in tables if sink.holds(t)]
             self._aliases_at = time.monotonic()
         return self._indexes
 

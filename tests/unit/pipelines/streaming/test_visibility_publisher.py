@@ -73,7 +73,11 @@ class Sink:
         self.published.append((prefix, position, [t.alias for t in tables]))
 
 
-def test_each_store_gets_the_position_through_its_sink_unless_it_lost_its_data(tmp_path):
+def test_each_store_gets_the_position_through_its_sink_unless_it_lost_its_data(monkeypatch, tmp_path):
+    import pipelines.apply.index_definitions as index_definitions
+
+    monkeypatch.setattr(index_definitions, "refresh_intervals", lambda c: dict.fromkeys(
+        [t.index_name for t in c.flat_tables] + [d.index_name for d in c.documents]))
     config = SimpleNamespace(topic_prefix="p", flat_tables=[SimpleNamespace(index_name="orders"),
                                                              SimpleNamespace(index_name="lines")],
                              documents=[SimpleNamespace(index_name="order_docs")],
