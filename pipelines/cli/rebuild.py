@@ -1,12 +1,16 @@
-"""`cdckit rebuild search|cache|all`."""
+"""`cdckit rebuild search|cache|all`: the command, the plan it shows, and its progress bars fed by
+the Spark tasks."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import click
+from rich.console import Console
+from rich.table import Table
 
 from pipelines.cli.base import app, config_option, load
 from pipelines.cli.render import err, out, print_json, say
+from pipelines.secrets import print_masked
 
 
 @app.command("rebuild")
@@ -41,8 +45,6 @@ def rebuild_command(store: str, config_path: Path, table: str | None, dry_run: b
     if as_json and dry_run:
         print_json({"plan": plan.as_json(), "notes": notes})
         return
-    from pipelines.cli.rebuild_view import RebuildProgress, show_plan
-
     if not as_json:
         show_plan(out, plan, notes)
     if dry_run or stop.is_set():
@@ -85,3 +87,59 @@ def rebuild_command(store: str, config_path: Path, table: str | None, dry_run: b
             say(f"warning: {note}")
     if not switched:
         raise DeadLettersLeft(rebuild_letters.refusal(plan.rebuild_id, verdict, again))
+
+
+def show_plan(console: Console, plan, notes: list[str]) -> None:
+    """The plan as a table: each partition's offsets, the generations written and switched."""
+    action = f"resuming rebuild {plan.rebuild_id} at phase '{plan.resumed_phase}'" if plan.resumed_phase \
+        else f"rebuild {plan.rebuild_id}"
+    print_masked(console, f"{action}: {', '.join(plan.stores)}; {plan.records:,} records from {len(plan.topics)} topic(s), "
+                          f"estimated {plan.estimate_s:,.0f} s")
+    table = Table("topic", "partition", "from offset", "to offset")
+    for topic, parts in plan.end.items():
+        for p, end in parts.items():
+            table.add_row(topic, p, str(plan.begin.get(topic, {}).get(p, 0)), str(end))
+    console.print(table)
+    for name, s in plan.search.items():
+        print_masked(console, f"search {name}: alias {s['alias']} {s['current'] or '(none)'} -> {s['target']}")
+    if plan.cache:
+        print_masked(console, f"cache: fill database {plan.cache['spare_db']}, then SWAPDB with {plan.cache['live_db']}")
+    if plan.documents:
+        print_masked(console, f"documents: built anew from the earliest offsets into state {plan.documents['folder']}, "
+                              "which the running job takes over at the switch")
+    for note in notes:
+        print_masked(console, f"note: {note}")
+
+
+class RebuildProgress:
+    """Progress: a bar per partition for the bulk replay (read, then written) on a terminal, plain
+    lines elsewhere (pipelines/cli/progress_view.py); a line per phase."""
+
+    def __init__(self, plan, console):
+        from pipelines.cli.progress_view import ProgressView
+
+        self.plan = plan
+        self.view = ProgressView(console)
+
+    def __enter__(self):
+        self.view.__enter__()
+        for topic, parts in self.plan.end.items():
+            for p, end in parts.items():
+                total = max(int(end) - int(self.plan.begin.get(topic, {}).get(p, 0)), 1)
+                self.view.add(f"{topic}-{p}", total)
+        return self
+
+    def __exit__(self, *exc):
+        return self.view.__exit__(*exc)
+
+    def callbacks(self):
+        from pipelines.rebuild.phases import Callbacks
+
+        def bulk(progress: dict) -> None:
+            for name, p in progress.items():
+                if name in self.view.tasks:
+                    applied = f" ({p.get('applied', 0):,}/{p.get('survivors', 0):,} keys written)" \
+                        if p.get("applied") else ""
+                    self.view.update(name, p.get("read", 0), description=f"replay {name}{applied}")
+
+        return Callbacks(phase=self.view.phase, bulk_progress=bulk)

@@ -6,6 +6,6 @@ Read in this order:
 - switch_gate.py whether the rebuild may switch (its dead letters against what was accepted).
 Lower, shared with the live job: the pure fold of one partition (pipelines/apply/rebuild_fold.py)
 and the durable state that tells the live job what to write (pipelines/state/rebuild_state.py).
-The CLI (pipelines/cli/rebuild.py, rebuild_view.py) only draws it; the live job's side is
+The CLI (pipelines/cli/rebuild.py) only draws it; the live job's side is
 pipelines/streaming/job.py (`_rebuild_duty`).
 """

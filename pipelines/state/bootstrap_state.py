@@ -6,8 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipelines.state.checkpoint import CheckpointDir
-from pipelines.state.json_files import read_json, write_json
+from pipelines.state.checkpoint import CheckpointDir, read_json, write_json
 
 
 @dataclass

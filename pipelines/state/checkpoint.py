@@ -1,11 +1,30 @@
-"""The checkpoint directory and every file cdckit keeps in it: the one place that names them.
+"""The checkpoint directory and every file cdckit keeps in it: the one place that names them,
+and how they are written (atomically: a reader or a crash never sees half a file).
 
 Spark owns `query/` (the streaming query's checkpoint); the `cdckit-*.json` files beside it are
 cdckit's own, each written and read by the module named here.
 """
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
+from typing import Any
+
+
+def write_json(path: Path, body: Any, indent: int | None = None) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(body, indent=indent))
+    os.replace(tmp, path)
+
+
+def read_json(path: Path, default: Any = None) -> Any:
+    """The file's content, or `default` when it is missing or unreadable."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return default
 
 
 class _File:

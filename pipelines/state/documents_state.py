@@ -24,8 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from pipelines.state.checkpoint import CheckpointDir
-from pipelines.state.json_files import read_json, write_json
+from pipelines.state.checkpoint import CheckpointDir, read_json, write_json
 from pipelines.state.locks import file_lock
 
 FIRST = "documents"

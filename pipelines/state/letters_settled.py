@@ -10,8 +10,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from pipelines.state.checkpoint import CheckpointDir
-from pipelines.state.json_files import read_json, write_json
+from pipelines.state.checkpoint import CheckpointDir, read_json, write_json
 
 
 def settled_offset(checkpoint_dir: Path) -> int:

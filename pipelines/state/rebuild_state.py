@@ -13,8 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from pipelines.state.checkpoint import CheckpointDir, RebuildWork
-from pipelines.state.json_files import read_json, write_json
+from pipelines.state.checkpoint import CheckpointDir, RebuildWork, read_json, write_json
 from pipelines.state.locks import file_lock
 
 # "refused": records of the replay were dead-lettered (more than accepted), so the fresh

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from connectors.table_shape import Column
-from pipelines.state.json_files import read_json, write_json
+from pipelines.state.checkpoint import read_json, write_json
 
 
 @dataclass

@@ -11,8 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pipelines.state.checkpoint import CheckpointDir
-from pipelines.state.json_files import read_json, write_json
+from pipelines.state.checkpoint import CheckpointDir, read_json, write_json
 
 HEARTBEAT_S = 2.0
 # A heartbeat older than this is a pipeline gone (killed, host lost); the margin covers a stalled

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pipelines.state.checkpoint import CheckpointDir
-from pipelines.state.json_files import read_json, write_json
+from pipelines.state.checkpoint import CheckpointDir, read_json, write_json
 
 
 class TopicIds:

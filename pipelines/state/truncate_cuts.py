@@ -5,8 +5,7 @@ from pathlib import Path
 
 from derived.change import Version
 from derived.reduce import merge_cuts
-from pipelines.state.checkpoint import CheckpointDir
-from pipelines.state.json_files import read_json, write_json
+from pipelines.state.checkpoint import CheckpointDir, read_json, write_json
 
 
 class TruncateCuts:

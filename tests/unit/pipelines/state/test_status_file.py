@@ -2,7 +2,7 @@ import os
 from types import SimpleNamespace
 
 from pipelines.state.status_file import claim_status, read_status, status_path, write_status
-from pipelines.state.json_files import write_json
+from pipelines.state.checkpoint import write_json
 
 
 def test_a_starting_pipeline_names_itself_and_keeps_the_last_batch(tmp_path):
