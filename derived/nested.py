@@ -135,7 +135,8 @@ class NestedState:
             return set()  # older than what is held: refused, as the stores refuse it
         if change.version < self.cuts.get(change.table, ZERO):
             return set()  # written before a truncate already applied (another partition's late record)
-        before = self._roots_of(change.table, held.values) if held is not None and held.live else set()
+        was_live = held is not None and held.live
+        before = self._roots_of(change.table, held.values) if was_live else set()
         if change.op == "delete":
             values = held.values if held is not None else dict(change.key)
         else:
@@ -148,11 +149,26 @@ class NestedState:
             kept = self._kept_columns().get(change.table)
             if kept is not None:   # only what a document shows or joins by (see held_columns)
                 values = {c: v for c, v in values.items() if c in kept}
-        roots = before | (self._roots_of(change.table, values) if change.op != "delete" else set())
+        if change.op == "delete":
+            roots = before
+        elif was_live and self._same_reach(change.table, held.values, values):
+            roots = before   # the columns that place the row (its key, its joins) did not change
+        else:
+            roots = before | self._roots_of(change.table, values)
         self._put(change.table, key, _Row(values, change.version, live=change.op != "delete"))
         for r in roots:
             self.touched[r] = max(self.touched.get(r, ZERO), change.version)
         return roots
+
+    def _same_reach(self, table: str, old: dict[str, Any], new: dict[str, Any]) -> bool:
+        """Whether two versions of a row reach the same roots: `_roots_of` reads a row's key and
+        the columns of the joins from its table, nothing else of it."""
+        reach = self.__dict__.get("_reach")
+        if reach is None:   # like _kept: worked out once per process, never pickled
+            reach = self._reach = {t: tuple(dict.fromkeys((*cols, *(c for e in self._edges if e.table == t
+                                                                   for c in e.cols))))
+                                   for t, cols in self.keys.items()}
+        return all(old.get(c) == new.get(c) for c in reach[table])
 
     def _kept_columns(self) -> dict[str, frozenset[str] | None]:
         # Worked out once per process from this version's rule: never pickled (__getstate__), so a
@@ -165,7 +181,7 @@ class NestedState:
     def __getstate__(self) -> dict[str, Any]:
         # Rows and versions as plain tuples: a dataclass and a NamedTuple per row made pickling the
         # whole state, which a documents batch does twice, 2.5x slower (benchmarks/nested_state_churn.py).
-        state = {k: v for k, v in self.__dict__.items() if k not in ("_kept", "rows", "touched")}
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_kept", "_reach", "rows", "touched")}
         state["flat_rows"] = {t: {k: (r.values, *r.version, r.live) for k, r in rows.items()}
                               for t, rows in self.rows.items()}
         state["flat_touched"] = {k: (*v,) for k, v in self.touched.items()}
