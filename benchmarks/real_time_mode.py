@@ -2,19 +2,38 @@
 
 Real-Time Mode (Spark 4.1+, `writeStream.trigger(realTime=...)`: long-running tasks, one per
 Kafka partition, the duration a checkpoint interval) accepts stateless queries writing through a
-ForeachWriter only: no foreachBatch, no mapPartitions/mapInArrow. cdckit's apply is a batch
+ForeachWriter only: no foreachBatch, no mapPartitions/mapInArrow, no Python UDF. cdckit's apply is a batch
 function (a partition's slice reduced per key, TOAST columns read in one query, truncates applied by
 the driver after every task of the batch, snapshot fences saved per batch, letters with their
 batch): this measures what the mode gives a per-record writer, so the gap is known before the
 apply is reshaped for it.
 
 The same query (Spark's built-in Kafka source, a Python ForeachWriter doing one versioned Redis
-write per record, as cdckit's cache does) runs twice on one topic and one load: with
+write per record, as cdckit's cache does) runs twice, each on a topic of its own and the same load: with
 `trigger(realTime=...)` and with `trigger(processingTime="500 milliseconds")`. Each record carries its
 production time; the writer records now minus that, per record, in Redis. Either mode failing to
 start is a result too (its error is in the JSON).
 
+Two more runs find where the time goes:
+- `real_time_jvm_sink`: the records copied to another topic by Spark's own Kafka sink in Real-Time
+  Mode (no Python), a consumer here taking now minus the production time: what the mode itself gives.
+- `real_time_arrow_udf`: the versioned Redis write done by a scalar Arrow UDF (`--udf-batch` records
+  per Arrow batch), its output to a topic by the Kafka sink. Spark 4.3 refuses a Python UDF in the mode
+  (ArrowEvalPythonExec is not in its operator allowlist); the check is turned off for this run, which
+  also needs small stream buffers to and from the Python worker (`--udf-buffer-size`, a session of its
+  own): at Spark's 64 KB the records wait seconds in them. Its batches fill by count, never by time:
+  the last records before a pause wait for the next ones (the run's missing count).
+
+The gap between the Python writer and the JVM sink is Spark's Python ForeachWriter
+(PythonForeachWriter.scala): it pickles rows for the Python worker with `SerDeUtil.AutoBatchedPickler`,
+which doubles its batch after every batch under 1 MB and blocks until the batch is full. Fed 250
+records/s a partition, its batches of 1, 2, 4, ... 2,048 records wait up to 8 s each, and the batch of
+4,096 never fills in 30 s: `pickler_bound` is the count of records such batches let through (the
+writer reports latencies 50 at a time, so up to 49 a partition fewer are seen; a written count that
+close to it is all the mode's Python path can do, whatever the CPU).
+
     .venv/bin/python benchmarks/real_time_mode.py [--rate 500] [--duration 30] [--partitions 2]
+        [--modes real_time,micro_batch,real_time_jvm_sink,real_time_arrow_udf] [--udf-batch 20]
 """
 from __future__ import annotations
 
@@ -86,6 +105,138 @@ def produce(bootstrap: str, topic: str, rate: int, seconds: float, keys: int = 2
     return sent
 
 
+REAL_TIME_INTERVAL = ["5 minutes"]   # the mode's checkpoint interval (--interval)
+MODES = ("real_time", "micro_batch", "real_time_jvm_sink", "real_time_arrow_udf")
+
+
+def pickler_bound(records_per_partition: list[int]) -> int:
+    """Records a Python ForeachWriter can have handed to its worker when `records_per_partition` came
+    in: AutoBatchedPickler's batches of 1, 2, 4, ... records (doubling while under 1 MB, far above
+    these records' size), each sent once full: the sum of the batches that filled, per partition."""
+    total = 0
+    for n in records_per_partition:
+        batch, sent = 1, 0
+        while sent + batch <= n:
+            sent += batch
+            batch *= 2
+        total += sent
+    return total
+
+
+def run_jvm_sink(spark, s, topic: str, rate: int, seconds: float, tmp: Path) -> dict:
+    """Real-Time Mode with Spark's Kafka sink (no Python in the path): records copied to a second
+    topic; a consumer here takes now minus each record's production time."""
+    from confluent_kafka import Consumer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    out = f"{topic}_copy"
+    admin = AdminClient({"bootstrap.servers": s.bootstrap_servers})   # (held: the result needs it alive)
+    admin.create_topics([NewTopic(out, 1, 1)])[out].result(30)
+    stream = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", s.bootstrap_servers)
+              .option("subscribe", topic).option("startingOffsets", "latest").load()
+              .selectExpr("CAST(offset AS STRING) AS key", "value"))
+    writer = (stream.writeStream.format("kafka").option("kafka.bootstrap.servers", s.bootstrap_servers)
+              .option("topic", out).option("checkpointLocation", str(tmp / f"ckpt-{out}"))
+              .outputMode("update").trigger(realTime=REAL_TIME_INTERVAL[0]))
+    try:
+        query = writer.start()
+    except Exception as exc:  # noqa: BLE001 - the mode refusing this query is the finding
+        return {"mode": "real_time_jvm_sink", "started": False, "error": f"{type(exc).__name__}: {str(exc)[:2000]}"}
+    latencies: list[float] = []
+    done = threading.Event()
+
+    def consume() -> None:
+        c = Consumer({"bootstrap.servers": s.bootstrap_servers, "group.id": f"rtm-{out}",
+                      "auto.offset.reset": "earliest", "enable.auto.commit": False, "fetch.wait.max.ms": 10})
+        c.subscribe([out])
+        try:
+            while not done.is_set():
+                m = c.poll(0.05)
+                if m is not None and m.error() is None and m.value():
+                    latencies.append(time.time() - json.loads(m.value())["t"])
+        finally:
+            c.close()
+
+    reader = threading.Thread(target=consume, daemon=True)
+    try:
+        time.sleep(15)   # tasks launched, consumers assigned
+        if query.exception() is not None:
+            return {"mode": "real_time_jvm_sink", "started": False, "error": str(query.exception())[:2000]}
+        reader.start()
+        sent = produce(s.bootstrap_servers, topic, rate, seconds)
+        time.sleep(5)
+        done.set()
+        reader.join(10)
+        return {"mode": "real_time_jvm_sink", "started": True, "sent": sent, "written": len(latencies),
+                "latency_s": percentiles(latencies),
+                "error": str(query.exception())[:2000] if query.exception() else None}
+    finally:
+        done.set()
+        query.stop()
+
+
+def run_arrow_udf(spark, s, topic: str, rate: int, seconds: float, tmp: Path, per_batch: int = 20) -> dict:
+    """Real-Time Mode with the versioned Redis write done by a scalar Arrow (pandas) UDF, one record
+    per Arrow batch (`spark.sql.execution.arrow.maxRecordsPerBatch` 1), its output copied to a topic
+    by Spark's Kafka sink: Python in the path without the ForeachWriter's pickler."""
+    import redis
+    from pyspark.sql.functions import col, pandas_udf
+
+    tag = f"rtm{uuid.uuid4().hex[:6]}"
+    url = s.redis_url
+    script = ("local held = redis.call('GET', KEYS[2]) "
+              "if held and tonumber(held) >= tonumber(ARGV[2]) then return 0 end "
+              "redis.call('SET', KEYS[1], ARGV[1]) redis.call('SET', KEYS[2], ARGV[2]) return 1")
+
+    @pandas_udf("string")
+    def apply(values, offsets):
+        import redis as _redis
+
+        import pandas as pd
+
+        r = _redis.Redis.from_url(url)
+        write = r.register_script(script)
+        lat = []
+        for value, offset in zip(values, offsets):
+            body = json.loads(value)
+            write(keys=[f"{tag}:{body['k']}", f"{tag}:v:{body['k']}"], args=[value, int(offset)])
+            lat.append(time.time() - body["t"])
+        if lat:
+            r.rpush(f"{tag}:latency", *lat)
+        return pd.Series(["ok"] * len(values))
+
+    out = f"{topic}_acks"
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(per_batch))
+    # Spark 4.3 refuses a Python UDF in this mode (ArrowEvalPythonExec is not in its operator
+    # allowlist): the check off, to measure what the path would give.
+    spark.conf.set("spark.sql.streaming.realTimeMode.allowlistCheck", "false")
+    stream = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", s.bootstrap_servers)
+              .option("subscribe", topic).option("startingOffsets", "latest").load()
+              .select(apply(col("value").cast("string"), col("offset")).alias("value")))
+    writer = (stream.writeStream.format("kafka").option("kafka.bootstrap.servers", s.bootstrap_servers)
+              .option("topic", out).option("checkpointLocation", str(tmp / f"ckpt-{out}"))
+              .outputMode("update").trigger(realTime=REAL_TIME_INTERVAL[0]))
+    r = redis.Redis.from_url(url)
+    try:
+        query = writer.start()
+    except Exception as exc:  # noqa: BLE001 - the mode refusing this query is the finding
+        return {"mode": "real_time_arrow_udf", "started": False, "error": f"{type(exc).__name__}: {str(exc)[:2000]}"}
+    try:
+        time.sleep(15)
+        if query.exception() is not None:
+            return {"mode": "real_time_arrow_udf", "started": False, "error": str(query.exception())[:2000]}
+        r.delete(f"{tag}:latency")
+        sent = produce(s.bootstrap_servers, topic, rate, seconds)
+        time.sleep(5)
+        values = [float(x) for x in r.lrange(f"{tag}:latency", 0, -1)]
+        return {"mode": "real_time_arrow_udf", "started": True, "sent": sent, "written": len(values),
+                "latency_s": percentiles(values), "error": str(query.exception())[:2000] if query.exception() else None}
+    finally:
+        query.stop()   # (the settings are read while the query runs: unset after it)
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+        spark.conf.unset("spark.sql.streaming.realTimeMode.allowlistCheck")
+
+
 def run_mode(spark, s, topic: str, mode: str, rate: int, seconds: float, tmp: Path) -> dict:
     import redis
 
@@ -96,7 +247,7 @@ def run_mode(spark, s, topic: str, mode: str, rate: int, seconds: float, tmp: Pa
               .selectExpr("CAST(value AS STRING) AS value", "offset"))
     writer = stream.writeStream.foreach(VersionedWriter(s.redis_url, tag)).outputMode("update") \
         .option("checkpointLocation", str(tmp / f"ckpt-{tag}"))
-    writer = writer.trigger(realTime="5 minutes") if mode == "real_time" else writer.trigger(processingTime="500 milliseconds")
+    writer = writer.trigger(realTime=REAL_TIME_INTERVAL[0]) if mode == "real_time" else writer.trigger(processingTime="500 milliseconds")
     try:
         query = writer.start()
     except Exception as exc:  # noqa: BLE001 - the mode refusing this query is the finding
@@ -109,8 +260,12 @@ def run_mode(spark, s, topic: str, mode: str, rate: int, seconds: float, tmp: Pa
         sent = produce(s.bootstrap_servers, topic, rate, seconds)
         time.sleep(5)
         values = [float(x) for x in r.lrange(f"{tag}:latency", 0, -1)]
-        return {"mode": mode, "started": True, "sent": sent, "written": len(values),
-                "latency_s": percentiles(values), "error": str(query.exception())[:2000] if query.exception() else None}
+        result = {"mode": mode, "started": True, "sent": sent, "written": len(values),
+                  "latency_s": percentiles(values), "error": str(query.exception())[:2000] if query.exception() else None}
+        if mode == "real_time":   # (keys spread evenly over the partitions: produce() cycles them)
+            parts = int(spark.conf.get("spark.cdckit.rtm.partitions"))
+            result["pickler_bound"] = pickler_bound([sent // parts + (i < sent % parts) for i in range(parts)])
+        return result
     finally:
         query.stop()
 
@@ -120,7 +275,15 @@ def main() -> None:
     ap.add_argument("--rate", type=int, default=500)
     ap.add_argument("--duration", type=float, default=30)
     ap.add_argument("--partitions", type=int, default=2)
+    ap.add_argument("--udf-buffer-size", type=int, default=256,
+                    help="real_time_arrow_udf: spark.buffer.size, the streams to and from Python workers flush "
+                         "when this full (at Spark's 65,536 the records wait seconds in them)")
+    ap.add_argument("--udf-batch", type=int, default=20, help="real_time_arrow_udf: records per Arrow batch")
+    ap.add_argument("--interval", default="5 minutes",
+                    help="Real-Time Mode's checkpoint interval: its tasks end and restart this often")
+    ap.add_argument("--modes", default="", help=f"comma-separated, of {','.join(MODES)} (default: all)")
     args = ap.parse_args()
+    REAL_TIME_INTERVAL[0] = args.interval
     from confluent_kafka.admin import AdminClient, NewTopic
     from pyspark.sql import SparkSession
 
@@ -130,20 +293,31 @@ def main() -> None:
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     tmp = Path(tempfile.mkdtemp(prefix="cdckit-rtm-"))
     with bench_stack() as s:
-        topic = f"rtm_{uuid.uuid4().hex[:6]}"
         admin = AdminClient({"bootstrap.servers": s.bootstrap_servers})
-        admin.create_topics([NewTopic(topic, args.partitions, 1)])[topic].result(30)
         jars = kafka_source_jars()
-        spark = (SparkSession.builder.master(f"local[{max(2, args.partitions)}]").appName("cdckit-rtm")
-                 .config("spark.jars", ",".join(str(j) for j in jars)).config("spark.ui.enabled", "false")
-                 .config("spark.sql.shuffle.partitions", "2").getOrCreate())
-        spark.sparkContext.setLogLevel("ERROR")
         results = []
-        for mode in ("real_time", "micro_batch"):
-            result = run_mode(spark, s, topic, mode, args.rate, args.duration, tmp)
+        for mode in MODES if not args.modes else args.modes.split(","):
+            # A session per mode: the Python UDF's run needs small stream buffers, which would
+            # change the others' (spark.buffer.size is read when the session starts).
+            buffer = args.udf_buffer_size if mode == "real_time_arrow_udf" else 65536
+            spark = (SparkSession.builder.master(f"local[{max(2, args.partitions)}]").appName("cdckit-rtm")
+                     .config("spark.jars", ",".join(str(j) for j in jars)).config("spark.ui.enabled", "false")
+                     .config("spark.sql.shuffle.partitions", "2")
+                     .config("spark.buffer.size", str(buffer)).getOrCreate())
+            spark.sparkContext.setLogLevel("ERROR")
+            spark.conf.set("spark.cdckit.rtm.partitions", str(args.partitions))
+            topic = f"rtm_{uuid.uuid4().hex[:6]}"   # a topic per run: each starts at its end
+            admin.create_topics([NewTopic(topic, args.partitions, 1)])[topic].result(30)
+            if mode == "real_time_jvm_sink":
+                result = run_jvm_sink(spark, s, topic, args.rate, args.duration, tmp)
+            elif mode == "real_time_arrow_udf":
+                result = run_arrow_udf(spark, s, topic, args.rate, args.duration, tmp, args.udf_batch)
+                result.update(records_per_arrow_batch=args.udf_batch, buffer_bytes=buffer)
+            else:
+                result = run_mode(spark, s, topic, mode, args.rate, args.duration, tmp)
             print(json.dumps(result), flush=True)
             results.append(result)
-        spark.stop()
+            spark.stop()
     write_result("real_time_mode", {"rate": args.rate, "duration_s": args.duration, "partitions": args.partitions,
                                     "pyspark": __import__("pyspark").__version__, "modes": results})
 

@@ -116,14 +116,18 @@ def table(cpu: dict | None, boot: dict | None, rtm: dict | None, first: dict | N
     if rtm:
         modes = {m["mode"]: m for m in rtm["modes"]}
         cells = []
-        for mode in ("real_time", "micro_batch"):
+        names = {"real_time": "real-time, Python ForeachWriter", "micro_batch": "micro-batch, the same writer",
+                 "real_time_jvm_sink": "real-time, Spark's Kafka sink (no Python)",
+                 "real_time_arrow_udf": "real-time, Arrow UDF (Spark's allowlist check off)"}
+        for mode, name in names.items():
             m = modes.get(mode)
-            if m:
+            if m and m.get("started"):
                 lat = m.get("latency_s") or {}
-                cells.append(f"{mode.replace('_', '-')} p50 {lat.get('p50')} / p99 {lat.get('p99')} s, "
+                cells.append(f"{name} p50 {lat.get('p50')} / p99 {lat.get('p99')} s, "
                              f"{m['written']:,} of {m['sent']:,} written")
-        lines.append(f"| Spark Real-Time Mode vs micro-batch at {rtm['rate']}/s (one Python writer) | "
-                     + "; ".join(cells) + " |")
+            elif m:
+                cells.append(f"{name}: refused ({str(m.get('error'))[:80]})")
+        lines.append(f"| Spark Real-Time Mode vs micro-batch at {rtm['rate']}/s | " + "; ".join(cells) + " |")
     if pgsync:
         lines.append(beside_pgsync_row(pgsync))
     return "\n".join(lines) + "\n"

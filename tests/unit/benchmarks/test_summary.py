@@ -19,8 +19,11 @@ BOOT = {"at": "2026-11-27T04:00:00Z", "rows": 1000000, "by_run": {
     "search": {"snapshot_into_kafka_s": 50.0, "snapshot_rows_per_s": 20000, "synced_s": 100.0, "rows_per_s": 10000,
                "every_row": False}}}
 RTM = {"at": "2026-11-27T04:10:00Z", "rate": 500, "modes": [
-    {"mode": "real_time", "written": 8100, "sent": 15001, "latency_s": {"p50": 4.4, "p99": 8.3}},
-    {"mode": "micro_batch", "written": 15001, "sent": 15001, "latency_s": {"p50": 0.43, "p99": 0.9}}]}
+    {"mode": "real_time", "started": True, "written": 8100, "sent": 15001, "latency_s": {"p50": 4.4, "p99": 8.3}},
+    {"mode": "micro_batch", "started": True, "written": 15001, "sent": 15001, "latency_s": {"p50": 0.43, "p99": 0.9}},
+    {"mode": "real_time_jvm_sink", "started": True, "written": 15001, "sent": 15001,
+     "latency_s": {"p50": 0.001, "p99": 0.05}},
+    {"mode": "real_time_arrow_udf", "started": False, "error": "STREAMING_REAL_TIME_MODE.OPERATOR_OR_SINK_NOT_IN_ALLOWLIST"}]}
 
 
 FIRST = {"at": "2026-11-27T07:21:00Z", "rows": 10000, "best_synced_s": 6.07, "runs": [
@@ -44,7 +47,9 @@ def test_the_table_states_the_machine_and_every_headline_figure():
     assert "| at 2,000 commits/s: visible p50 / p99; cdckit CPU per change; vs Debezium | 0.58 / 0.99 s; 211 µs; 1.51x |" in text
     assert "| idle (nothing changing): cdckit cores | 0.040 |" in text
     assert "spark driver 1,100, redis 10" in text
-    assert "real-time p50 4.4 / p99 8.3 s, 8,100 of 15,001 written" in text
+    assert "real-time, Python ForeachWriter p50 4.4 / p99 8.3 s, 8,100 of 15,001 written" in text
+    assert "real-time, Spark's Kafka sink (no Python) p50 0.001 / p99 0.05 s, 15,001 of 15,001 written" in text
+    assert "real-time, Arrow UDF (Spark's allowlist check off): refused (STREAMING_REAL_TIME_MODE" in text
     assert ("| first minute: 10,000 rows into both stores by `bootstrap --once`, best of 3 (each run's figure) | "
             "6.07 s (11.83, 5.35, 6.07 s), ROWS MISSING in 1 run(s) |") in text
     assert ("| cdckit vs pgsync 7.3.0, same stack, 200,000 rows, search only, updates at 200/s | initial sync "
