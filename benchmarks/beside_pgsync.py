@@ -31,7 +31,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -39,7 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import (ROOT, RssSampler, bench_stack, create_orders, job_config,  # noqa: E402
+from benchmarks.common import (ROOT, RssSampler, bench_stack, scratch_dir, create_orders, job_config,  # noqa: E402
                                searched_sources, stop_job, write_result)
 from benchmarks.freshness_report import percentiles  # noqa: E402
 
@@ -170,7 +169,7 @@ def main() -> None:
     import yaml
 
     bins = pgsync_bin()
-    tmp = Path(tempfile.mkdtemp(prefix="cdckit-beside-pgsync-"))
+    tmp = scratch_dir("cdckit-beside-pgsync-")
     result: dict = {"rows": args.rows, "rate": args.rate, "duration_s": args.duration, "pgsync": PGSYNC}
     # Each tool deletes its own rows, above the hot ones.
     pgsync_deleted, cdckit_deleted = HOT + 1, HOT + 1 + args.deletes * args.delete_rounds

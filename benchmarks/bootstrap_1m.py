@@ -28,7 +28,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -36,7 +35,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import (ROOT, RssSampler, bench_stack, drop_topics, index_definition,  # noqa: E402
+from benchmarks.common import (ROOT, RssSampler, bench_stack, scratch_dir, drop_topics, index_definition,  # noqa: E402
                                index_documents, raw_bulk, raw_bulk_sweep, topics_named, unlink_keys,
                                write_result)
 
@@ -69,7 +68,7 @@ def main() -> None:
     runs = parse_runs(args.sinks_runs)
     import psycopg
 
-    tmp = Path(tempfile.mkdtemp(prefix="cdckit-bench-"))
+    tmp = scratch_dir("cdckit-bench-")
     by_run: dict[str, dict] = {}
     raw = sweep = None
     with bench_stack() as s, RssSampler(s) as sampler:

@@ -18,14 +18,13 @@ import argparse
 import os
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import bench_stack, synthetic_topic, write_result  # noqa: E402
+from benchmarks.common import bench_stack, scratch_dir, synthetic_topic, write_result  # noqa: E402
 from benchmarks.sync_throughput import config_for  # noqa: E402
 
 PHASES = ("latestOffset", "queryPlanning", "walCommit", "addBatch", "commitOffsets", "triggerExecution")
@@ -65,7 +64,7 @@ def main() -> None:
     from pipelines.devstack.spark_cluster import SparkMaster, SparkWorker, worker_python
     from pipelines.spark.session import spark_session
 
-    tmp = Path(tempfile.mkdtemp(prefix="cdckit-bench-"))
+    tmp = scratch_dir("cdckit-bench-")
     with bench_stack() as settings:
         master, one, two = SparkMaster(settings), SparkWorker(settings, 1), SparkWorker(settings, 2)
         python = worker_python(settings)

@@ -17,6 +17,20 @@ RESULTS = ROOT / "benchmarks" / "results"
 BENCH_PORTS = {"postgres": 55732, "kafka": 59392, "connect": 58383, "redis": 56679, "search": 59500, "spark": 57277}
 
 
+def scratch_dir(prefix: str) -> Path:
+    """A temporary folder for one benchmark run (checkpoints, logs, Spark's event log), removed when
+    the script exits: a run leaves tens of MB and the benchmarks are run again and again.
+    CDCKIT_BENCH_KEEP_TMP=1 keeps it (the logs a result names)."""
+    import atexit
+    import shutil
+    import tempfile
+
+    path = Path(tempfile.mkdtemp(prefix=prefix))
+    if not os.environ.get("CDCKIT_BENCH_KEEP_TMP"):
+        atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
 @contextmanager
 def bench_stack(keep: bool = False) -> Iterator:
     """The bench stack, up for the run and down after it (`keep`: left up). It starts empty: what

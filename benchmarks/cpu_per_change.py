@@ -25,7 +25,6 @@ import argparse
 import os
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -33,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import (ROOT, RssSampler, bench_stack, create_orders, job_config, pgbench,  # noqa: E402
-                               stop_job, wait_caught_up, write_result)
+                               scratch_dir, stop_job, wait_caught_up, write_result)
 from benchmarks.freshness_report import histogram_percentiles  # noqa: E402
 
 ROWS = 20_000
@@ -125,7 +124,7 @@ def main() -> None:
     from connectors.kafka.offsets import end_offsets
 
     rates = [int(r) for r in args.rates.split(",")]
-    tmp = Path(tempfile.mkdtemp(prefix="cdckit-cpu-"))
+    tmp = scratch_dir("cdckit-cpu-")
     with bench_stack() as s, RssSampler(s) as sampler:
         sampler.add_root(os.getpid(), "benchmark")
         prefix = f"f{uuid.uuid4().hex[:6]}"

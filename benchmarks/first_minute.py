@@ -19,7 +19,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -27,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import ROOT, bench_stack, create_orders, job_config, write_result  # noqa: E402
+from benchmarks.common import ROOT, bench_stack, scratch_dir, create_orders, job_config, write_result  # noqa: E402
 
 # Lines of the command's output that mark a step's end, in the order they come.
 MARKS = (
@@ -124,7 +123,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--debug", action="store_true", help="the command's debug lines in the timeline too")
     args = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="cdckit-first-minute-"))
+    tmp = scratch_dir("cdckit-first-minute-")
     runs = []
     with bench_stack() as s:
         version_s = min(cli_start_s() for _ in range(3))

@@ -37,7 +37,6 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -45,7 +44,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import (SEARCH_READS, ROOT, RssSampler, bench_stack, cores_by_role,  # noqa: E402
+from benchmarks.common import (SEARCH_READS, ROOT, RssSampler, bench_stack, scratch_dir, cores_by_role,  # noqa: E402
                                create_orders, job_config, searched_sources, wait_caught_up,
                                write_result)
 from benchmarks.freshness_report import histogram_percentiles, percentiles, plot, print_tables  # noqa: E402
@@ -163,7 +162,7 @@ def main() -> None:
 
     sources = parse_sources(args.sources)
     rates = [int(r) for r in args.rates.split(",")]
-    tmp = Path(tempfile.mkdtemp(prefix="cdckit-fresh-"))
+    tmp = scratch_dir("cdckit-fresh-")
     with bench_stack() as s, RssSampler(s) as sampler:
         sampler.add_root(os.getpid(), "benchmark")  # the load and pollers; the throughput section's Spark
         prefix = f"f{uuid.uuid4().hex[:6]}"

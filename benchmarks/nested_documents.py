@@ -27,7 +27,6 @@ import re
 import resource
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -36,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.common import (ROOT, RssSampler, bench_stack, drop_topics, pgbench, searched_sources,  # noqa: E402
-                               stop_job, topics_named, unlink_keys, write_result)
+                               scratch_dir, stop_job, topics_named, unlink_keys, write_result)
 from benchmarks.freshness_report import percentiles  # noqa: E402
 
 WATCHED = 100
@@ -62,7 +61,7 @@ def main() -> None:
     import redis
     import yaml
 
-    tmp = Path(tempfile.mkdtemp(prefix="cdckit-nested-"))
+    tmp = scratch_dir("cdckit-nested-")
     with bench_stack() as s, RssSampler(s) as sampler:
         p = f"n{uuid.uuid4().hex[:6]}"
         dsn = dict(host="127.0.0.1", port=s.ports["postgres"], dbname="cdckit", user="postgres")
@@ -267,7 +266,7 @@ def _freshness(args, dsn: dict, p: str, r, s, log: Path) -> dict:
 
     w0 = 1001 if args.orders >= 1000 + WATCHED else 1   # past customer 1's orders when there are enough
     orders = list(range(w0, w0 + WATCHED))
-    script = Path(tempfile.mkdtemp(prefix="cdckit-nested-load-")) / "load.sql"
+    script = scratch_dir("cdckit-nested-load-") / "load.sql"
     script.write_text(PGBENCH_SCRIPT.format(p=p, orders=args.orders, w0=w0, w1=w0 + WATCHED - 1))
     stop = threading.Event()
     # (order, seq) -> when a poller first saw it (seconds)

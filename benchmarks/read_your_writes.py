@@ -15,7 +15,6 @@ import json
 import random
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -23,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import ROOT, bench_stack, write_result  # noqa: E402
+from benchmarks.common import ROOT, bench_stack, scratch_dir, write_result  # noqa: E402
 from benchmarks.freshness import HOT, WATCHED, Load, Poller  # noqa: E402
 from benchmarks.freshness_report import percentiles  # noqa: E402
 
@@ -45,7 +44,7 @@ def main() -> None:
 
     from pipelines.client import Watermarks, commit_token, wait_visible
 
-    tmp = Path(tempfile.mkdtemp(prefix="cdckit-ryw-"))
+    tmp = scratch_dir("cdckit-ryw-")
     with bench_stack() as s:
         prefix = f"w{uuid.uuid4().hex[:6]}"
         table = f"public.{prefix}_orders"

@@ -41,7 +41,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -49,7 +48,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import bench_stack, write_result  # noqa: E402
+from benchmarks.common import bench_stack, scratch_dir, write_result  # noqa: E402
 from benchmarks.freshness_report import percentiles  # noqa: E402
 
 
@@ -291,7 +290,7 @@ def main() -> None:
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    tmp = Path(tempfile.mkdtemp(prefix="cdckit-rtm-"))
+    tmp = scratch_dir("cdckit-rtm-")
     with bench_stack() as s:
         admin = AdminClient({"bootstrap.servers": s.bootstrap_servers})
         jars = kafka_source_jars()

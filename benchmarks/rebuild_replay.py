@@ -11,14 +11,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import bench_stack, index_documents, raw_bulk_sweep, synthetic_topic, write_result  # noqa: E402
+from benchmarks.common import (bench_stack, index_documents, raw_bulk_sweep, scratch_dir,  # noqa: E402
+                               synthetic_topic, write_result)
 
 
 def config_for(settings, topic: str, tmp: Path, bulk_chunk: int = 2000):
@@ -74,7 +74,7 @@ def main() -> None:
     args = ap.parse_args()
     from pipelines.spark.session import spark_session
 
-    tmp = Path(tempfile.mkdtemp(prefix="cdckit-bench-"))
+    tmp = scratch_dir("cdckit-bench-")
     with bench_stack() as s:
         t0 = time.perf_counter()
         topic = synthetic_topic(s.bootstrap_servers, args.events, args.keys, args.partitions)

@@ -14,7 +14,6 @@ import argparse
 import os
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -22,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.bootstrap_1m import _drop_earlier_slots, _remove_connector  # noqa: E402
-from benchmarks.common import ROOT, bench_stack, write_result  # noqa: E402
+from benchmarks.common import ROOT, bench_stack, scratch_dir, write_result  # noqa: E402
 
 
 def main() -> None:
@@ -38,7 +37,7 @@ def main() -> None:
     from connectors.kafka.offsets import end_offsets
 
     tables = [f"public.snap_tuning_{i}" for i in range(args.tables)]
-    tmp = Path(tempfile.mkdtemp(prefix="cdckit-bench-"))
+    tmp = scratch_dir("cdckit-bench-")
     results = []
     with bench_stack() as s:
         dsn = dict(host="127.0.0.1", port=s.ports["postgres"], dbname="cdckit", user="postgres")

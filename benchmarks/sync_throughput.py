@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import bench_stack, create_bench_table, synthetic_topic, write_result  # noqa: E402
+from benchmarks.common import bench_stack, scratch_dir, create_bench_table, synthetic_topic, write_result  # noqa: E402
 
 
 SOURCES = ("python", "jvm")
@@ -97,11 +97,10 @@ def main() -> None:
     args = ap.parse_args()
     sources = parse_sources(args.sources)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    import tempfile
-
+    
     from pipelines.spark.session import spark_session
 
-    tmp = Path(tempfile.mkdtemp(prefix="cdckit-bench-"))
+    tmp = scratch_dir("cdckit-bench-")
     with bench_stack() as settings:
         results = {}
         for only, events, keys in (("redis", args.events, args.keys),
