@@ -561,6 +561,12 @@ class SparkConfig(_Strict):
     def _trigger(cls, v: str) -> str:
         if v == "available_now":
             return v
+        if re.sub(r"[\s_-]", "", v.lower()) == "realtime":
+            # Measured, not assumed: benchmarks/README.md, Real-Time Mode.
+            raise ValueError("Spark's Real-Time Mode cannot carry cdckit's apply: Spark 4.3 hands rows to a "
+                             "Python writer in batches that wait to fill (seconds, and the last rows until more "
+                             "come) and refuses Python UDFs in the mode; use an interval (the default 500 ms "
+                             "keeps a change visible in under a second at p99 at 500 changes/s)")
         return _interval(v, "or 'available_now'")
 
     @field_validator("trigger_under_load")

@@ -131,6 +131,13 @@ def test_a_reader_password_without_a_reader_is_refused():
     assert plain.postgres.reader_dsn_kwargs() == plain.postgres.dsn_kwargs()
 
 
+@pytest.mark.parametrize("given", ["real_time", "realtime", "Real-Time"])
+def test_real_time_mode_is_refused_saying_why(given):
+    with pytest.raises(ConfigError) as exc:
+        parse_config(with_("spark", {"trigger": given}))
+    assert exc.value.field == "spark.trigger" and "Real-Time Mode cannot carry" in str(exc.value)
+
+
 @pytest.mark.parametrize("given,spark", [("500 ms", "500 milliseconds"), ("1 second", "1 seconds"),
                                          ("2s", "2 seconds"), ("1 minute", "1 minutes")])
 def test_trigger_is_normalised_for_spark(given, spark):
