@@ -44,7 +44,9 @@ import sys
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -52,9 +54,16 @@ from benchmarks.common import bench_stack, scratch_dir, write_result  # noqa: E4
 from benchmarks.freshness_report import percentiles  # noqa: E402
 
 
+# A record's value SET at its offset as version, a stale one skipped (as cdckit's cache writes).
+VERSIONED_SET = ("local held = redis.call('GET', KEYS[2]) "
+                 "if held and tonumber(held) >= tonumber(ARGV[2]) then return 0 end "
+                 "redis.call('SET', KEYS[1], ARGV[1]) redis.call('SET', KEYS[2], ARGV[2]) return 1")
+MODES = ("real_time", "micro_batch", "real_time_jvm_sink", "real_time_arrow_udf")
+
+
 class VersionedWriter:
-    """A ForeachWriter: each record's value SET at its offset as version (a stale one skipped), and
-    its latency (now - produced) appended to a Redis list."""
+    """A ForeachWriter: each record written by VERSIONED_SET, and its latency (now - produced)
+    appended to a Redis list."""
 
     def __init__(self, redis_url: str, tag: str):
         self.redis_url, self.tag = redis_url, tag
@@ -63,10 +72,7 @@ class VersionedWriter:
         import redis
 
         self.r = redis.Redis.from_url(self.redis_url)
-        self.script = self.r.register_script(
-            "local held = redis.call('GET', KEYS[2]) "
-            "if held and tonumber(held) >= tonumber(ARGV[2]) then return 0 end "
-            "redis.call('SET', KEYS[1], ARGV[1]) redis.call('SET', KEYS[2], ARGV[2]) return 1")
+        self.script = self.r.register_script(VERSIONED_SET)
         self.latencies = []
         return True
 
@@ -104,10 +110,6 @@ def produce(bootstrap: str, topic: str, rate: int, seconds: float, keys: int = 2
     return sent
 
 
-REAL_TIME_INTERVAL = ["5 minutes"]   # the mode's checkpoint interval (--interval)
-MODES = ("real_time", "micro_batch", "real_time_jvm_sink", "real_time_arrow_udf")
-
-
 def pickler_bound(records_per_partition: list[int]) -> int:
     """Records a Python ForeachWriter can have handed to its worker when `records_per_partition` came
     in: AutoBatchedPickler's batches of 1, 2, 4, ... records (doubling while under 1 MB, far above
@@ -122,30 +124,91 @@ def pickler_bound(records_per_partition: list[int]) -> int:
     return total
 
 
-def run_jvm_sink(spark, s, topic: str, rate: int, seconds: float, tmp: Path) -> dict:
+@dataclass
+class Run:
+    """One mode's run: its topic and load, and where its latencies land."""
+    spark: Any
+    s: Any
+    topic: str
+    partitions: int
+    rate: int
+    seconds: float
+    tmp: Path
+    interval: str     # Real-Time Mode's checkpoint interval
+
+    def source(self):
+        return (self.spark.readStream.format("kafka").option("kafka.bootstrap.servers", self.s.bootstrap_servers)
+                .option("subscribe", self.topic).option("startingOffsets", "latest").load())
+
+    def kafka_sink(self, stream, out: str):
+        """`stream` copied to topic `out` by Spark's Kafka sink, in Real-Time Mode."""
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": self.s.bootstrap_servers})   # (held: the result needs it alive)
+        admin.create_topics([NewTopic(out, 1, 1)])[out].result(30)
+        return (stream.writeStream.format("kafka").option("kafka.bootstrap.servers", self.s.bootstrap_servers)
+                .option("topic", out).option("checkpointLocation", str(self.tmp / f"ckpt-{out}"))
+                .outputMode("update").trigger(realTime=self.interval))
+
+    def measure(self, mode: str, writer, latencies: Callable[[], list[float]],
+                loading: Callable[[], None] = lambda: None) -> dict:
+        """The query started (its refusal is the result), 15 s for its tasks, consumers and Python
+        workers to come up, `loading()` then the load, 5 s, then `latencies()`."""
+        try:
+            query = writer.start()
+        except Exception as exc:  # noqa: BLE001 - the mode refusing this query is the finding
+            return {"mode": mode, "started": False, "error": f"{type(exc).__name__}: {str(exc)[:2000]}"}
+        try:
+            time.sleep(15)
+            if query.exception() is not None:
+                return {"mode": mode, "started": False, "error": str(query.exception())[:2000]}
+            loading()
+            sent = produce(self.s.bootstrap_servers, self.topic, self.rate, self.seconds)
+            time.sleep(5)
+            values = latencies()
+            return {"mode": mode, "started": True, "sent": sent, "written": len(values),
+                    "latency_s": percentiles(values),
+                    "error": str(query.exception())[:2000] if query.exception() else None}
+        finally:
+            query.stop()
+
+    def redis_latencies(self, tag: str) -> tuple[Callable[[], None], Callable[[], list[float]]]:
+        """(emptied before the load, read after it): the latencies the writes appended under `tag`."""
+        import redis
+
+        r = redis.Redis.from_url(self.s.redis_url)
+        return (lambda: r.delete(f"{tag}:latency"),
+                lambda: [float(x) for x in r.lrange(f"{tag}:latency", 0, -1)])
+
+
+def run_writer(run: Run, mode: str) -> dict:
+    """The Python ForeachWriter, in Real-Time Mode or with the 500 ms micro-batch trigger."""
+    tag = f"rtm{uuid.uuid4().hex[:6]}"
+    stream = run.source().selectExpr("CAST(value AS STRING) AS value", "offset")
+    writer = stream.writeStream.foreach(VersionedWriter(run.s.redis_url, tag)).outputMode("update") \
+        .option("checkpointLocation", str(run.tmp / f"ckpt-{tag}"))
+    writer = (writer.trigger(realTime=run.interval) if mode == "real_time"
+              else writer.trigger(processingTime="500 milliseconds"))
+    clear, read = run.redis_latencies(tag)
+    result = run.measure(mode, writer, read, clear)
+    if mode == "real_time" and result["started"]:   # (keys spread evenly over the partitions: produce() cycles them)
+        sent, parts = result["sent"], run.partitions
+        result["pickler_bound"] = pickler_bound([sent // parts + (i < sent % parts) for i in range(parts)])
+    return result
+
+
+def run_jvm_sink(run: Run) -> dict:
     """Real-Time Mode with Spark's Kafka sink (no Python in the path): records copied to a second
     topic; a consumer here takes now minus each record's production time."""
     from confluent_kafka import Consumer
-    from confluent_kafka.admin import AdminClient, NewTopic
 
-    out = f"{topic}_copy"
-    admin = AdminClient({"bootstrap.servers": s.bootstrap_servers})   # (held: the result needs it alive)
-    admin.create_topics([NewTopic(out, 1, 1)])[out].result(30)
-    stream = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", s.bootstrap_servers)
-              .option("subscribe", topic).option("startingOffsets", "latest").load()
-              .selectExpr("CAST(offset AS STRING) AS key", "value"))
-    writer = (stream.writeStream.format("kafka").option("kafka.bootstrap.servers", s.bootstrap_servers)
-              .option("topic", out).option("checkpointLocation", str(tmp / f"ckpt-{out}"))
-              .outputMode("update").trigger(realTime=REAL_TIME_INTERVAL[0]))
-    try:
-        query = writer.start()
-    except Exception as exc:  # noqa: BLE001 - the mode refusing this query is the finding
-        return {"mode": "real_time_jvm_sink", "started": False, "error": f"{type(exc).__name__}: {str(exc)[:2000]}"}
+    out = f"{run.topic}_copy"
+    writer = run.kafka_sink(run.source().selectExpr("CAST(offset AS STRING) AS key", "value"), out)
     latencies: list[float] = []
     done = threading.Event()
 
     def consume() -> None:
-        c = Consumer({"bootstrap.servers": s.bootstrap_servers, "group.id": f"rtm-{out}",
+        c = Consumer({"bootstrap.servers": run.s.bootstrap_servers, "group.id": f"rtm-{out}",
                       "auto.offset.reset": "earliest", "enable.auto.commit": False, "fetch.wait.max.ms": 10})
         c.subscribe([out])
         try:
@@ -157,44 +220,36 @@ def run_jvm_sink(spark, s, topic: str, rate: int, seconds: float, tmp: Path) -> 
             c.close()
 
     reader = threading.Thread(target=consume, daemon=True)
-    try:
-        time.sleep(15)   # tasks launched, consumers assigned
-        if query.exception() is not None:
-            return {"mode": "real_time_jvm_sink", "started": False, "error": str(query.exception())[:2000]}
-        reader.start()
-        sent = produce(s.bootstrap_servers, topic, rate, seconds)
-        time.sleep(5)
+
+    def read() -> list[float]:
         done.set()
         reader.join(10)
-        return {"mode": "real_time_jvm_sink", "started": True, "sent": sent, "written": len(latencies),
-                "latency_s": percentiles(latencies),
-                "error": str(query.exception())[:2000] if query.exception() else None}
+        return latencies
+
+    try:
+        return run.measure("real_time_jvm_sink", writer, read, reader.start)
     finally:
         done.set()
-        query.stop()
 
 
-def run_arrow_udf(spark, s, topic: str, rate: int, seconds: float, tmp: Path, per_batch: int = 20) -> dict:
-    """Real-Time Mode with the versioned Redis write done by a scalar Arrow (pandas) UDF, one record
-    per Arrow batch (`spark.sql.execution.arrow.maxRecordsPerBatch` 1), its output copied to a topic
-    by Spark's Kafka sink: Python in the path without the ForeachWriter's pickler."""
-    import redis
+def run_arrow_udf(run: Run, per_batch: int) -> dict:
+    """Real-Time Mode with the versioned Redis write done by a scalar Arrow (pandas) UDF,
+    `per_batch` records per Arrow batch (`spark.sql.execution.arrow.maxRecordsPerBatch`), its
+    output copied to a topic by Spark's Kafka sink: Python in the path without the ForeachWriter's
+    pickler."""
     from pyspark.sql.functions import col, pandas_udf
 
     tag = f"rtm{uuid.uuid4().hex[:6]}"
-    url = s.redis_url
-    script = ("local held = redis.call('GET', KEYS[2]) "
-              "if held and tonumber(held) >= tonumber(ARGV[2]) then return 0 end "
-              "redis.call('SET', KEYS[1], ARGV[1]) redis.call('SET', KEYS[2], ARGV[2]) return 1")
+    url = run.s.redis_url
 
     @pandas_udf("string")
     def apply(values, offsets):
-        import redis as _redis
+        import redis
 
         import pandas as pd
 
-        r = _redis.Redis.from_url(url)
-        write = r.register_script(script)
+        r = redis.Redis.from_url(url)
+        write = r.register_script(VERSIONED_SET)
         lat = []
         for value, offset in zip(values, offsets):
             body = json.loads(value)
@@ -204,69 +259,17 @@ def run_arrow_udf(spark, s, topic: str, rate: int, seconds: float, tmp: Path, pe
             r.rpush(f"{tag}:latency", *lat)
         return pd.Series(["ok"] * len(values))
 
-    out = f"{topic}_acks"
-    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(per_batch))
+    run.spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(per_batch))
     # Spark 4.3 refuses a Python UDF in this mode (ArrowEvalPythonExec is not in its operator
     # allowlist): the check off, to measure what the path would give.
-    spark.conf.set("spark.sql.streaming.realTimeMode.allowlistCheck", "false")
-    stream = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", s.bootstrap_servers)
-              .option("subscribe", topic).option("startingOffsets", "latest").load()
-              .select(apply(col("value").cast("string"), col("offset")).alias("value")))
-    writer = (stream.writeStream.format("kafka").option("kafka.bootstrap.servers", s.bootstrap_servers)
-              .option("topic", out).option("checkpointLocation", str(tmp / f"ckpt-{out}"))
-              .outputMode("update").trigger(realTime=REAL_TIME_INTERVAL[0]))
-    r = redis.Redis.from_url(url)
+    run.spark.conf.set("spark.sql.streaming.realTimeMode.allowlistCheck", "false")
     try:
-        query = writer.start()
-    except Exception as exc:  # noqa: BLE001 - the mode refusing this query is the finding
-        return {"mode": "real_time_arrow_udf", "started": False, "error": f"{type(exc).__name__}: {str(exc)[:2000]}"}
-    try:
-        time.sleep(15)
-        if query.exception() is not None:
-            return {"mode": "real_time_arrow_udf", "started": False, "error": str(query.exception())[:2000]}
-        r.delete(f"{tag}:latency")
-        sent = produce(s.bootstrap_servers, topic, rate, seconds)
-        time.sleep(5)
-        values = [float(x) for x in r.lrange(f"{tag}:latency", 0, -1)]
-        return {"mode": "real_time_arrow_udf", "started": True, "sent": sent, "written": len(values),
-                "latency_s": percentiles(values), "error": str(query.exception())[:2000] if query.exception() else None}
-    finally:
-        query.stop()   # (the settings are read while the query runs: unset after it)
-        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
-        spark.conf.unset("spark.sql.streaming.realTimeMode.allowlistCheck")
-
-
-def run_mode(spark, s, topic: str, mode: str, rate: int, seconds: float, tmp: Path) -> dict:
-    import redis
-
-    tag = f"rtm{uuid.uuid4().hex[:6]}"
-    r = redis.Redis.from_url(s.redis_url)
-    stream = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", s.bootstrap_servers)
-              .option("subscribe", topic).option("startingOffsets", "latest").load()
-              .selectExpr("CAST(value AS STRING) AS value", "offset"))
-    writer = stream.writeStream.foreach(VersionedWriter(s.redis_url, tag)).outputMode("update") \
-        .option("checkpointLocation", str(tmp / f"ckpt-{tag}"))
-    writer = writer.trigger(realTime=REAL_TIME_INTERVAL[0]) if mode == "real_time" else writer.trigger(processingTime="500 milliseconds")
-    try:
-        query = writer.start()
-    except Exception as exc:  # noqa: BLE001 - the mode refusing this query is the finding
-        return {"mode": mode, "started": False, "error": f"{type(exc).__name__}: {str(exc)[:2000]}"}
-    try:
-        time.sleep(15)   # tasks launched, consumers assigned, Python workers up
-        if query.exception() is not None:
-            return {"mode": mode, "started": False, "error": str(query.exception())[:2000]}
-        r.delete(f"{tag}:latency")
-        sent = produce(s.bootstrap_servers, topic, rate, seconds)
-        time.sleep(5)
-        values = [float(x) for x in r.lrange(f"{tag}:latency", 0, -1)]
-        result = {"mode": mode, "started": True, "sent": sent, "written": len(values),
-                  "latency_s": percentiles(values), "error": str(query.exception())[:2000] if query.exception() else None}
-        if mode == "real_time":   # (keys spread evenly over the partitions: produce() cycles them)
-            parts = int(spark.conf.get("spark.cdckit.rtm.partitions"))
-            result["pickler_bound"] = pickler_bound([sent // parts + (i < sent % parts) for i in range(parts)])
-        return result
-    finally:
-        query.stop()
+        stream = run.source().select(apply(col("value").cast("string"), col("offset")).alias("value"))
+        clear, read = run.redis_latencies(tag)
+        return run.measure("real_time_arrow_udf", run.kafka_sink(stream, f"{run.topic}_acks"), read, clear)
+    finally:   # (the settings are read while the query runs: unset once it stopped)
+        run.spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+        run.spark.conf.unset("spark.sql.streaming.realTimeMode.allowlistCheck")
 
 
 def main() -> None:
@@ -282,7 +285,6 @@ def main() -> None:
                     help="Real-Time Mode's checkpoint interval: its tasks end and restart this often")
     ap.add_argument("--modes", default="", help=f"comma-separated, of {','.join(MODES)} (default: all)")
     args = ap.parse_args()
-    REAL_TIME_INTERVAL[0] = args.interval
     from confluent_kafka.admin import AdminClient, NewTopic
     from pyspark.sql import SparkSession
 
@@ -304,16 +306,16 @@ def main() -> None:
                      .config("spark.sql.shuffle.partitions", "2")
                      .config("spark.buffer.size", str(buffer)).getOrCreate())
             spark.sparkContext.setLogLevel("ERROR")
-            spark.conf.set("spark.cdckit.rtm.partitions", str(args.partitions))
             topic = f"rtm_{uuid.uuid4().hex[:6]}"   # a topic per run: each starts at its end
             admin.create_topics([NewTopic(topic, args.partitions, 1)])[topic].result(30)
+            run = Run(spark, s, topic, args.partitions, args.rate, args.duration, tmp, args.interval)
             if mode == "real_time_jvm_sink":
-                result = run_jvm_sink(spark, s, topic, args.rate, args.duration, tmp)
+                result = run_jvm_sink(run)
             elif mode == "real_time_arrow_udf":
-                result = run_arrow_udf(spark, s, topic, args.rate, args.duration, tmp, args.udf_batch)
+                result = run_arrow_udf(run, args.udf_batch)
                 result.update(records_per_arrow_batch=args.udf_batch, buffer_bytes=buffer)
             else:
-                result = run_mode(spark, s, topic, mode, args.rate, args.duration, tmp)
+                result = run_writer(run, mode)
             print(json.dumps(result), flush=True)
             results.append(result)
             spark.stop()
