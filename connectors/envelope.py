@@ -1,16 +1,17 @@
-"""Debezium JSON envelopes (with or without schemas) to `Change`s. Pure: no I/O, no Spark."""
+"""Debezium JSON envelopes (with or without schemas) to `Change`s, one record (`decode`) or a batch
+in offset order per partition (`decode_records`), each with the version that orders it among its
+key's changes (`version_of`, at the end). Pure: no I/O, no Spark."""
 from __future__ import annotations
 
 import base64
 import hashlib
 import uuid
-from typing import Any
+from typing import Any, Iterable
 from urllib.parse import quote
 
 import orjson
 
-from connectors.version import VersionError, is_final_snapshot_record, is_snapshot, version_of
-from derived.change import Change, Position
+from derived.change import UNKNOWN, Change, DeadLetter, Position, Version
 
 UNAVAILABLE = "__debezium_unavailable_value"
 # Debezium renders its placeholder for an unchanged TOAST column in the column's own type: the text
@@ -193,3 +194,158 @@ def decode(key: bytes | None, value: bytes | None, position: Position, fence: in
     row = {c: v for c, v in after.items() if c not in unavailable}
     return Change(table, "upsert", key_data, doc_id, row, unavailable=unavailable,
                   created=op == "c" and not snapshot, reread=bool(garbled), **common)
+
+
+# A batch of records.
+
+
+def table_of_topic(topic: str) -> str:
+    """`<prefix>.<schema>.<table>` -> schema.table (table names have no dots: see config)."""
+    return ".".join(topic.rsplit(".", 2)[-2:])
+
+
+def _tombstone_delete(t: Tombstone, table: str, key_columns: list[str] | None) -> Change | None:
+    try:
+        doc_id = document_id(t.key, key_columns)
+    except RecordError:
+        return None  # custom key columns the record key lacks: only the op=d record can tell
+    return Change(table, "delete", t.key, doc_id, None, UNKNOWN, t.position, tombstone=True)
+
+
+def decode_records(rows: Iterable[dict[str, Any]], fences: dict[str, int],
+                   key_columns: dict[str, list[str] | None], known_tables: set[str],
+                   tombstones_out: list[Change] | None = None, truncate_table: str | None = None
+                   ) -> tuple[list[Change], list[DeadLetter], int, int]:
+    """Decode in offset order per partition, advancing each partition's snapshot fence as it goes.
+    Also returns the snapshot's final-record marker (its lsn), wherever it is: the final record is
+    often one of a table this pipeline does not sync (heartbeat, signal). Tombstones of synced
+    tables go to `tombstones_out` as deletes of their key (see derived/reduce.settle_tombstones)."""
+    changes: list[Change] = []
+    dead: list[DeadLetter] = []
+    tombstones = 0
+    snapshot_last_lsn = 0
+    for r in sorted(rows, key=lambda r: (r["topic"], r["partition"], r["offset"])):
+        pos = Position(r["topic"], r["partition"], r["offset"])
+        fk = fence_key(pos.topic, pos.partition)
+        try:
+            table_hint = None
+            out = decode(r["key"], r["value"], pos, fences.get(fk, 0), truncate_table=truncate_table)
+            if out is None:
+                continue  # a truncate marker row that marks nothing new
+            if isinstance(out, Tombstone):
+                tombstones += 1
+                table = table_of_topic(pos.topic)
+                if tombstones_out is not None and out.key and table in known_tables:
+                    deleted = _tombstone_delete(out, table, key_columns.get(table))
+                    if deleted is not None:
+                        tombstones_out.append(deleted)
+                continue
+            table_hint = out.table
+            if out.snapshot_last:
+                snapshot_last_lsn = max(snapshot_last_lsn, out.version.lsn)
+            if out.table not in known_tables:
+                continue  # a captured table this config does not sync (e.g. the signal table)
+            if key_columns.get(out.table) and out.op != "truncate":
+                out = decode(r["key"], r["value"], pos, fences.get(fk, 0), key_columns[out.table])
+        except RecordError as exc:
+            dead.append(DeadLetter(pos, r["key"], r["value"], "decode", str(exc),
+                                   {"table": table_hint} if table_hint else {}))
+            continue
+        if out.snapshot:
+            fences[fk] = max(fences.get(fk, 0), out.version.lsn)
+        changes.append(out)
+    return changes, dead, tombstones, snapshot_last_lsn
+
+
+# The version: a per-key order from Debezium's `source` block (see `version_of`).
+
+
+def fence_key(topic: str, partition: int) -> str:
+    """How a partition's snapshot fence is named (`version_of`'s `fence`; kept per batch by
+    pipelines/state/fences.py): "topic:partition"."""
+    return f"{topic}:{partition}"
+
+
+SNAPSHOT_MARKERS = {"true", "first", "last", "first_in_data_collection", "last_in_data_collection",
+                    "incremental"}
+
+
+class VersionError(ValueError):
+    pass
+
+
+def is_snapshot(source: dict[str, Any]) -> bool:
+    return str(source.get("snapshot", "false")).lower() in SNAPSHOT_MARKERS
+
+
+def is_final_snapshot_record(source: dict[str, Any]) -> bool:
+    """Debezium's marker on the initial snapshot's last record (the streaming query and the
+    bootstrap's bulk each take it as the snapshot's end)."""
+    return source.get("snapshot") == "last"
+
+
+_SEQUENCES: dict[str, tuple[int | None, int | None]] = {}   # a snapshot's reads all carry one
+
+
+def _sequence(source: dict[str, Any]) -> tuple[int | None, int | None]:
+    seq = source.get("sequence")
+    if seq is None:
+        return None, None
+    known = _SEQUENCES.get(seq) if isinstance(seq, str) else None
+    if known is not None:
+        return known
+    try:
+        parts = orjson.loads(seq) if isinstance(seq, str) else seq
+        a, b = parts[0], parts[1]
+        out = (None if a is None else int(a)), (None if b is None else int(b))
+    except (orjson.JSONDecodeError, ValueError, TypeError, IndexError):
+        raise VersionError(f"source.sequence is not [commit, lsn]: {seq!r}") from None
+    if isinstance(seq, str):
+        if len(_SEQUENCES) >= 256:
+            _SEQUENCES.clear()
+        _SEQUENCES[seq] = out
+    return out
+
+
+def version_of(source: dict[str, Any], fence: int = 0, snapshot: bool | None = None) -> Version:
+    """A per-key version from Debezium's `source` block that follows Postgres' commit order.
+
+    Why not the Kafka offset: offsets restart on a recreated topic and repeat after a Connect crash.
+    Why not the change's own `lsn`: a transaction that began before the slot's consistent point and
+    committed after it is streamed (the snapshot did not see it), yet its changes can sit at WAL
+    positions below the snapshot's `lsn`; ordering by `lsn` would let the older snapshot read win.
+
+    What the fields give (Postgres, pgoutput):
+    - snapshot reads carry `lsn` = L0, the slot's consistent point; `sequence` = [P, L0] where P is the
+      last commit Debezium had processed (null for the initial snapshot).
+    - a streamed change carries `sequence` = [P, lsn], P = end of the commit of the transaction
+      streamed before it; null only for the first transaction after a snapshot without prior offsets.
+
+    The version is (epoch, kind, lsn):
+    - streamed with P: epoch = P. Two transactions touching the same row are serialised by its row
+      lock, so the later one commits after the earlier one's commit: P(later) >= commit(earlier) >
+      P(earlier). Every transaction streamed after a snapshot at L0 commits after L0, so P >= L0.
+    - snapshot read: epoch = P if present (a blocking/incremental snapshot taken mid-stream) else L0,
+      kind 0, so any change streamed after it at the same epoch (kind 1) wins. Incremental-snapshot
+      reads have no `lsn` (`sequence` = [P, P]): they are emitted when a chunk's window closes, P being
+      the last commit processed then; Debezium drops a read whose key changed inside the window, so
+      every change committed before P is older than the read and every change streamed after it
+      carries a P' >= P with kind 1.
+    - streamed without P (the first transaction after a snapshot): it commits after L0, so
+      epoch = max(lsn, fence), where `fence` is the highest snapshot `lsn` seen earlier in the same
+      topic partition. Its key's snapshot read, if any, is in the same partition at a lower offset,
+      so the fence covers exactly the case above; the next transaction's P exceeds this commit, so
+      it still sorts below everything streamed after it.
+    """
+    prev, seq_lsn = _sequence(source)
+    try:
+        # Incremental-snapshot reads carry no lsn of their own: `sequence` holds the stream position
+        # at which the chunk was emitted (P = the last commit processed).
+        lsn = int(source["lsn"]) if source.get("lsn") is not None else int(seq_lsn)
+    except (TypeError, ValueError):
+        raise VersionError("source.lsn is missing or not a number") from None
+    if is_snapshot(source) if snapshot is None else snapshot:
+        return Version(prev if prev is not None else lsn, 0, lsn)
+    if prev is not None:
+        return Version(prev, 1, lsn)
+    return Version(max(lsn, fence), 1, lsn)

@@ -6,7 +6,7 @@ from typing import Any, NamedTuple
 
 
 class Version(NamedTuple):
-    """Orders changes to one key by their place in Postgres' commit order (see connectors/version.py).
+    """Orders changes to one key by their place in Postgres' commit order (see `version_of` in connectors/envelope.py).
 
     epoch: a WAL position all earlier-committed changes to the key are below;
     kind:  0 for a snapshot read, 1 for a streamed change (a streamed change beats a read at the same epoch);

@@ -1,2 +1,3 @@
-"""Kafka as cdckit reads and writes it, without Spark: where partitions begin and end, offset ranges
-and the consumers that read them, topic administration, and the dead-letter topic."""
+"""Kafka as cdckit reads and writes it, without Spark: the clients and topic administration, where
+partitions begin and end, offset ranges, the consumers that read them and the progress board their
+tasks report to, and the dead-letter topic."""

@@ -7,8 +7,8 @@ from contextlib import closing
 from typing import Any, Iterable, Iterator
 
 from connectors.kafka import clients
-from connectors.kafka.admin import ensure_topic
 from connectors.kafka.broker_errors import KafkaUnavailable
+from connectors.kafka.clients import ensure_topic
 from connectors.kafka.offsets import end_offsets
 from derived.change import DeadLetter
 

@@ -27,7 +27,7 @@ def completed(records: Iterable[tuple[bytes | None, bytes | None]]) -> set[str]:
 def completed_snapshots(conf: dict[str, Any], topic: str, timeout_s: float = 10) -> set[str]:
     """The topic read to its end now (connectors/kafka/ranges.read_messages: done by position,
     whatever gaps compaction left); no topic yet: nothing completed."""
-    from connectors.kafka.admin import existing_topics
+    from connectors.kafka.clients import existing_topics
     from connectors.kafka.offsets import begin_offsets, end_offsets
     from connectors.kafka.ranges import KafkaRange, read_messages
 

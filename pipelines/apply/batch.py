@@ -9,11 +9,11 @@ from typing import Any, Iterable
 
 import pyarrow as pa
 
+from connectors.envelope import decode_records
 from derived.change import Change, DeadLetter, Position, Version
 from derived.reduce import last_per_key, merge_cuts, settle_tombstones
 from derived.sinks.store_errors import StoreUnavailable
 from pipelines.apply import letter_kinds
-from pipelines.apply.decode import decode_records
 from pipelines.apply.typed_rows import columns_seen, type_rows
 from pipelines.apply.stats import BatchStats
 from pipelines.apply.stores import Stores

@@ -24,12 +24,11 @@ from typing import Any, Iterable, NamedTuple
 
 import orjson
 
-from connectors.envelope import RecordError, Tombstone, decode, document_id, envelope_of, may_hold_placeholder
-from connectors.version import VersionError, is_final_snapshot_record, is_snapshot, version_of
+from connectors.envelope import (RecordError, Tombstone, VersionError, decode, decode_records, document_id,
+                                 envelope_of, fence_key, is_final_snapshot_record, is_snapshot, may_hold_placeholder,
+                                 version_of)
 from derived.change import Change, DeadLetter, Position, Version
 from derived.reduce import fold_into
-from pipelines.apply.decode import decode_records
-from pipelines.state.fences import fence_key
 
 _FAST_OPS = {"c": False, "u": False, "r": False, "d": True}   # op -> is a delete
 

@@ -43,8 +43,9 @@ from typing import Any, Callable, Iterator
 import orjson
 import pyarrow as pa
 
-from connectors.kafka.admin import matching_topics, topic_ids
+from connectors.envelope import fence_key
 from connectors.kafka.broker_errors import TopicLost
+from connectors.kafka.clients import matching_topics, topic_ids
 from connectors.kafka.offsets import end_offsets
 from connectors.kafka.ranges import KafkaRange, log_end, pack_ranges, read_messages
 from pipelines.apply import letter_kinds
@@ -56,7 +57,7 @@ from pipelines.config import Config
 from pipelines.spark.worker_context import worker_config, worker_resources
 from pipelines.spark.schemas import ddl
 from pipelines.state.bootstrap_state import SnapshotBulk, read_bulk, write_bulk
-from pipelines.state.fences import FenceStore, fence_key
+from pipelines.state.fences import FenceStore
 from pipelines.state.topic_ids import TopicIds
 from pipelines.stopping import Interrupted, StopRequest
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from connectors.kafka.admin import matching_topics, topic_ids, topic_names
 from connectors.kafka.broker_errors import NoFetchResponse
+from connectors.kafka.clients import matching_topics, topic_ids, topic_names
 from connectors.kafka.offsets import end_offsets
 from pipelines.config import Config
 from derived.sinks.store_errors import StoreUnavailable

@@ -5,8 +5,7 @@ from pathlib import Path
 
 import click
 
-from pipelines.cli.base import app, config_option, load
-from pipelines.cli.render import say
+from pipelines.cli.base import app, config_option, load, say
 
 
 @app.group("config")
@@ -21,7 +20,7 @@ def config_group() -> None:
 def config_check(config_path: Path, connect: bool) -> None:
     """Validate the config (fields and secrets); without --connect, nothing is contacted."""
     cfg = load(config_path)
-    from pipelines.spark.cluster import check_checkpoint
+    from pipelines.spark.session import check_checkpoint
 
     check_checkpoint(cfg)  # on a cluster, a checkpoint every host sees
     say(f"config ok: {len(cfg.tables)} table(s), topic prefix '{cfg.topic_prefix}', "

@@ -5,8 +5,7 @@ import json
 import sys
 from pathlib import Path
 
-from pipelines.cli.base import app, config_option, json_option, load
-from pipelines.cli.render import say
+from pipelines.cli.base import app, config_option, json_option, load, say
 
 
 @app.group("connector")

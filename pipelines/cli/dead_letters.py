@@ -5,9 +5,10 @@ import sys
 from pathlib import Path
 
 import click
+from rich.markup import escape
+from rich.table import Table
 
-from pipelines.cli.base import app, config_option, json_option, load
-from pipelines.cli.render import print_json, say, show_letters
+from pipelines.cli.base import app, config_option, json_option, load, out, print_json, say
 
 
 @app.group("dlq")
@@ -59,3 +60,14 @@ def dlq_replay(config_path: Path, from_offset: int, as_json: bool) -> None:
             say(f"  {f['source']}: {f['reason']}")
         say(f"letters below offset {result['settled_below']} are settled (`cdckit status` counts those after it)")
     sys.exit(1 if result["still_failing"] else 0)
+
+
+def show_letters(letters, limit: int, topic: str) -> None:
+    table = Table("offset", "source", "stage", "reason")
+    for x in letters[:limit]:
+        j = x.as_json()
+        # escape: engines' reasons name fields in brackets ("mapper [j.n] cannot be changed"), which
+        # rich would take for markup and drop.
+        table.add_row(str(x.offset), escape(j["source"]), x.stage, escape(x.reason[:160]))
+    out.print(table)
+    say(f"{len(letters)} dead letter(s) in {topic}" + (f" (first {limit} shown)" if len(letters) > limit else ""))

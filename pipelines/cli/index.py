@@ -7,8 +7,7 @@ from pathlib import Path
 
 import click
 
-from pipelines.cli.base import app, config_option, json_option, load
-from pipelines.cli.render import print_json, say
+from pipelines.cli.base import app, config_option, json_option, load, print_json, say
 
 DIFFERENT_EXIT = 1  # like `verify`: the live index differs from the config (0: no difference)
 

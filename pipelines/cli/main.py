@@ -12,9 +12,8 @@ import click
 
 from pipelines.cli import (config, connector, dead_letters, index, rebuild, snapshot, spark_package, sync,  # noqa: F401
                            verify, wait)  # the commands
-from pipelines.cli.base import app
+from pipelines.cli.base import app, say_error
 from pipelines.cli.logs import SETTINGS, hoist_global_options
-from pipelines.cli.render import say_error
 from pipelines.errors import known_errors
 
 

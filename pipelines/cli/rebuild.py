@@ -8,8 +8,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from pipelines.cli.base import app, config_option, load
-from pipelines.cli.render import err, out, print_json, say
+from pipelines.cli.base import app, config_option, err, load, out, print_json, say
 from pipelines.secrets import print_masked
 
 

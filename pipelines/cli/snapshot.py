@@ -5,8 +5,7 @@ from pathlib import Path
 
 import click
 
-from pipelines.cli.base import app, config_option, load
-from pipelines.cli.render import out, say
+from pipelines.cli.base import app, config_option, load, out, say
 
 
 @app.group("snapshot")

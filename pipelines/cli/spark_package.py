@@ -6,8 +6,7 @@ from pathlib import Path
 
 import click
 
-from pipelines.cli.base import app
-from pipelines.cli.render import say
+from pipelines.cli.base import app, say
 
 MAIN_FILE = "cdckit_submit.py"
 MAIN = '''"""The cdckit command line as spark-submit's main file: spark-submit [options] cdckit_submit.py run -c cdckit.yaml"""

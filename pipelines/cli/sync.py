@@ -6,8 +6,7 @@ from pathlib import Path
 
 import click
 
-from pipelines.cli.base import app, config_option, load
-from pipelines.cli.render import err, say
+from pipelines.cli.base import app, config_option, err, load, say
 
 
 @app.command("run")

@@ -6,9 +6,9 @@ import sys
 from pathlib import Path
 
 import click
+from rich.table import Table
 
-from pipelines.cli.base import app, config_option, json_option, load
-from pipelines.cli.render import say, say_error, show_status, show_verify
+from pipelines.cli.base import app, config_option, cut, json_option, load, out, say, say_error
 
 
 @app.command("verify")
@@ -61,7 +61,6 @@ def status_command(config_path: Path, as_json: bool, exact: bool, watch: bool, i
 
 
 def _watch(cfg, interval_s: float, metrics_url: str | None, other_flags: bool) -> int:
-    from pipelines.cli.render import out
     from pipelines.cli.status_watch import watch
     from pipelines.ops.watch_feed import Feed, metrics_url as config_url, shown_url
 
@@ -71,3 +70,54 @@ def _watch(cfg, interval_s: float, metrics_url: str | None, other_flags: bool) -
     if url is None:
         raise click.UsageError("the config turns the metrics off (metrics_port: 0): pass --metrics-url")
     return watch(Feed(cfg, url), out, interval_s, shown_url(url))
+
+
+def show_verify(report) -> None:
+    say(f"caught up with WAL position {report.target_lsn} after {report.waited_s} s")
+    for t in report.tables:
+        for store, d in t.stores.items():
+            state = "exact" if d.clean else ", ".join(f"{n} {k}" for k, n in d.counts.items() if n)
+            say(f"{t.table} ({t.rows:,} rows) vs {store}: {state}")
+            for doc_id in d.missing:
+                say(f"  missing   {doc_id}")
+            for doc_id in d.extra:
+                say(f"  extra     {doc_id}")
+            for item in d.different:
+                say(f"  different {item.get('id', '-')} field {item['field']}: postgres {cut(item.get('postgres'))}, "
+                    f"store {cut(item.get('store'))}")
+    say("exact" if report.exact else "DIFFERENCES FOUND")
+
+
+def show_status(report) -> None:
+    c = report.connector or {}
+    say(f"connector  {c.get('name', '?')}: {c.get('state', 'unknown')}"
+        + "".join(f", task {t['id']} {t['state']}" for t in c.get("tasks", [])))
+    sl = report.slot or {}
+    if sl.get("exists"):
+        say(f"slot       {sl['name']}: {'active' if sl['active'] else 'INACTIVE'}, lag {sl['lag_bytes'] or 0:,} B, "
+            f"WAL retained {sl['wal_retained_bytes'] or 0:,} B")
+    p = report.pipeline
+    if p.get("last_batch_id") is not None:
+        fresh = p.get("newest_change_age_s")
+        say(f"pipeline   last batch {p['last_batch_id']} {p['last_batch_age_s']} s ago"
+            + (f", newest applied change {fresh} s old" if fresh is not None else ""))
+    table = Table("topic", "cleanup", "end", "committed", "lag")
+    for topic, t in report.topics.items():
+        end = sum(t.get("end_offsets", {}).values()) if t.get("exists") else "-"
+        committed = sum((t.get("committed_offsets") or {}).values()) if t.get("exists") else "-"
+        table.add_row(topic, t.get("cleanup_policy", "missing"), str(end), str(committed),
+                      f"{t.get('lag', '-')}{' (growing)' if t.get('lag_growing') else ''}")
+    out.print(table)
+    rows = Table("table", "postgres", "search docs", "cache keys", "dead letters")
+    for name, t in report.tables.items():
+        pg = t.get("postgres_rows", t.get("postgres_rows_estimate"))
+        rows.add_row(name, "-" if pg is None else (f"{pg}" if "postgres_rows" in t else f"~{pg}"),
+                     *(["(documents only)", "-"] if t.get("documents_only") else
+                       [str(t.get("search_docs", "-")), str(t.get("cache_keys", "-"))]),
+                     str(t.get("dead_letters_pending", 0)))   # not settled by a `dlq replay`
+    out.print(rows)
+    for w in report.warnings:
+        say(f"warning: {w}")
+    for problem in report.problems:
+        say(f"UNHEALTHY: {problem}")
+    say("healthy" if report.healthy else "unhealthy")

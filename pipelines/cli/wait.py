@@ -7,8 +7,7 @@ from pathlib import Path
 
 import click
 
-from pipelines.cli.base import app, config_option, json_option, load
-from pipelines.cli.render import say, say_error
+from pipelines.cli.base import app, config_option, json_option, load, say, say_error
 
 
 @app.command("wait")

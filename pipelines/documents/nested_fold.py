@@ -10,10 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from connectors.envelope import document_id
+from connectors.envelope import decode_records, document_id
 from derived.change import UNKNOWN, Change, Version
 from derived.nested import NestedState
-from pipelines.apply.decode import decode_records
 from pipelines.apply.transaction_gate import TransactionGate
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from connectors.kafka.admin import existing_topics
+from connectors.kafka.clients import existing_topics
 from connectors.kafka.offsets import end_offsets
 from pipelines.config import Config
 from pipelines.state import bootstrap_state, documents_state

@@ -1,13 +1,12 @@
 """The live index beside the definition the config and the catalog make
-(pipelines/apply/index_definitions.py), and the differences: for `cdckit index show` and `status`."""
+(pipelines/apply/stores.py), and the differences: for `cdckit index show` and `status`."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from derived.sinks.search.definition import differences
-from pipelines.apply.index_definitions import definitions
-from pipelines.apply.stores import search_engine
+from pipelines.apply.stores import definitions, search_engine
 from pipelines.config import Config
 
 

@@ -94,7 +94,7 @@ def _slot(config: Config, report: Report) -> None:
 
 
 def _topics(config: Config, report: Report) -> None:
-    from connectors.kafka.admin import topic_names, topic_setting
+    from connectors.kafka.clients import topic_names, topic_setting
     from connectors.kafka.offsets import end_offsets
     from pipelines.state.query_offsets import applied_offsets
 

@@ -127,7 +127,7 @@ class Feed:
     def _kafka_lag(self, lag: dict[str, int], problems: list[str], tables: list[str]) -> None:
         """End offsets minus the checkpoint's committed offsets, where this host sees the checkpoint
         (shared storage); without it the lag stays unknown."""
-        from connectors.kafka.admin import topic_names
+        from connectors.kafka.clients import topic_names
         from connectors.kafka.offsets import end_offsets
         from pipelines.state.query_offsets import applied_offsets
 

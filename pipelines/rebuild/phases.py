@@ -34,14 +34,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 
-from connectors.kafka.admin import existing_topics, min_delete_retention
+from connectors.kafka.clients import existing_topics, min_delete_retention
 from connectors.kafka.offsets import begin_offsets, end_offsets
 from derived.sinks.store_errors import GenerationError
 from derived.sinks.search.generations import SearchGeneration
-from pipelines.apply.stores import cache_generations, search_generations
+from pipelines.apply.stores import cache_generations, definitions, marker_definition, search_generations
 from pipelines.config import Config
 from pipelines.errors import CdckitError, RebuildRefused
-from pipelines.apply import index_definitions
 from pipelines.rebuild import switch_gate as rebuild_letters
 from pipelines.ops.faults import crash_point
 from pipelines.state import documents_state
@@ -404,7 +403,7 @@ def _create_generations(config: Config, plan: Plan, resuming: bool) -> None:
         generations = search_generations(config)
         # The definition as the config and the catalog say now: a changed one lands here, in a
         # fresh generation, never in the live index.
-        wanted = index_definitions.definitions(config, list(plan.search))
+        wanted = definitions(config, list(plan.search))
         for name, s in plan.search.items():
             generations.create(_generation(s), wanted.get(name), resume=resuming)
     if plan.cache:
@@ -426,7 +425,7 @@ def _switch(config: Config, plan: Plan) -> None:
     """The markers go in first, so the live pipeline never sees a switched store without one."""
     if plan.search:
         generations = search_generations(config)
-        generations.mark(config.topic_prefix, index_definitions.marker_definition(config))
+        generations.mark(config.topic_prefix, marker_definition(config))
         for s in plan.search.values():
             generations.switch(_generation(s))
     if plan.cache:

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator
 import orjson
 import pyarrow as pa
 
-from connectors.envelope import RecordError, decode
+from connectors.envelope import RecordError, decode, fence_key
 from connectors.kafka.dead_letter_topic import DeadLetterWriter
 from connectors.kafka.offsets import begin_offsets
 from connectors.kafka.ranges import RANGE_ARROW_SCHEMA, KafkaRange, read_messages
@@ -30,7 +30,7 @@ from pipelines.spark.partition_apply import STATS_DDL, STATS_SCHEMA, apply_rows,
 from pipelines.spark.worker_context import kafka_settings, worker_config, worker_resources
 from pipelines.spark.schemas import ddl
 from pipelines.state.checkpoint import RebuildWork
-from pipelines.state.fences import FenceStore, fence_key
+from pipelines.state.fences import FenceStore
 from pipelines.state.rebuild_state import RebuildState, Targets, plan_partitions, progress_board, read_bulk, write_bulk
 from pipelines.stopping import Interrupted, StopRequest
 

@@ -98,7 +98,7 @@ def _field_mappings(fields: dict[str, str], cfg: Config | None = None, table: st
     if tc is None:
         return {f: m for f, t in fields.items() if (m := field_mapping(t)) is not None}
     from derived.sinks.search.definition import field_mappings
-    from pipelines.apply.index_definitions import options_for
+    from pipelines.apply.stores import options_for
 
     o = options_for(cfg, tc)
     column_of = {field: column for column, field in o.rename.items()}

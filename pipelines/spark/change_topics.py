@@ -32,7 +32,7 @@ def starting_option(config: Config, pattern: str, starting: dict[str, dict[str, 
     Spark's own source refuses JSON offsets that leave a subscribed partition out."""
     if not starting:
         return "earliest"
-    from connectors.kafka.admin import matching_topics
+    from connectors.kafka.clients import matching_topics
     from connectors.kafka.offsets import Watermarks
 
     topics = matching_topics(config.kafka.client_config(), pattern)

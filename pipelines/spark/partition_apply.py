@@ -12,11 +12,11 @@ from typing import Any, Callable, Iterable, Iterator
 import orjson
 import pyarrow as pa
 
+from connectors.envelope import fence_key
 from derived.change import Version
 from pipelines.apply.batch import SPARK_TASK, ApplyOptions, apply_records, rows_from_arrow
 from pipelines.apply.stats import BatchStats, add_stats
 from pipelines.spark.schemas import ddl
-from pipelines.state.fences import fence_key
 from pipelines.state.rebuild_state import Targets
 from pipelines.spark import worker_context
 from pipelines.spark.worker_context import kafka_settings, worker_resources
@@ -40,7 +40,7 @@ def release_kafka_clients() -> None:
     log their reconnect attempts until it exits."""
     import gc
 
-    from connectors.kafka.admin import drop_kept_admins
+    from connectors.kafka.clients import drop_kept_admins
     from connectors.kafka.ranges import close_readers
 
     close_readers()

@@ -1,4 +1,4 @@
-"""Per-partition snapshot fences (see connectors/version.py), kept beside Spark's checkpoint.
+"""Per-partition snapshot fences (see `version_of` in connectors/envelope.py), kept beside Spark's checkpoint.
 
 The state after batch N is stored under N; batch N+1 starts from it. A batch re-run after a crash
 starts from the same state as its first run, so it computes the same versions.
@@ -9,12 +9,7 @@ from pathlib import Path
 
 from pipelines.state.checkpoint import CheckpointDir, read_json, write_json
 
-Fences = dict[str, int]  # fence_key(topic, partition) -> highest snapshot lsn seen
-
-
-def fence_key(topic: str, partition: int) -> str:
-    """How fences name a partition: "topic:partition"."""
-    return f"{topic}:{partition}"
+Fences = dict[str, int]  # fence_key(topic, partition) (connectors/envelope.py) -> highest snapshot lsn seen
 
 
 class FenceStore:

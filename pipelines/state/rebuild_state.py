@@ -178,7 +178,7 @@ def write_bulk(work: RebuildWork, rows: dict[str, dict[str, Any]]) -> None:
 
 def progress_group(rebuild_id: str) -> str:
     """The Kafka consumer group a rebuild's bulk tasks report their progress in
-    (connectors/kafka/progress_board.py): tasks run on any host, the driver reads it."""
+    (`ProgressBoard` in connectors/kafka/ranges.py): tasks run on any host, the driver reads it."""
     return f"cdckit-rebuild-{rebuild_id}"
 
 
@@ -188,7 +188,7 @@ def plan_partitions(end: dict[str, dict[str, Any]]) -> list[tuple[str, int]]:
 
 
 def progress_board(kafka_conf: dict[str, Any], rebuild_id: str):
-    from connectors.kafka.progress_board import ProgressBoard
+    from connectors.kafka.ranges import ProgressBoard
 
     return ProgressBoard(kafka_conf, progress_group(rebuild_id))
 

@@ -13,17 +13,17 @@ from typing import Callable
 
 import orjson
 
-from connectors.kafka.admin import ensure_topic, topic_ids
+from connectors.envelope import fence_key
 from connectors.kafka.broker_errors import TopicLost
+from connectors.kafka.clients import ensure_topic, topic_ids
 from derived.sinks import markers as store_markers
 from derived.sinks.store_errors import StoreUnavailable
 from pipelines.apply.batch import ApplyOptions, apply_truncates
 from pipelines.apply.letter_kinds import FirstLetters
 from pipelines.apply.stats import BatchStats, add_stats
-from pipelines.apply.stores import stores_from_config
+from pipelines.apply.stores import definitions, marker_definition, stores_from_config
 from pipelines.config import Config, load_config
 from pipelines.errors import CdckitError, from_spark_failure
-from pipelines.apply import index_definitions
 from pipelines.streaming import restart_pause
 from pipelines.streaming.batch_cadence import BatchCadence
 from pipelines.streaming.visibility_publisher import VisibilityPublisher
@@ -31,7 +31,7 @@ from pipelines.stopping import StopRequest
 from pipelines.spark.change_topics import topic_reader
 from pipelines.spark.partition_apply import STATS_DDL, executor_fn, range_executor_fn, stats_of
 from pipelines.spark.session import spark_session
-from pipelines.state.fences import FenceStore, fence_key
+from pipelines.state.fences import FenceStore
 from pipelines.state.query_offsets import batch_committed, batch_offsets, committed_batch, committed_offsets
 from pipelines.state import bootstrap_state
 from pipelines.state import rebuild_state
@@ -74,7 +74,7 @@ class LiveConfig:
         try:
             if fresh:
                 for sink in sinks.values():
-                    sink.mark(cfg.topic_prefix, "pipeline", index_definitions.marker_definition(cfg))
+                    sink.mark(cfg.topic_prefix, "pipeline", marker_definition(cfg))
                 gone = []
             else:
                 gone = [name for name, sink in sinks.items() if not sink.marked(cfg.topic_prefix)]
@@ -91,7 +91,7 @@ class LiveConfig:
         column types in the catalog (read only when an index is missing)."""
         s = self.stores
         missing = [name for name, table in s.search_tables.items() if not s.search.holds(table)]
-        wanted = index_definitions.definitions(self.config, missing) if missing else {}
+        wanted = definitions(self.config, missing) if missing else {}
         for name in missing:
             s.search.prepare(replace(s.search_tables[name], definition=wanted.get(name)))
         # A bootstrap's bulk load cut short by a crash left its indexes' refreshes paused (its note).

@@ -93,6 +93,6 @@ def stores_ready(config: Config) -> bool:
 
 
 def kafka_ready(config: Config) -> bool:
-    from connectors.kafka.admin import topic_names
+    from connectors.kafka.clients import topic_names
 
     return bool(topic_names(config.kafka.client_config()))

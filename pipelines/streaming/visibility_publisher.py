@@ -186,7 +186,7 @@ class VisibilityPublisher:
 
     def _live_sinks(self, config: Config) -> dict:
         if self._sinks is None:
-            from pipelines.apply.index_definitions import marker_definition
+            from pipelines.apply.stores import marker_definition
             from pipelines.apply.stores import live_sinks
 
             sinks = live_sinks(config)
@@ -234,7 +234,7 @@ class VisibilityPublisher:
         """The indexes the job writes that exist (an alias not made yet would fail the refresh),
         listed again every ALIASES_S (an index made since)."""
         from derived.sinks.search.sink import SearchTable
-        from pipelines.apply.index_definitions import refresh_intervals
+        from pipelines.apply.stores import refresh_intervals
 
         if time.monotonic() - self._aliases_at > ALIASES_S:
             tables = (SearchTable(n, refresh_interval=every) for n, every in sorted(refresh_intervals(config).items()))

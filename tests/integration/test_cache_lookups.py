@@ -10,12 +10,12 @@ import pytest
 import redis
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from connectors.envelope import decode_records
 from derived.change import Change, Position, Version
 from derived.sinks.cache.lookups import Lookup
 from derived.sinks.cache.sink import CacheTable, RedisCache
 from derived.sinks.memory import NullStore
 from pipelines.apply.batch import apply_changes, apply_records, prepare
-from pipelines.apply.decode import decode_records
 from pipelines.apply.rebuild_fold import PartitionFold
 from pipelines.apply.row_filters import RowFilters
 from pipelines.apply.stats import BatchStats

@@ -74,7 +74,7 @@ def test_the_broker_compacts_a_change_topic(stack, tmp_path):
 def test_a_recreated_topic_is_told_apart_by_its_id(stack, tmp_path):
     """Offsets cannot tell a recreated topic whose log grew past the checkpoint's position from
     the old one; its id can (pipelines/state/topic_ids.py)."""
-    from connectors.kafka.admin import topic_ids as current_ids
+    from connectors.kafka.clients import topic_ids as current_ids
     from pipelines.state.topic_ids import TopicIds
 
     prefix = f"ids{uuid.uuid4().hex[:6]}"

@@ -65,7 +65,7 @@ _GEOMETRY: dict[str, dict[str, Any]] = {
 
 @dataclass(frozen=True)
 class DefinitionOptions:
-    """What the config says about one table's index (pipelines/apply/index_definitions.py fills it)."""
+    """What the config says about one table's index (pipelines/apply/stores.py fills it)."""
 
     columns: list[str] | None = None             # projection; None keeps every column
     rename: dict[str, str] = field(default_factory=dict)

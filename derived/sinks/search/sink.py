@@ -50,7 +50,7 @@ class SearchTable:
     computed: dict[str, Any] = field(default_factory=dict)   # field -> spec (derived/transforms.py)
     remove: tuple[str, ...] = ()                              # fields this store leaves out
     # The index definition {"settings", "mappings"} `prepare` creates a first generation with; built
-    # on the driver from the catalog (pipelines/apply/index_definitions.py), None on executors.
+    # on the driver from the catalog (pipelines/apply/stores.py), None on executors.
     definition: dict[str, Any] | None = None
     refresh_interval: str | None = None   # the configured one (None: the engine's default)
 

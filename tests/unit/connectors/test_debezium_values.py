@@ -37,7 +37,7 @@ def test_different_values(stored, expected, pg_type):
 
 
 def test_human_output_cuts_long_values():
-    from pipelines.cli.render import cut
+    from pipelines.cli.base import cut
 
     assert cut("short") == "'short'"
     long = cut("x" * 14_000)

@@ -3,8 +3,7 @@ import json
 import pytest
 from hypothesis import given, strategies as st
 
-from connectors.envelope import RecordError, Tombstone, decode, document_id
-from connectors.version import version_of
+from connectors.envelope import RecordError, Tombstone, decode, document_id, version_of
 from derived.change import Position, Version
 from derived.reduce import last_per_key
 
@@ -156,7 +155,7 @@ def test_incremental_snapshot_read_uses_its_sequence():
 
 
 def test_snapshot_final_marker_counts_even_on_a_table_not_synced():
-    from pipelines.apply.decode import decode_records
+    from connectors.envelope import decode_records
 
     heartbeat = json.dumps({"op": "r", "after": {"id": 1}, "source": {
         "schema": "public", "table": "cdckit_heartbeat", "lsn": 900, "snapshot": "last",

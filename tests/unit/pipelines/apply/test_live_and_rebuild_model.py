@@ -167,7 +167,7 @@ def test_live_path_and_rebuild_fold_equal_postgres(history, data):
 
     # The rebuild: the marker topic read first, every table partition folded from those cuts.
     from pipelines.apply.batch import newest_cuts
-    from pipelines.apply.decode import decode_records
+    from connectors.envelope import decode_records
 
     marker_rows = [r for (topic, _), rows in rebuilt_from.items() if topic == MARKER_TOPIC for r in rows]
     truncates = [c for c in decode_records(marker_rows, {}, {TABLE: None}, {TABLE}, None, MARKERS)[0]

@@ -10,6 +10,7 @@ import json
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
+from connectors.envelope import fence_key
 from derived.sinks.cache.sink import CacheTable
 from derived.sinks.memory import VersionedStore
 from derived.sinks.search.sink import SearchTable
@@ -18,7 +19,6 @@ from pipelines.apply.snapshot_reads import SnapshotReads
 from pipelines.apply.stats import BatchStats, add_stats
 from pipelines.apply.stores import Stores
 from pipelines.spark.partition_apply import apply_rows, stats_of
-from pipelines.state.fences import fence_key
 from tests.support.letters import NoLetters
 from tests.support.records import MARKERS
 from tests.unit.pipelines.apply.test_live_and_rebuild_model import TABLE, TOPIC, compact, log_transaction, partition

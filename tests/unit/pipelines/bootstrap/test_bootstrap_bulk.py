@@ -51,7 +51,7 @@ def test_the_snapshots_dead_letters_add_up_per_table_across_rounds():
 def test_the_stream_starts_at_the_hand_over_naming_exactly_the_partitions_there_are(monkeypatch):
     import json
 
-    import connectors.kafka.admin as admin
+    import connectors.kafka.clients as admin
     import connectors.kafka.offsets as offsets
     from pipelines.spark.change_topics import starting_option
 

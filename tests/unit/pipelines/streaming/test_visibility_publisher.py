@@ -74,9 +74,9 @@ class Sink:
 
 
 def test_each_store_gets_the_position_through_its_sink_unless_it_lost_its_data(monkeypatch, tmp_path):
-    import pipelines.apply.index_definitions as index_definitions
+    import pipelines.apply.stores as stores
 
-    monkeypatch.setattr(index_definitions, "refresh_intervals", lambda c: dict.fromkeys(
+    monkeypatch.setattr(stores, "refresh_intervals", lambda c: dict.fromkeys(
         [t.index_name for t in c.flat_tables] + [d.index_name for d in c.documents]))
     config = SimpleNamespace(topic_prefix="p", flat_tables=[SimpleNamespace(index_name="orders"),
                                                              SimpleNamespace(index_name="lines")],
@@ -104,14 +104,14 @@ class Refreshed(Sink):
 
 
 def refreshing_publisher(monkeypatch, tmp_path, search):
-    import pipelines.apply.index_definitions as index_definitions
+    import pipelines.apply.stores as stores
 
     config = SimpleNamespace(topic_prefix="p", flat_tables=[SimpleNamespace(index_name="orders"),
                                                              SimpleNamespace(index_name="archive"),
                                                              SimpleNamespace(index_name="lines")],
                              documents=[SimpleNamespace(index_name="order_docs")],
                              spark=SimpleNamespace(checkpoint_dir=tmp_path))
-    monkeypatch.setattr(index_definitions, "refresh_intervals", lambda c: {
+    monkeypatch.setattr(stores, "refresh_intervals", lambda c: {
         "orders": None, "archive": "30s", "lines": "500ms", "order_docs": "1s"})
     p = VisibilityPublisher(config, interval_s=60)
     p._snapshot_done = True

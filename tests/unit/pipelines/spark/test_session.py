@@ -6,7 +6,7 @@ import pytest
 
 from pipelines.config import parse_config
 from pipelines.errors import ConfigError
-from pipelines.spark.cluster import check_checkpoint, is_local, mount_type, single_host
+from pipelines.spark.session import check_checkpoint, is_local, mount_type, single_host
 from tests.support.configs import BASE
 
 MOUNTS = """\
@@ -45,9 +45,9 @@ def _config(tmp_path, master, ckpt, **spark):
 
 
 def test_a_cluster_refuses_a_checkpoint_only_this_host_sees(tmp_path, monkeypatch):
-    import pipelines.spark.cluster as cluster
+    import pipelines.spark.session as session
 
-    monkeypatch.setattr(cluster, "_existing", lambda p: p)  # the paths below need not exist here
+    monkeypatch.setattr(session, "_existing", lambda p: p)  # the paths below need not exist here
     for master in ("spark://10.0.0.5:7077", "yarn"):
         with pytest.raises(ConfigError) as err:
             check_checkpoint(_config(tmp_path, master, "/var/lib/ckpt"), MOUNTS)

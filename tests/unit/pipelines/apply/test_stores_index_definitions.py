@@ -1,7 +1,6 @@
 from derived.sinks.search.definition import DATE_FORMAT, differences, field_mapping
+from pipelines.apply.stores import definition_for, document_definition_for, marker_definition, refresh_intervals
 from pipelines.config import parse_config
-from pipelines.apply.index_definitions import (definition_for, document_definition_for, marker_definition,
-                                              refresh_intervals)
 from pipelines.ops.index_comparison import IndexComparison
 from pipelines.ops.status import Report, _index_definitions
 from pipelines.schema.actions import _field_mappings
