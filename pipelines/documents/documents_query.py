@@ -2,7 +2,10 @@
 flat one: the change topics of every table a document names, grouped by document, folded by
 `applyInPandasWithState` into the state model (derived/nested.py), whose state lives in the
 query's checkpoint (RocksDB state store); the documents a batch changed are written to both stores
-with versioned writes.
+with versioned writes. With cdckit's Kafka source (the default) a batch brings each document's task
+its offset ranges, not its records: the task reads them itself, and the live query's task writes
+the documents too, while the state is pickled (records and documents through the JVM cost more
+than their fold: benchmarks/README.md, nested documents).
 
 Why one state object per document, not one per root key (the measurement is benchmarks/nested_state.py):
 - the state is relational: a customer's row belongs to every order pointing at it, a line that
@@ -28,6 +31,7 @@ import pickle
 import re
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -62,7 +66,9 @@ def checkpoint(config: Config) -> Path:
 
 
 def stream(spark, config: Config):
-    """The change records of every topic a document reads, one row per (record, document)."""
+    """What each document's fold reads, one row per (row, document): with cdckit's Kafka source, the
+    batch's offset ranges, which the fold's task reads itself (`_range_records`); with Spark's
+    own, the change records."""
     from pyspark.sql import functions as F
 
     from pipelines.spark.change_topics import topic_reader
@@ -70,25 +76,60 @@ def stream(spark, config: Config):
     routes = config.document_topics
     pattern = "^(" + "|".join(re.escape(t) for t in routes) + ")$"
     route = F.create_map(*[x for t, names in routes.items() for x in (F.lit(t), F.array(*map(F.lit, names)))])
+    document = F.explode(F.element_at(route, F.col("topic"))).alias("document")
+    if config.spark.kafka_source == "python":
+        # Ranges, not records: every record taken through the JVM, the shuffle to the document's
+        # task and pandas cost ~0.1 ms (benchmarks/nested_documents.py), more than its fold; a
+        # dozen range rows cost nothing, and the task's kept consumer reads the records.
+        # One task yields them: they are a few rows (the fold's task reads the records).
+        ranges = topic_reader(spark, config, pattern, ranges=True).option("tasks", "1").load()
+        return ranges.select("topic", "partition", "start", "end", document)
     records = topic_reader(spark, config, pattern, ranges=False).load()
     # A transaction's BEGIN record tells the fold nothing (its END carries the counts): a quarter of
     # the records of two-row transactions, dropped before the shuffle.
     begin = (F.col("topic") == F.lit(config.transaction_topic)) & F.coalesce(
-        F.instr(F.col("value").cast("string"), '"status":"BEGIN"') > 0, F.lit(False))
+        F.instr(F.col("value").cast("string"), BEGIN.decode()) > 0, F.lit(False))
     # As many read tasks as cores, not one per topic partition (ten for three tables): the fold
     # orders records itself, and each task costs the scheduler and the executor the same.
     records = records.coalesce(spark.sparkContext.defaultParallelism)
     return records.where(~begin).select("key", "value", "topic", F.col("partition").cast("int").alias("partition"),
                           F.col("offset").cast("long").alias("offset"),
-                          F.expr("unix_millis(timestamp)").alias("timestamp"),
-                          F.explode(F.element_at(route, F.col("topic"))).alias("document"))
+                          F.expr("unix_millis(timestamp)").alias("timestamp"), document)
+
+
+BEGIN = b'"status":"BEGIN"'
+
+
+def _range_records(config_json: bytes, frames: list) -> list[dict[str, Any]]:
+    """The records of the offset ranges in `frames` (one range a row), as the records mode's rows,
+    without the transactions' BEGIN records."""
+    from connectors.kafka.ranges import KafkaRange, read_messages
+    from pipelines.spark.worker_context import kafka_settings, worker_config
+
+    conf = kafka_settings(config_json)
+    transactions = worker_config(config_json).transaction_topic
+    rows: list[dict[str, Any]] = []
+    for f in frames:
+        for topic, partition, start, end in zip(*(f[c].tolist() for c in ("topic", "partition", "start", "end"))):
+            for msgs in read_messages(conf, KafkaRange(topic, int(partition), int(start), int(end))):
+                for m in msgs:
+                    value = m.value()
+                    if topic == transactions and value is not None and BEGIN in value:
+                        continue
+                    ts = m.timestamp()[1]
+                    rows.append({"key": m.key(), "value": value, "topic": topic, "partition": int(partition),
+                                 "offset": m.offset(), "timestamp": ts if ts > 0 else None})
+    return rows
 
 
 _RECORD_FIELDS = ("key", "value", "topic", "partition", "offset", "timestamp")
 
 
-def fold_fn(config_json: bytes, resolved: ResolvedDocuments):
-    """The applyInPandasWithState function: one call per document and batch."""
+def fold_fn(config_json: bytes, resolved: ResolvedDocuments, writes: bool = False):
+    """The applyInPandasWithState function: one call per document and batch. `writes`: the task
+    writes the documents itself and yields only its figures (the live query: a second Python
+    worker and the documents' trip through the JVM to it cost more than the writes); else it yields
+    them for `write_fn` (a rebuild's large batches, written by as many tasks as cores)."""
 
     def run(key, frames, state) -> Iterator[Any]:
         import pandas as pd
@@ -100,16 +141,27 @@ def fold_fn(config_json: bytes, resolved: ResolvedDocuments):
             t0 = time.perf_counter()
             held = _load(state, resolved, name, config_json)
             t1 = time.perf_counter()
-            rows = [dict(zip(_RECORD_FIELDS, values)) for f in frames
-                    for values in zip(*(f[c].tolist() for c in _RECORD_FIELDS))]
+            frames = list(frames)
+            if frames and "start" in frames[0].columns:   # ranges (stream): read here
+                rows = _range_records(config_json, frames)
+            else:
+                rows = [dict(zip(_RECORD_FIELDS, values)) for f in frames
+                        for values in zip(*(f[c].tolist() for c in _RECORD_FIELDS))]
             t_rows = time.perf_counter()
             outs, stats, _ = fold_batch(held, rows, *decoding, reread=reread)
             t2 = time.perf_counter()
+            writing = None
+            if writes:   # while the state is pickled: the writes mostly wait on the stores' servers
+                writing = _writer().submit(_write_documents, config_json, None, *_as_written(name, outs))
+            t3 = time.perf_counter()
             blob = pickle.dumps(held, protocol=pickle.HIGHEST_PROTOCOL)
             state.update((blob,))
             del held, rows   # freed before the collector is back: its next collection would walk them
         stats.timings = {"load_s": t1 - t0, "rows_s": t_rows - t1, "fold_s": t2 - t_rows,
-                         "save_s": time.perf_counter() - t2, "state_bytes": len(blob)}
+                         "save_s": time.perf_counter() - t3, "state_bytes": len(blob)}
+        if writing is not None:
+            yield pd.DataFrame({k: [v] for k, v in _stats_row(name, stats, writing.result()).items()})
+            return
         frame = {"document": [name] * len(outs), "doc_id": [o.doc_id for o in outs],
                  "key": [orjson.dumps(o.key, default=str) for o in outs],
                  "body": [orjson.dumps(o.doc, default=str) if o.doc is not None else None for o in outs],
@@ -123,9 +175,37 @@ def fold_fn(config_json: bytes, resolved: ResolvedDocuments):
     return run
 
 
-def _stats_row(name: str, stats: FoldStats) -> dict[str, Any]:
+_writers: list[ThreadPoolExecutor] = []
+
+
+def _writer() -> ThreadPoolExecutor:
+    if not _writers:
+        _writers.append(ThreadPoolExecutor(1, thread_name_prefix="cdckit-documents-write"))
+    return _writers[0]
+
+
+def _as_written(name: str, outs) -> tuple[list[Change], list[bytes | None]]:
+    """The fold's documents as write_fn has them (keys and bodies through JSON, default=str), with
+    their bodies."""
+    changes, bodies = [], []
+    for o in outs:
+        body = orjson.dumps(o.doc, default=str) if o.doc is not None else None
+        changes.append(_as_change({"document": name, "doc_id": o.doc_id, "deleted": o.doc is None,
+                                   "key": orjson.dumps(o.key, default=str), "body": body,
+                                   "epoch": o.version.epoch, "kind": o.version.kind, "lsn": o.version.lsn},
+                                  len(changes)))
+        bodies.append(body)
+    return changes, bodies
+
+
+def _stats_row(name: str, stats: FoldStats, written: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The fold's figures, and the writes' when the fold's task wrote (a WRITE_STATS row)."""
+    body = stats.__dict__ if written is None else {**stats.__dict__, "written": written}
     return {"document": name, "doc_id": None, "key": None, "body": None, "deleted": None, "epoch": None,
-            "kind": None, "lsn": None, "stats": orjson.dumps(stats.__dict__)}
+            "kind": None, "lsn": None, "stats": orjson.dumps(body)}
+
+
+OLD_MODULE = b"pipelines.apply.nested_fold"
 
 
 class _StateUnpickler(pickle.Unpickler):
@@ -142,7 +222,9 @@ def _load(state, resolved: ResolvedDocuments, name: str, config_json: bytes) -> 
     from derived.nested import NestedState
 
     if state.exists:
-        held = _StateUnpickler(io.BytesIO(state.get[0])).load()
+        blob = state.get[0]
+        # The unpickler that finds moved classes only for a state that names one: it is slower.
+        held = _StateUnpickler(io.BytesIO(blob)).load() if OLD_MODULE in blob else pickle.loads(blob)
         if getattr(held, "gate", None) is None:   # a state pickled before the gate existed
             held.gate = _gate(config_json)
         return held
@@ -199,9 +281,13 @@ class LiveTypes:
     as the tables' documents are rendered: a type change is seen within its ttl (the schema watch's
     re-read then writes every row again), a column a row carries that was not looked for, at once."""
 
+    # Asked of the column types at most this often per table (unless a row carries a column not looked
+    # for): once per row was ~8% of a fold, and they are read again only every ttl_s anyway.
+    RECHECK_S = 1.0
+
     def __init__(self, types, numbers: dict[str, frozenset[str]], tables: set[str]):
         self.types, self.numbers, self.tables = types, numbers, tables
-        self._made: dict[str, tuple[dict[str, str], Any]] = {}
+        self._made: dict[str, tuple[dict[str, str], Any, float]] = {}
 
     def get(self, table: str):
         if table not in self.tables:
@@ -211,10 +297,14 @@ class LiveTypes:
     def converter(self, table: str, row: dict[str, Any]):
         from connectors.typed_values import row_converter
 
-        types = self.types.of({table: set(row)})[table]
         made = self._made.get(table)
+        now = self.types.clock()
+        if made is not None and now < made[2] and row.keys() <= made[0].keys():
+            return made[1]
+        types = self.types.of({table: set(row)})[table]
         if made is None or made[0] is not types:   # the same dict until the types are read again
-            made = self._made[table] = (types, row_converter(types, self.numbers.get(table, frozenset())))
+            made = (types, row_converter(types, self.numbers.get(table, frozenset())), 0.0)
+        self._made[table] = (made[0], made[1], now + self.RECHECK_S)
         return made[1]
 
 
@@ -223,43 +313,60 @@ def write_fn(config_json: bytes, targets: Targets | None = None):
     rebuild's fresh generations alone), one stats row per task."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pipelines.apply.batch import apply_changes
-        from pipelines.apply.stats import BatchStats
-        from pipelines.spark.worker_context import worker_resources
-
-        stores, dlq = worker_resources(config_json)
-        if targets is not None:
-            stores = worker_resources(config_json, targets)
-        totals = BatchStats()
         folds: list[dict] = []
-        count = 0
-        stores_s = 0.0
+        written = []
         for rb in batches:
-            changes, raw = [], []
+            changes, bodies = [], []
             for r in rb.to_pylist():
                 if r["doc_id"] is None:
                     folds.append(orjson.loads(r["stats"]))
                     continue
                 changes.append(_as_change(r, len(changes)))
-                raw.append({"topic": changes[-1].position.topic, "partition": 0, "offset": len(raw),
-                            "key": r["doc_id"].encode(), "value": r["body"]})
-            count += len(changes)
-            t0 = time.perf_counter()
-            dead: list[DeadLetter] = []
-            # A document the engine refuses is dead-lettered with its id and body (see apply_changes).
-            apply_changes(stores, [], changes, totals, dead, raw)
-            for letter in dead:   # `cdckit dlq replay` writes the document again at this version
-                letter.extra = {**letter.extra, "version": changes[letter.position.offset].version.redis()}
-            if dead:
-                totals.dead_letters += dlq.write(dead)
-            stores_s += time.perf_counter() - t0
-        yield pa.RecordBatch.from_pylist([{
-            "documents": count, "search_applied": totals.search_applied, "search_stale": totals.search_stale,
-            "cache_applied": totals.cache_applied, "cache_stale": totals.cache_stale,
-            "dead_letters": totals.dead_letters, "stores_s": stores_s, "fold": orjson.dumps(folds)}],
-            schema=WRITE_STATS)
+                bodies.append(r["body"])
+            written.append(_write_documents(config_json, targets, changes, bodies))
+        yield pa.RecordBatch.from_pylist([{**_sum_written(written), "fold": orjson.dumps(folds)}], schema=WRITE_STATS)
 
     return run
+
+
+def _write_documents(config_json: bytes, targets: Targets | None, changes: list[Change],
+                     bodies: list[bytes | None]) -> dict[str, Any]:
+    """Documents (`changes`, their bodies as JSON) into both stores (given `targets`: a rebuild's
+    fresh generations alone); a document the engine refuses is dead-lettered with its id and body
+    (see apply_changes). Returns WRITE_STATS' figures."""
+    from pipelines.apply.batch import apply_changes
+    from pipelines.apply.stats import BatchStats
+    from pipelines.spark.worker_context import worker_resources
+
+    if not changes:
+        return dict.fromkeys(WRITE_STATS.names[:-1], 0)
+    stores, dlq = worker_resources(config_json)
+    if targets is not None:
+        stores = worker_resources(config_json, targets)
+    totals = BatchStats()
+    t0 = time.perf_counter()
+    dead: list[DeadLetter] = []
+    raw = [{"topic": c.position.topic, "partition": 0, "offset": i, "key": c.doc_id.encode(), "value": body}
+           for i, (c, body) in enumerate(zip(changes, bodies))]
+    apply_changes(stores, [], changes, totals, dead, raw)
+    for letter in dead:   # `cdckit dlq replay` writes the document again at this version
+        letter.extra = {**letter.extra, "version": changes[letter.position.offset].version.redis()}
+    if dead:
+        totals.dead_letters += dlq.write(dead)
+    return {"documents": len(changes), "search_applied": totals.search_applied, "search_stale": totals.search_stale,
+            "cache_applied": totals.cache_applied, "cache_stale": totals.cache_stale,
+            "dead_letters": totals.dead_letters, "stores_s": time.perf_counter() - t0}
+
+
+def _sum_written(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    names = WRITE_STATS.names[:-1]
+    return {k: sum(p[k] for p in parts) if parts else 0 for k in names}
+
+
+def _written_row(stats: bytes) -> dict[str, Any]:
+    """A fold task's figures (`_stats_row`) as write_fn's WRITE_STATS row."""
+    fold = orjson.loads(stats)
+    return {**fold.pop("written"), "fold": orjson.dumps([fold])}
 
 
 def _as_change(r: dict[str, Any], offset: int) -> Change:
@@ -370,8 +477,11 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
                 if not live or documents_state.pending(ckpt) is None:
                     # Live: written by the fold's own task, after it (a shuffle between them cost more
                     # than the writes of a live batch); a rebuild's large batches by as many tasks as cores.
-                    out = df if live else df.repartition(spark.sparkContext.defaultParallelism)
-                    rows = out.mapInArrow(write_fn(config_json, targets), _ddl(WRITE_STATS)).toArrow().to_pylist()
+                    if live:   # the fold's task wrote (fold_fn); its figures are the rows
+                        rows = [_written_row(r["stats"]) for r in df.select("stats").toArrow().to_pylist()]
+                    else:
+                        out = df.repartition(spark.sparkContext.defaultParallelism)
+                        rows = out.mapInArrow(write_fn(config_json, targets), _ddl(WRITE_STATS)).toArrow().to_pylist()
                     break
             if stopping is not None and stopping.is_set():
                 # Not committed: the batch runs again after the hand-over, or after its cancel.
@@ -423,7 +533,7 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
 
     # One state partition per document: the session is built with it (session.shuffle_partitions).
     grouped = stream(spark, config).groupBy("document").applyInPandasWithState(
-        fold_fn(config_json, resolved), OUT_DDL, STATE_DDL, "append", GroupStateTimeout.NoTimeout)
+        fold_fn(config_json, resolved, writes=live), OUT_DDL, STATE_DDL, "append", GroupStateTimeout.NoTimeout)
     writer = grouped.writeStream.foreachBatch(write).option("checkpointLocation", str(folder / "query"))
     if available_now or config.spark.trigger == "available_now":
         writer = writer.trigger(availableNow=True)
