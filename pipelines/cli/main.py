@@ -2,10 +2,7 @@
 (pipelines/errors.py); an unexpected one also leaves its full trace in a file the line names."""
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
-import time
 import traceback
 
 import click
@@ -61,11 +58,11 @@ def spark_log() -> str:
 def write_trace(text: str) -> str:
     """The full trace of a failure, kept for a bug report (secret values masked)."""
     from pipelines.secrets import mask
+    from pipelines.temp_files import new_file
 
-    path = os.path.join(tempfile.gettempdir(), f"cdckit-trace-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.txt")
-    with open(path, "w") as f:
-        f.write(mask(text))
-    return path
+    path = new_file("trace", "txt")
+    path.write_text(mask(text))
+    return str(path)
 
 
 def entry() -> None:

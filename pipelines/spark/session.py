@@ -31,6 +31,7 @@ from pipelines.spark.class_archive import driver_java_options
 from pipelines.spark.code_shipping import build_archive
 from pipelines.spark.kafka_jars import kafka_source_jars
 from pipelines.secrets import mask
+from pipelines.temp_files import new_file
 
 log = logging.getLogger("cdckit.spark")
 
@@ -275,7 +276,7 @@ def _forward_stderr(stream) -> None:
     """Everything into Spark's log file; on the terminal only with --verbose (minus noise), or a
     line that says the JVM itself is failing. cdckit reports Spark's failures itself, in one line."""
     verbose = SPARK_LOG_LEVEL["level"] != "ERROR"
-    path = Path(tempfile.gettempdir()) / f"cdckit-spark-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
+    path = new_file("spark", "log")
     _SPARK_LOG["path"] = path
     with open(path, "a", buffering=1) as kept:
         for raw in iter(stream.readline, b""):
