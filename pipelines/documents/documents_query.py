@@ -31,7 +31,7 @@ import pickle
 import re
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -40,9 +40,11 @@ import orjson
 import pyarrow as pa
 
 from derived.change import Change, DeadLetter, Position, Version
+from pipelines.apply.batch import apply_changes
+from pipelines.apply.stats import BatchStats
 from pipelines.documents.document_specs import ResolvedDocuments, check_state_matches, state_matches
 from pipelines.documents.nested_fold import FoldState, FoldStats, fold_batch
-from pipelines.spark.worker_context import collector_paused
+from pipelines.spark.worker_context import collector_paused, worker_resources
 from pipelines.apply.transaction_gate import LATE_MS
 from pipelines.config import Config
 from pipelines.errors import ConfigError
@@ -79,9 +81,9 @@ def stream(spark, config: Config):
     document = F.explode(F.element_at(route, F.col("topic"))).alias("document")
     if config.spark.kafka_source == "python":
         # Ranges, not records: every record taken through the JVM, the shuffle to the document's
-        # task and pandas cost ~0.1 ms (benchmarks/nested_documents.py), more than its fold; a
-        # dozen range rows cost nothing, and the task's kept consumer reads the records.
-        # One task yields them: they are a few rows (the fold's task reads the records).
+        # task and pandas cost ~0.1 ms (benchmarks/README.md, nested documents), more than its fold;
+        # a dozen range rows, yielded by one task, cost nothing, and the task's kept consumer reads
+        # the records.
         ranges = topic_reader(spark, config, pattern, ranges=True).option("tasks", "1").load()
         return ranges.select("topic", "partition", "start", "end", document)
     records = topic_reader(spark, config, pattern, ranges=False).load()
@@ -137,6 +139,7 @@ def fold_fn(config_json: bytes, resolved: ResolvedDocuments, writes: bool = Fals
         name = key[0]
         # Before the state is loaded: their first call per worker settles it (a full collection).
         decoding, reread = _decoding(config_json, resolved), _rereader(config_json)
+        resources = worker_resources(config_json) if writes else None
         with collector_paused():
             t0 = time.perf_counter()
             held = _load(state, resolved, name, config_json)
@@ -151,11 +154,16 @@ def fold_fn(config_json: bytes, resolved: ResolvedDocuments, writes: bool = Fals
             outs, stats, _ = fold_batch(held, rows, *decoding, reread=reread)
             t2 = time.perf_counter()
             writing = None
-            if writes:   # while the state is pickled: the writes mostly wait on the stores' servers
-                writing = _writer().submit(_write_documents, config_json, None, *_as_written(name, outs))
+            if resources is not None:   # while the state is pickled: the writes mostly wait on the servers
+                writing = _writer().submit(_write_documents, *resources, *_as_written(name, outs))
             t3 = time.perf_counter()
-            blob = pickle.dumps(held, protocol=pickle.HIGHEST_PROTOCOL)
-            state.update((blob,))
+            try:
+                blob = pickle.dumps(held, protocol=pickle.HIGHEST_PROTOCOL)
+                state.update((blob,))
+            except BaseException:
+                if writing is not None:   # no write outlives its task (a hand-over may follow)
+                    wait([writing])
+                raise
             del held, rows   # freed before the collector is back: its next collection would walk them
         stats.timings = {"load_s": t1 - t0, "rows_s": t_rows - t1, "fold_s": t2 - t_rows,
                          "save_s": time.perf_counter() - t3, "state_bytes": len(blob)}
@@ -278,8 +286,9 @@ def _fixed_types(resolved: ResolvedDocuments, numbers: dict[str, frozenset[str]]
 
 class LiveTypes:
     """Typed converters per table from the worker's column types (pipelines/apply/column_types.py),
-    as the tables' documents are rendered: a type change is seen within its ttl (the schema watch's
-    re-read then writes every row again), a column a row carries that was not looked for, at once."""
+    as the tables' documents are rendered: a type change is seen within its ttl and RECHECK_S (the
+    schema watch's re-read then writes every row again), a column a row carries that was not looked
+    for, at once."""
 
     # Asked of the column types at most this often per table (unless a row carries a column not looked
     # for): once per row was ~8% of a fold, and they are read again only every ttl_s anyway.
@@ -315,6 +324,9 @@ def write_fn(config_json: bytes, targets: Targets | None = None):
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         folds: list[dict] = []
         written = []
+        stores, dlq = worker_resources(config_json)
+        if targets is not None:
+            stores = worker_resources(config_json, targets)
         for rb in batches:
             changes, bodies = [], []
             for r in rb.to_pylist():
@@ -323,26 +335,19 @@ def write_fn(config_json: bytes, targets: Targets | None = None):
                     continue
                 changes.append(_as_change(r, len(changes)))
                 bodies.append(r["body"])
-            written.append(_write_documents(config_json, targets, changes, bodies))
+            written.append(_write_documents(stores, dlq, changes, bodies))
         yield pa.RecordBatch.from_pylist([{**_sum_written(written), "fold": orjson.dumps(folds)}], schema=WRITE_STATS)
 
     return run
 
 
-def _write_documents(config_json: bytes, targets: Targets | None, changes: list[Change],
-                     bodies: list[bytes | None]) -> dict[str, Any]:
-    """Documents (`changes`, their bodies as JSON) into both stores (given `targets`: a rebuild's
-    fresh generations alone); a document the engine refuses is dead-lettered with its id and body
-    (see apply_changes). Returns WRITE_STATS' figures."""
-    from pipelines.apply.batch import apply_changes
-    from pipelines.apply.stats import BatchStats
-    from pipelines.spark.worker_context import worker_resources
-
+def _write_documents(stores, dlq, changes: list[Change], bodies: list[bytes | None]) -> dict[str, Any]:
+    """Documents (`changes`, their bodies as JSON) into the stores (a worker's: worker_resources); a
+    document the engine refuses is dead-lettered with its id and body (see apply_changes). Returns
+    WRITE_STATS' figures. Runs in a thread beside the state's pickling: it imports nothing and builds
+    no client (worker_context.settle would collect and freeze the state being pickled)."""
     if not changes:
         return dict.fromkeys(WRITE_STATS.names[:-1], 0)
-    stores, dlq = worker_resources(config_json)
-    if targets is not None:
-        stores = worker_resources(config_json, targets)
     totals = BatchStats()
     t0 = time.perf_counter()
     dead: list[DeadLetter] = []
@@ -475,9 +480,9 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
                              "moves there", batch_id, documents_state.current(ckpt).name)
                     return
                 if not live or documents_state.pending(ckpt) is None:
-                    # Live: written by the fold's own task, after it (a shuffle between them cost more
-                    # than the writes of a live batch); a rebuild's large batches by as many tasks as cores.
-                    if live:   # the fold's task wrote (fold_fn); its figures are the rows
+                    # Live: the fold's own task writes (fold_fn), its figures are the rows; a rebuild's
+                    # large batches are written by as many tasks as cores.
+                    if live:
                         rows = [_written_row(r["stats"]) for r in df.select("stats").toArrow().to_pylist()]
                     else:
                         out = df.repartition(spark.sparkContext.defaultParallelism)
