@@ -394,6 +394,9 @@ def _role(argv: list[str]) -> str | None:
         return "postgres"
     if any(a.startswith("pyspark.") or "/pyspark/daemon.py" in a or "/pyspark/worker.py" in a for a in argv[1:]):
         return "python workers"
+    # The snapshot bulk's local workers (pipelines/bootstrap/local_tasks.py: spawned by multiprocessing).
+    if any("multiprocessing" in a for a in argv[1:]):
+        return "python workers"
     return None
 
 

@@ -18,10 +18,14 @@ starts (connectors/connect_client.snapshot_committed).
 
 While Debezium is still writing, a round's tasks follow their partitions past the round's ends
 (`follow`): once their ranges are read they read what arrived since, until nothing more comes
-for FOLLOW_IDLE_S or FOLLOW_S have passed. So the bulk keeps up with the snapshot as it is
-written, and what is left when the snapshot ends is small (no round's worth of backlog). The last
-round, begun after Connect committed the snapshot, does not follow: it reads exactly to the ends
-read after the commit.
+for FOLLOW_IDLE_S or FOLLOW_S have passed since the task began. So the bulk keeps up with the
+snapshot as it is written, and what is left when the snapshot ends is small (no round's worth of
+backlog). A task follows whole partitions (three on two cores: one task follows two), so when the
+bulk is behind Debezium following would leave one core idle while the other works through two
+partitions' backlog: a task whose ranges took the whole FOLLOW_S does not follow, and one that
+follows stops at FOLLOW_S, wherever it is, so the next round splits what is left evenly again.
+The last round, begun after Connect committed the snapshot, does not follow: it reads exactly to
+the ends read after the commit.
 
 Memory stays bounded by a task's chunk (a snapshot read is the only record of its row, so folding
 chunk by chunk loses nothing), not by the table's size.
@@ -31,7 +35,10 @@ own process, the same tasks one after the other: a Spark job's fixed cost (a fir
 workers' start) is seconds, and the snapshot need not wait for Spark's session at all
 (benchmarks/first_minute.py). One Python thread decodes for it: on two cores, 200,000 rows into
 both stores were synced in 22 s in process against 28 s through Spark, while 1,000,000 took
-longer in process (cache 57 against 49 s, search 66 against 58 s; benchmarks/README.md).
+longer in process (cache 57 against 49 s, search 66 against 58 s; benchmarks/README.md). A
+larger one, with Spark's master local, is applied by as many worker processes as it has cores
+(local_tasks: no session needed, no job per round); with a cluster's master, by a Spark job per
+round.
 """
 from __future__ import annotations
 
@@ -53,6 +60,7 @@ from pipelines.apply.batch import apply_changes, prepare
 from pipelines.apply.letter_kinds import FirstLetters
 from pipelines.apply.snapshot_reads import SnapshotReads
 from pipelines.apply.stats import BatchStats
+from pipelines.bootstrap.local_tasks import LocalTasks, local_cores
 from pipelines.config import Config
 from pipelines.spark.worker_context import worker_config, worker_resources
 from pipelines.spark.schemas import ddl
@@ -73,7 +81,8 @@ RESULT_SCHEMA = pa.schema([
 IDLE_WAIT_S = 0.3       # between rounds that found nothing new
 IN_PROCESS_ROWS = 200_000   # a snapshot this small is applied without Spark (see the module's docstring)
 PAUSED_REFRESH_ROWS = 50_000  # a larger one is loaded with its indexes' refreshes paused (steps.pause_refreshes)
-FOLLOW_S = 10.0         # a following task's longest stretch: the round's progress and resume point
+FOLLOW_S = 10.0         # a following task's longest stretch from its start: the round's progress and resume point
+LAST_ROUND_TASKS_PER_WORKER = 4   # local workers: the last round's work in this many tasks per worker
 FOLLOW_IDLE_S = 0.5     # nothing new this long: the snapshot is (nearly) written, the round ends
 LAST_WAIT_S = 120.0     # offsets committed, nothing new this long, no final snapshot record: ended unconfirmed
 
@@ -83,16 +92,30 @@ def run(session: Callable[[], Any], config: Config, on_round: Callable[[Snapshot
         rows: int | None = None) -> SnapshotBulk:
     """Rounds until the snapshot is applied (see the module's docstring); returns the final state,
     also recorded in the checkpoint. `session()`: the Spark session (asked for only by a round that
-    runs as a Spark job); `rows`: the snapshot's rows counted at its start (None: unknown, Spark
+    runs as a Spark job: a cluster's master; a local one's tasks run in local_tasks); `rows`: the snapshot's rows counted at its start (None: unknown, Spark
     applies it); `committed()`: Connect has committed the snapshot's offsets; `check()` raises when
     the connector failed; a stop request ends it between rounds (Interrupted: a rerun resumes it)."""
     ckpt = config.spark.checkpoint_dir
     bulk = read_bulk(ckpt) or SnapshotBulk({}, [], {}, {})
     started = time.monotonic() - bulk.seconds
-    client = config.kafka.client_config()
     config_json = orjson.dumps(config.model_dump(mode="json"))
-    fn = bulk_fn(config_json)
     in_process = applied_in_process(rows)
+    cores = None if in_process else local_cores(config.spark.master)
+    # Started now: the workers' imports overlap Debezium's start, not the first round.
+    local = LocalTasks(cores).warm() if cores is not None else None
+    try:
+        return _rounds(session, config, config_json, bulk, started, on_round, committed, stop, check, rows,
+                       in_process, local)
+    finally:
+        if local is not None:
+            local.close()
+
+
+def _rounds(session, config: Config, config_json: bytes, bulk: SnapshotBulk, started: float, on_round, committed,
+            stop, check, rows, in_process: bool, local: LocalTasks | None) -> SnapshotBulk:
+    ckpt = config.spark.checkpoint_dir
+    client = config.kafka.client_config()
+    fn = bulk_fn(config_json)
     known_ids = TopicIds(ckpt)
     first_letters = FirstLetters()
     seen_committed = False
@@ -123,6 +146,11 @@ def run(session: Callable[[], Any], config: Config, on_round: Callable[[Snapshot
             follow_s = 0.0 if last else FOLLOW_S
             if in_process:   # one task of every piece, here
                 results = apply_group(config_json, task_groups(ranges, follow, 1)[0], follow_s).to_pylist()
+            elif local is not None:   # Spark's master is local: the same tasks in this machine's processes
+                # Tasks that follow hold a worker for seconds: one each. Without (the last round), smaller
+                # tasks than workers: a worker done early takes the next, none idles while one finishes.
+                tasks = local.processes if follow else local.processes * LAST_ROUND_TASKS_PER_WORKER
+                results = local.run(config_json, task_groups(split_ranges(ranges, tasks), follow, tasks), follow_s)
             else:
                 spark = session()
                 cores = spark.sparkContext.defaultParallelism
@@ -316,17 +344,22 @@ class PieceApply:
     def stopped(self) -> bool:
         return self.reads.stopped_at is not None
 
-    def read_to(self, end: int) -> None:
+    def read_to(self, end: int, deadline: float | None = None) -> None:
+        """Reads up to `end`; with a `deadline` (time.monotonic) also stops, after a fetch, once it passed."""
         if self.stopped or end <= self.reached:
             return
         reader = read_messages(self.config.kafka.client_config(), KafkaRange(self.topic, self.partition, self.reached, end))
+        reached = end
         try:
             for msgs in reader:
                 if not self.reads.add(self.topic, self.partition, msgs):
                     break
+                if deadline is not None and time.monotonic() >= deadline:
+                    reached = msgs[-1].offset() + 1
+                    break
         finally:
             reader.close()
-        self.reached = end if self.reads.stopped_at is None else self.reads.stopped_at
+        self.reached = reached if self.reads.stopped_at is None else self.reads.stopped_at
 
     def result(self) -> dict[str, Any]:
         self.reads.finish()
@@ -354,19 +387,19 @@ def _writer() -> ThreadPoolExecutor:
 def apply_group(config_json: bytes, pieces: list[list], follow_s: float = 0.0) -> pa.RecordBatch:
     """A task's pieces (see task_groups), then, for up to `follow_s` seconds, what arrives in its
     followed partitions after them; a result row per piece."""
+    began = time.monotonic()
     config = worker_config(config_json)
     applies = [PieceApply(config, config_json, t, int(p), int(s), int(e), bool(f)) for t, p, s, e, f in pieces]
     for a in applies:
         a.read_to(a.end)
     if follow_s > 0:
-        follow(config.kafka.client_config(), [a for a in applies if a.follow], follow_s)
+        follow(config.kafka.client_config(), [a for a in applies if a.follow], began + follow_s)
     return pa.RecordBatch.from_pylist([a.result() for a in applies], schema=RESULT_SCHEMA)
 
 
-def follow(conf: dict[str, Any], applies: list[PieceApply], budget_s: float) -> None:
+def follow(conf: dict[str, Any], applies: list[PieceApply], deadline: float) -> None:
     """Read what arrives in the pieces' partitions until nothing has for FOLLOW_IDLE_S, every one
-    stopped, or `budget_s` passed."""
-    deadline = time.monotonic() + budget_s
+    stopped, or the clock (time.monotonic) passed `deadline`, wherever the reading is."""
     quiet_since = time.monotonic()
     while time.monotonic() < deadline:
         going = [a for a in applies if not a.stopped]
@@ -376,8 +409,10 @@ def follow(conf: dict[str, Any], applies: list[PieceApply], budget_s: float) -> 
         for a in going:
             high = log_end(conf, a.topic, a.partition)
             if high is not None and high > a.reached:
-                a.read_to(high)
+                a.read_to(high, deadline)
                 moved = True
+            if time.monotonic() >= deadline:
+                return
         if moved:
             quiet_since = time.monotonic()
         elif time.monotonic() - quiet_since >= FOLLOW_IDLE_S:

@@ -221,12 +221,15 @@ def bulk_applicable(config: Config, state: BootstrapState | None) -> bool:
 
 def applied_without_spark(config: Config, totals: dict[str, int]) -> bool:
     """Whether `bootstrap --once` can do without a Spark session: already bootstrapped, or a
-    snapshot the bulk applies in this process (the session then only takes a core from Debezium)."""
+    snapshot the bulk applies in this process or, Spark's master being local, in local worker
+    processes (the session then only takes a core from Debezium)."""
     from pipelines.bootstrap import bootstrap_bulk
+    from pipelines.bootstrap.local_tasks import local_cores
 
     state = read_state(config)
     return state is not None or (bulk_applicable(config, state)
-                                 and bootstrap_bulk.applied_in_process(sum(totals.values())))
+                                 and (bootstrap_bulk.applied_in_process(sum(totals.values()))
+                                      or local_cores(config.spark.master) is not None))
 
 
 def apply_in_bulk(session: Callable[[], Any], config: Config, watch: Watch, stop=None) -> None:

@@ -7,6 +7,8 @@ from pipelines.bootstrap.bootstrap_bulk import pending_ranges, settle, split_ran
 from pipelines.state.bootstrap_state import SnapshotBulk
 from tests.support.configs import BASE
 
+CLUSTER = "spark://127.0.0.1:7077"
+
 
 @given(st.lists(st.tuples(st.integers(0, 2), st.integers(0, 100_000), st.integers(0, 100_000)), max_size=6),
        st.integers(1, 8))
@@ -89,11 +91,14 @@ def test_bootstrap_once_asks_for_spark_only_for_a_snapshot_it_cannot_apply_itsel
     from pipelines.bootstrap.bootstrap_bulk import IN_PROCESS_ROWS
     from pipelines.state.bootstrap_state import mark_resnapshot
 
-    config = parse_config({**BASE, "spark": {"checkpoint_dir": str(tmp_path)}})
+    config = parse_config({**BASE, "spark": {"checkpoint_dir": str(tmp_path), "master": CLUSTER}})
     assert bootstrap.applied_without_spark(config, {"public.a": IN_PROCESS_ROWS // 2, "public.b": IN_PROCESS_ROWS // 2})
     assert not bootstrap.applied_without_spark(config, {"public.a": IN_PROCESS_ROWS, "public.b": 1})
+    local = parse_config({**BASE, "spark": {"checkpoint_dir": str(tmp_path), "master": "local[2]"}})
+    assert bootstrap.applied_without_spark(local, {"public.a": IN_PROCESS_ROWS * 5})   # by local processes
     mark_resnapshot(tmp_path, {"at": 0})   # through the streaming query: Spark
     assert not bootstrap.applied_without_spark(config, {"public.a": 1})
+    assert not bootstrap.applied_without_spark(local, {"public.a": 1})
 
 
 @given(st.lists(st.tuples(st.integers(0, 50_000), st.integers(0, 50_000)), min_size=1, max_size=5),
@@ -121,9 +126,13 @@ def test_tasks_follow_each_partition_once_from_the_piece_at_its_end(spans, stopp
 
 
 
-def test_a_small_snapshot_is_applied_in_this_process_and_a_large_one_by_spark(monkeypatch, tmp_path):
+@pytest.mark.parametrize("master", [CLUSTER, "local[3]"])
+def test_a_small_snapshot_is_applied_in_this_process_and_a_large_one_by_spark_or_local_workers(
+        monkeypatch, tmp_path, master):
     """Without Spark's session for a snapshot of at most IN_PROCESS_ROWS rows: every piece in one
-    task here (a Spark job's fixed cost is more than such a snapshot's apply)."""
+    task here (a Spark job's fixed cost is more than such a snapshot's apply). A larger one: with a
+    cluster's master, a Spark job; with a local master, as many local workers as its cores, the
+    pieces split over them, and no session."""
     import copy
 
     import pyarrow as pa
@@ -131,7 +140,7 @@ def test_a_small_snapshot_is_applied_in_this_process_and_a_large_one_by_spark(mo
     from pipelines.bootstrap import bootstrap_bulk as bb
 
     data = copy.deepcopy(BASE)
-    data["spark"] = {**data.get("spark", {}), "checkpoint_dir": str(tmp_path / "ckpt")}
+    data["spark"] = {**data.get("spark", {}), "checkpoint_dir": str(tmp_path / "ckpt"), "master": master}
     config = parse_config(data)
     topic = config.topic_for(config.tables[0])
     monkeypatch.setattr(bb, "matching_topics", lambda conf, pattern: [topic])
@@ -155,18 +164,46 @@ def test_a_small_snapshot_is_applied_in_this_process_and_a_large_one_by_spark(mo
     assert bulk.done and bulk.reads == {config.tables[0].name: 500}
     assert [sorted((p, s, e) for _, p, s, e, _ in g) for g in groups] == [[(0, 0, 300), (1, 0, 200)]]
 
-    asked = []
-
-    def session():
-        asked.append(True)
-        raise RuntimeError("the Spark job")
-
     (tmp_path / "ckpt").rename(tmp_path / "first")   # a fresh bulk
-    with pytest.raises(RuntimeError, match="the Spark job"):
-        bb.run(session, config, lambda b: None, lambda: True, rows=bb.IN_PROCESS_ROWS + 1)
-    with pytest.raises(RuntimeError, match="the Spark job"):   # rows unknown: Spark's
-        bb.run(session, config, lambda b: None, lambda: True)
-    assert asked == [True, True]
+    if master == CLUSTER:
+        asked = []
+
+        def session():
+            asked.append(True)
+            raise RuntimeError("the Spark job")
+
+        with pytest.raises(RuntimeError, match="the Spark job"):
+            bb.run(session, config, lambda b: None, lambda: True, rows=bb.IN_PROCESS_ROWS + 1)
+        with pytest.raises(RuntimeError, match="the Spark job"):   # rows unknown: Spark's
+            bb.run(session, config, lambda b: None, lambda: True)
+        assert asked == [True, True]
+        return
+
+    class Local:   # the pool, without processes
+        made, closed = [], []
+
+        def __init__(self, processes):
+            self.processes = processes
+            Local.made.append(processes)
+
+        def warm(self):
+            return self
+
+        def run(self, config_json, groups, follow_s):
+            # a following task holds its worker: one each; the last round's may be more, smaller
+            assert len(groups) <= self.processes * (1 if follow_s else bb.LAST_ROUND_TASKS_PER_WORKER)
+            return [r for g in groups for r in apply_group(config_json, g, follow_s).to_pylist()]
+
+        def close(self):
+            Local.closed.append(True)
+
+    monkeypatch.setattr(bb, "LocalTasks", Local)
+    groups.clear()
+    bulk = bb.run(no_session, config, lambda b: None, lambda: True, rows=bb.IN_PROCESS_ROWS + 1)
+    assert bulk.done and bulk.reads == {config.tables[0].name: 500}
+    assert Local.made == [3] and Local.closed == [True]
+    first_round = [sorted((p, s, e) for _, p, s, e, _ in g) for g in groups[:3]]
+    assert sorted(piece for g in first_round for piece in g) == [(0, 0, 300), (1, 0, 200)]
 
 
 def test_a_pieces_chunks_are_written_in_order_one_in_flight_and_a_failed_write_is_raised():
@@ -273,3 +310,65 @@ def test_a_bulk_resumed_from_a_version_without_the_check_does_not_wait_for_a_rec
     assert SnapshotBulk.from_json({"reached": {}, "rounds": 3}).saw_last
     assert not SnapshotBulk.from_json({"reached": {}, "rounds": 0}).saw_last
     assert not SnapshotBulk.from_json(SnapshotBulk({}, [], {}, {}, rounds=3).as_json()).saw_last
+
+
+class _Msg:
+    def __init__(self, offset):
+        self._offset = offset
+
+    def offset(self):
+        return self._offset
+
+
+def _reading_piece(monkeypatch, fetches_per_s: float, start: int = 0):
+    """A PieceApply over a fake partition that fetches 100 records at a time, one fetch every
+    1/fetches_per_s seconds of a fake clock, whose log end grows with the clock."""
+    from pipelines.bootstrap import bootstrap_bulk as bb
+
+    clock = [0.0]
+    monkeypatch.setattr(bb.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(bb.time, "sleep", lambda s: clock.__setitem__(0, clock[0] + s))
+
+    def read_messages(conf, r):
+        class Reader:
+            def __iter__(self):
+                for at in range(r.start, r.end, 100):
+                    clock[0] += 1 / fetches_per_s
+                    yield [_Msg(o) for o in range(at, min(at + 100, r.end))]
+
+            def close(self):
+                pass
+        return Reader()
+
+    monkeypatch.setattr(bb, "read_messages", read_messages)
+    monkeypatch.setattr(bb, "log_end", lambda conf, topic, partition: 1_000_000)
+
+    class Reads:
+        stopped_at, folded = None, []
+
+        def add(self, topic, partition, msgs):
+            self.folded.extend(m.offset() for m in msgs)
+            return True
+
+    piece = object.__new__(bb.PieceApply)
+    piece.topic, piece.partition, piece.reached, piece.follow = "t", 0, start, True
+    piece.config = type("C", (), {"kafka": type("K", (), {"client_config": lambda self: {}})()})()
+    piece.reads = Reads()
+    return bb, piece, clock
+
+
+def test_a_following_task_stops_at_its_deadline_mid_read_and_reaches_just_past_what_it_read(monkeypatch):
+    # A task following a partition far behind its log end (the bulk behind Debezium) stops at the
+    # deadline instead of reading the whole backlog: the next round splits it over every core.
+    bb, piece, clock = _reading_piece(monkeypatch, fetches_per_s=10)
+    bb.follow({}, [piece], deadline=2.0)
+    assert 2.0 <= clock[0] < 2.2
+    assert piece.reached == piece.reads.folded[-1] + 1 == 2_000
+    assert piece.reads.folded == list(range(2_000))   # contiguous from the start: nothing skipped
+
+
+def test_a_task_whose_ranges_took_its_follow_time_does_not_follow(monkeypatch):
+    bb, piece, clock = _reading_piece(monkeypatch, fetches_per_s=10)
+    piece.read_to(5_000)                        # its range: 5 s
+    bb.follow({}, [piece], deadline=3.0)        # began at 0, FOLLOW_S 3
+    assert piece.reached == 5_000 and piece.reads.folded == list(range(5_000))

@@ -1,0 +1,105 @@
+"""The snapshot bulk's tasks run by worker processes of this machine, when Spark's master is local.
+
+A local master's executors are threads of the driver's JVM handing rows to Python workers on the
+same cores; the bulk's tasks only read Kafka and write the stores, so Spark adds nothing there but
+its cost: the session (a JVM start, ~8 s and most of a core beside Debezium's snapshot, for a
+`bootstrap --once` that needs nothing else of Spark) and a job per round. Here the same tasks
+(bootstrap_bulk.apply_group) run in as many spawned processes as the master has cores, started
+once for the bulk and ended with it; a cluster's master keeps the Spark job.
+
+Workers ignore Ctrl-C (the command stops between rounds, as it does with Spark's tasks), end when
+the command is gone (killed), and send their log records to the command, which writes them as its
+own (format, masking, levels).
+"""
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import multiprocessing
+import os
+import re
+import signal
+import threading
+import time
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, Callable
+
+
+def local_cores(master: str) -> int | None:
+    """The cores of a local master (`local` 1, `local[4]` 4, `local[*]` this machine's, `local[2,3]`
+    2: its task retries do not matter here); None for any other master."""
+    m = re.fullmatch(r"local(?:\[(\*|\d+)(?:,\s*\d+)?\])?", master.strip())
+    if m is None:
+        return None
+    n = m.group(1)
+    return 1 if n is None else (os.cpu_count() or 1) if n == "*" else max(1, int(n))
+
+
+class LocalTasks:
+    """A pool of `processes` spawned workers (not forked: the command runs threads, a Kafka client
+    and maybe a JVM) that run task groups as apply_group does in a Spark task."""
+
+    def __init__(self, processes: int, task: Callable[[bytes, list[list], float], list[dict[str, Any]]] | None = None):
+        self._task = task or _run_group   # (a module-level function: the workers import it)
+        ctx = multiprocessing.get_context("spawn")
+        self._records = ctx.Queue()
+        root = logging.getLogger()
+        self._listener = logging.handlers.QueueListener(self._records, *root.handlers, respect_handler_level=True)
+        self._listener.start()
+        levels = {name: lg.level for name, lg in logging.root.manager.loggerDict.items()
+                  if isinstance(lg, logging.Logger) and lg.level != logging.NOTSET}
+        self._pool = ProcessPoolExecutor(processes, mp_context=ctx, initializer=_worker_start,
+                                         initargs=(self._records, root.level, levels))
+        self.processes = processes
+
+    def warm(self) -> "LocalTasks":
+        """Every worker started and its modules imported, in the background."""
+        for _ in range(self.processes):
+            self._pool.submit(_import_tasks)
+        return self
+
+    def run(self, config_json: bytes, groups: list[list[list]], follow_s: float) -> list[dict[str, Any]]:
+        """Every group's result rows (apply_group's), the groups run side by side."""
+        futures = [self._pool.submit(self._task, config_json, group, follow_s) for group in groups]
+        try:
+            return [row for f in futures for row in f.result()]
+        except BrokenProcessPool as exc:
+            raise RuntimeError("a worker process of the snapshot's bulk ended abruptly (killed, or out of "
+                               "memory); run `cdckit bootstrap` again: it resumes from the last round") from exc
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._listener.stop()
+        self._records.close()
+
+
+def _worker_start(records, root_level: int, levels: dict[str, int]) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    threading.Thread(target=_end_with_parent, args=(os.getppid(),), name="parent-watch", daemon=True).start()
+    root = logging.getLogger()
+    for handler in list(root.handlers):
+        root.removeHandler(handler)
+    root.addHandler(logging.handlers.QueueHandler(records))
+    root.setLevel(root_level)
+    for name, level in levels.items():
+        logging.getLogger(name).setLevel(level)
+
+
+def _end_with_parent(parent: int) -> None:
+    """A worker whose command was killed (-9: no shutdown reached it) waits for its next task
+    forever otherwise, holding its memory and its stores' connections. What it was writing is
+    written again by the rerun (versions make that harmless)."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)
+
+
+def _import_tasks() -> None:
+    import pipelines.bootstrap.bootstrap_bulk  # noqa: F401
+
+
+def _run_group(config_json: bytes, group: list[list], follow_s: float) -> list[dict[str, Any]]:
+    from pipelines.bootstrap.bootstrap_bulk import apply_group
+
+    return apply_group(config_json, group, follow_s).to_pylist()
