@@ -11,7 +11,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import pyarrow as pa
 
@@ -70,6 +70,24 @@ def read_range(conf: dict[str, Any], r: KafkaRange, poll_timeout_s: float = 120,
             cols = {n: [] for n in ARROW_SCHEMA.names}
     if cols["offset"]:
         yield _batch(r, cols)
+
+
+def range_records(conf: dict[str, Any], ranges: Iterable[tuple[str, int, int, int]], timestamps: bool = False,
+                  skip: Callable[[str, bytes | None], bool] | None = None) -> Iterator[list[dict[str, Any]]]:
+    """The records of each (topic, partition, start, end) range as row dicts (key, value, topic,
+    partition, offset; with `timestamps` also the record's time in ms, None when it has none), a
+    fetch at a time; `skip(topic, value)` leaves a record out."""
+    for topic, partition, start, end in ranges:
+        partition = int(partition)
+        for msgs in read_messages(conf, KafkaRange(topic, partition, int(start), int(end))):
+            if skip is not None:
+                msgs = [m for m in msgs if not skip(topic, m.value())]
+            if timestamps:
+                yield [dict(key=m.key(), value=m.value(), topic=topic, partition=partition, offset=m.offset(),
+                            timestamp=ts if (ts := m.timestamp()[1]) > 0 else None) for m in msgs]
+            else:
+                yield [dict(key=m.key(), value=m.value(), topic=topic, partition=partition, offset=m.offset())
+                       for m in msgs]
 
 
 def _transient_codes() -> frozenset[int]:

@@ -105,23 +105,15 @@ BEGIN = b'"status":"BEGIN"'
 def _range_records(config_json: bytes, frames: list) -> list[dict[str, Any]]:
     """The records of the offset ranges in `frames` (one range a row), as the records mode's rows,
     without the transactions' BEGIN records."""
-    from connectors.kafka.ranges import KafkaRange, read_messages
+    from connectors.kafka.ranges import range_records
     from pipelines.spark.worker_context import kafka_settings, worker_config
 
-    conf = kafka_settings(config_json)
     transactions = worker_config(config_json).transaction_topic
-    rows: list[dict[str, Any]] = []
-    for f in frames:
-        for topic, partition, start, end in zip(*(f[c].tolist() for c in ("topic", "partition", "start", "end"))):
-            for msgs in read_messages(conf, KafkaRange(topic, int(partition), int(start), int(end))):
-                for m in msgs:
-                    value = m.value()
-                    if topic == transactions and value is not None and BEGIN in value:
-                        continue
-                    ts = m.timestamp()[1]
-                    rows.append({"key": m.key(), "value": value, "topic": topic, "partition": int(partition),
-                                 "offset": m.offset(), "timestamp": ts if ts > 0 else None})
-    return rows
+    ranges = (r for f in frames for r in zip(*(f[c].tolist() for c in ("topic", "partition", "start", "end"))))
+    return [row for rows in range_records(kafka_settings(config_json), ranges, timestamps=True,
+                                          skip=lambda topic, value: topic == transactions and value is not None
+                                          and BEGIN in value)
+            for row in rows]
 
 
 _RECORD_FIELDS = ("key", "value", "topic", "partition", "offset", "timestamp")

@@ -133,12 +133,9 @@ def _apply_task(config_json: bytes, fences: dict[str, int], rebuild: Targets | N
 
 
 def range_rows(ranges: Iterable[pa.RecordBatch], conf: dict[str, Any]) -> Iterator[list[dict[str, Any]]]:
-    """The records of each offset range, read from Kafka, as row dicts a fetch at a time."""
-    from connectors.kafka.ranges import KafkaRange, read_messages
+    """The records of each offset range (a row of the ranges' batches), read from Kafka, as row
+    dicts a fetch at a time."""
+    from connectors.kafka.ranges import range_records
 
-    for rb in ranges:
-        for r in rb.to_pylist():
-            topic, partition = r["topic"], r["partition"]
-            for msgs in read_messages(conf, KafkaRange(topic, partition, r["start"], r["end"])):
-                yield [dict(key=m.key(), value=m.value(), topic=topic, partition=partition, offset=m.offset())
-                       for m in msgs]
+    yield from range_records(conf, ((r["topic"], r["partition"], r["start"], r["end"])
+                                    for rb in ranges for r in rb.to_pylist()))

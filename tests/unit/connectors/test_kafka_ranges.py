@@ -20,3 +20,41 @@ def test_small_ranges_ride_along_with_large_ones():
     assert sorted((r.topic, r.partition) for s in sets for r in s) == sorted(
         (r.topic, r.partition) for r in support + data)
     assert len(pack_ranges(data[:1], tasks=2)) == 1
+
+
+def test_range_records_reads_each_range_as_row_dicts_a_fetch_at_a_time(monkeypatch):
+    import connectors.kafka.ranges as ranges
+
+    class M:
+        def __init__(self, offset, value, ts):
+            self._o, self._v, self._ts = offset, value, ts
+
+        def key(self):
+            return b"k"
+
+        def value(self):
+            return self._v
+
+        def offset(self):
+            return self._o
+
+        def timestamp(self):
+            return (1, self._ts)
+
+    log = {("a", 0): [M(3, b"x", 1_700_000_000_000), M(4, None, 0)], ("b", 1): [M(7, b"BEGIN", 5), M(8, b"y", -1)]}
+    asked = []
+
+    def read_messages(conf, r):
+        asked.append((r.topic, r.partition, r.start, r.end))
+        for m in log[(r.topic, r.partition)]:
+            yield [m]   # one fetch per record
+
+    monkeypatch.setattr(ranges, "read_messages", read_messages)
+    plain = list(ranges.range_records({}, [("a", 0, 3, 5), ("b", "1", "7", "9")]))
+    assert asked == [("a", 0, 3, 5), ("b", 1, 7, 9)]
+    assert [len(f) for f in plain] == [1, 1, 1, 1]
+    assert plain[0] == [{"key": b"k", "value": b"x", "topic": "a", "partition": 0, "offset": 3}]
+    timed = [r for f in ranges.range_records({}, [("a", 0, 3, 5), ("b", 1, 7, 9)], timestamps=True,
+                                             skip=lambda topic, value: topic == "b" and value == b"BEGIN") for r in f]
+    assert [(r["topic"], r["offset"], r["timestamp"]) for r in timed] == [
+        ("a", 3, 1_700_000_000_000), ("a", 4, None), ("b", 8, None)]
