@@ -60,7 +60,7 @@ from pipelines.apply.batch import apply_changes, prepare
 from pipelines.apply.letter_kinds import FirstLetters
 from pipelines.apply.snapshot_reads import SnapshotReads
 from pipelines.apply.stats import BatchStats
-from pipelines.bootstrap.local_tasks import LocalTasks, local_cores
+from pipelines.bootstrap.local_tasks import LocalTasks, WorkersLost, local_cores
 from pipelines.config import Config
 from pipelines.spark.worker_context import worker_config, worker_resources
 from pipelines.spark.schemas import ddl
@@ -150,7 +150,13 @@ def _rounds(session, config: Config, config_json: bytes, bulk: SnapshotBulk, sta
                 # Tasks that follow hold a worker for seconds: one each. Without (the last round), smaller
                 # tasks than workers: a worker done early takes the next, none idles while one finishes.
                 tasks = local.processes if follow else local.processes * LAST_ROUND_TASKS_PER_WORKER
-                results = local.run(config_json, task_groups(split_ranges(ranges, tasks), follow, tasks), follow_s)
+                try:
+                    results = local.run(config_json, task_groups(split_ranges(ranges, tasks), follow, tasks),
+                                        follow_s)
+                except WorkersLost:
+                    if stop is not None and stop.is_set():   # a stop sent to every process (a cgroup's)
+                        raise Interrupted(f"in the snapshot's bulk apply after {bulk.rounds} round(s)") from None
+                    raise
             else:
                 spark = session()
                 cores = spark.sparkContext.defaultParallelism

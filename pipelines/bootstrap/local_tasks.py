@@ -7,8 +7,9 @@ its cost: the session (a JVM start, ~8 s and most of a core beside Debezium's sn
 (bootstrap_bulk.apply_group) run in as many spawned processes as the master has cores, started
 once for the bulk and ended with it; a cluster's master keeps the Spark job.
 
-Workers ignore Ctrl-C (the command stops between rounds, as it does with Spark's tasks), end when
-the command is gone (killed), and send their log records to the command, which writes them as its
+Workers run in a process group of their own (Ctrl-C and a stop sent to the command's group reach
+the command, which stops between rounds, as it does with Spark's tasks), end when the command is
+gone (killed), and send their log records to the command, which writes them as its
 own (format, masking, levels).
 """
 from __future__ import annotations
@@ -18,12 +19,16 @@ import logging.handlers
 import multiprocessing
 import os
 import re
+import pickle
 import signal
 import threading
 import time
+import traceback
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable
+
+from pipelines.errors import CdckitError
 
 
 def local_cores(master: str) -> int | None:
@@ -41,6 +46,8 @@ class LocalTasks:
     and maybe a JVM) that run task groups as apply_group does in a Spark task."""
 
     def __init__(self, processes: int, task: Callable[[bytes, list[list], float], list[dict[str, Any]]] | None = None):
+        # More workers than cores would only take turns (`local[16]` on two cores: 16 sets of clients).
+        processes = max(1, min(processes, os.cpu_count() or 1))
         self._task = task or _run_group   # (a module-level function: the workers import it)
         ctx = multiprocessing.get_context("spawn")
         self._records = ctx.Queue()
@@ -60,21 +67,57 @@ class LocalTasks:
         return self
 
     def run(self, config_json: bytes, groups: list[list[list]], follow_s: float) -> list[dict[str, Any]]:
-        """Every group's result rows (apply_group's), the groups run side by side."""
-        futures = [self._pool.submit(self._task, config_json, group, follow_s) for group in groups]
+        """Every group's result rows (apply_group's), the groups run side by side. A task's error is
+        raised here (as WorkerTaskError when it cannot cross from the worker as it is)."""
         try:
+            futures = [self._pool.submit(_call, self._task, config_json, group, follow_s) for group in groups]
             return [row for f in futures for row in f.result()]
         except BrokenProcessPool as exc:
-            raise RuntimeError("a worker process of the snapshot's bulk ended abruptly (killed, or out of "
-                               "memory); run `cdckit bootstrap` again: it resumes from the last round") from exc
+            raise WorkersLost("a worker process of the snapshot's bulk ended abruptly (killed, or out of "
+                              "memory); run `cdckit bootstrap` again: it resumes from the last round") from exc
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
-        self._listener.stop()
-        self._records.close()
+        # The listener's stop puts a sentinel on the queue: a worker killed while it held the queue's
+        # lock would make that wait forever. Its thread is a daemon: bounded here, gone at exit.
+        stopping = threading.Thread(target=self._listener.stop, name="log-listener-stop", daemon=True)
+        stopping.start()
+        stopping.join(5.0)
+
+
+class WorkersLost(CdckitError):
+    """A worker process died (killed, out of memory): the round is lost; a rerun resumes the bulk."""
+
+
+class WorkerTaskError(CdckitError):
+    """A worker's task failed with an error that cannot be rebuilt here (a Kafka client's, or one
+    whose constructor takes other arguments): its type, message, exit code and trace, as text."""
+
+    def __init__(self, message: str, exit_code: int, trace: str):
+        super().__init__(message)
+        self.exit_code, self.trace = exit_code, trace
+
+    def __reduce__(self):
+        return WorkerTaskError, (str(self), self.exit_code, self.trace)
+
+
+def _call(task, config_json: bytes, group: list[list], follow_s: float) -> list[dict[str, Any]]:
+    """In the worker: the task, its error sent back as it is when it survives the trip."""
+    try:
+        return task(config_json, group, follow_s)
+    except BaseException as exc:
+        try:
+            pickle.loads(pickle.dumps(exc))
+        except Exception:  # noqa: BLE001 - any failure to cross: send it as text
+            raise WorkerTaskError(f"{type(exc).__name__}: {exc}", getattr(exc, "exit_code", 1),
+                                  traceback.format_exc()) from None
+        raise
 
 
 def _worker_start(records, root_level: int, levels: dict[str, int]) -> None:
+    # Its own process group: Ctrl-C at the terminal and a stop sent to the command's group reach the
+    # command alone, which stops between rounds (the workers end with the pool, or with the command).
+    os.setpgrp()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     threading.Thread(target=_end_with_parent, args=(os.getppid(),), name="parent-watch", daemon=True).start()
     root = logging.getLogger()

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from pipelines.bootstrap.local_tasks import LocalTasks, local_cores
+from pipelines.bootstrap.local_tasks import LocalTasks, WorkerTaskError, WorkersLost, local_cores
 
 
 @pytest.mark.parametrize("master, cores", [("local", 1), ("local[4]", 4), ("local[*]", os.cpu_count()),
@@ -29,6 +29,19 @@ def _dies(config_json, group, follow_s):
     os._exit(9)
 
 
+class _TwoArguments(Exception):   # like ConfigError: rebuilt from its message alone, it fails
+    exit_code = 2
+
+    def __init__(self, field, message):
+        super().__init__(f"at {field}: {message}")
+
+
+def _fails(config_json, group, follow_s):
+    if group == ["plain"]:
+        raise ValueError("a plain error")
+    raise _TwoArguments("search.url", "refused")
+
+
 def test_groups_run_in_worker_processes_and_their_log_lines_reach_this_process(caplog):
     caplog.set_level(logging.WARNING)
     tasks = LocalTasks(2, task=_pieces_with_their_worker).warm()
@@ -46,7 +59,7 @@ def test_groups_run_in_worker_processes_and_their_log_lines_reach_this_process(c
 def test_a_worker_that_dies_fails_the_round_with_what_to_do():
     tasks = LocalTasks(1, task=_dies)
     try:
-        with pytest.raises(RuntimeError, match="run `cdckit bootstrap` again"):
+        with pytest.raises(WorkersLost, match="run `cdckit bootstrap` again"):
             tasks.run(b"{}", [[["t", 0, 0, 1, False]]], 0.0)
     finally:
         tasks.close()
@@ -107,3 +120,24 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_a_tasks_error_reaches_the_command_as_it_is_or_as_text_with_its_exit_code():
+    tasks = LocalTasks(1, task=_fails)
+    try:
+        with pytest.raises(ValueError, match="a plain error"):
+            tasks.run(b"{}", [["plain"]], 0.0)
+        with pytest.raises(WorkerTaskError, match="_TwoArguments: at search.url: refused") as caught:
+            tasks.run(b"{}", [["other"]], 0.0)
+        assert caught.value.exit_code == 2 and "_fails" in caught.value.trace
+        assert tasks.run(b"{}", [], 0.0) == []   # the pool still works after a task's error
+    finally:
+        tasks.close()
+
+
+def test_no_more_workers_than_cores():
+    tasks = LocalTasks(64, task=_fails)
+    try:
+        assert tasks.processes == os.cpu_count()
+    finally:
+        tasks.close()
