@@ -78,7 +78,16 @@ class PartitionFold:
 
     def _one(self, key: bytes | None, value: bytes | None, topic: str, partition: int, offset: int) -> bool:
         if self.reads_only:
-            env = _snapshot_read(value)
+            try:
+                env = _snapshot_read(value)
+            except RecordError as exc:
+                # Dead-lettered here, as the streaming query would: stopping would leave the rest of the
+                # partition's snapshot to a stream that `bootstrap --once` never runs.
+                self.records += 1
+                table = self.topic_tables.get(topic)
+                self.dead.append(DeadLetter(Position(topic, partition, offset), key, value, "decode", str(exc),
+                                            {"table": table} if table else {}))
+                return True
             if env is None:
                 self.stopped_at = offset
                 return False
@@ -204,15 +213,14 @@ class PartitionFold:
 
 
 def _snapshot_read(value: bytes | None) -> dict | None:
-    """The envelope of a snapshot read (op=r); None for anything else, undecodable records
-    included (the streaming query dead-letters those with their reason)."""
+    """The envelope of a snapshot read (op=r); None for any other record (a change, a tombstone);
+    RecordError for one that cannot be decoded (not JSON, not an object)."""
     if value is None:
         return None
-    try:
-        env = envelope_of(value)
-    except RecordError:
-        return None
-    return env if isinstance(env, dict) and env.get("op") == "r" else None
+    env = envelope_of(value)
+    if not isinstance(env, dict):
+        raise RecordError("value is not a JSON object")
+    return env if env.get("op") == "r" else None
 
 
 def fold(rows: Iterable[dict[str, Any]], key_columns: dict[str, list[str] | None], topic_tables: dict[str, str],

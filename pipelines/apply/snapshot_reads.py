@@ -3,7 +3,9 @@ bulk (pipelines/bootstrap/bootstrap_bulk.py) runs it per Kafka partition, tests 
 
 A snapshot read (op=r) is the only record of its row in the snapshot, so writing chunk by chunk
 loses nothing and the memory is the chunk's, not the table's. The first record that is not a read
-stops it (`stopped_at`): the streaming query applies that record and everything after.
+stops it (`stopped_at`): the streaming query applies that record and everything after. A record
+that cannot be decoded is dead-lettered with its reason, as the streaming query would, and the
+reads go on.
 """
 from __future__ import annotations
 

@@ -5,14 +5,15 @@ the streaming query's micro-batches.
 Rounds follow the topics: each reads every partition from where the last one reached to the end
 offsets seen at its start, and applies the partition's leading snapshot reads (op=r). The first
 record that is not one (Debezium streams the changes made meanwhile after the snapshot; a
-tombstone; an undecodable record) stops that partition: the streaming query starts there, so
-deletes and truncates take their usual path and nothing is applied twice but reads, whose versions
+tombstone) stops that partition; an undecodable record is dead-lettered, as the stream would, and
+the reads go on (a stop would leave the rest of the snapshot to a stream `--once` never runs).
+The streaming query starts where a partition stopped, so deletes and truncates take their usual path and nothing is applied twice but reads, whose versions
 make a second write harmless. The bulk is done after a round that began once Connect had committed
 the snapshot's offsets: Connect commits only what Kafka acknowledged, so that round's end offsets
 hold every snapshot record (the argument of pipelines/bootstrap/steps.Watch.check_idle). A second,
 independent check: that round must also have found Debezium's final snapshot record
-(`snapshot: last`), unless a partition's reads ended early (a change or an undecodable record
-follows them: the streaming query reads on from there) or the snapshot had no rows; the offsets'
+(`snapshot: last`), unless a partition's reads ended early (a change follows them: the streaming
+query reads on from there) or the snapshot had no rows; the offsets'
 check once ended a 1M-row snapshot after 283 rows, on an offset Debezium commits as the snapshot
 starts (connectors/connect_client.snapshot_committed).
 

@@ -156,20 +156,34 @@ def test_bulk_then_streaming_equals_postgres(history, data):
     assert store.rows() == want
 
 
-def test_a_change_tombstone_or_undecodable_record_stops_the_reads():
+def test_a_change_or_tombstone_stops_the_reads_and_an_undecodable_record_is_a_dead_letter():
     written = []
     read = json.dumps({"op": "r", "after": {"id": 1}, "before": None,
                        "source": {"schema": "public", "table": "items", "lsn": 5, "snapshot": "true", "ts_ms": 1,
                                   "sequence": json.dumps([None, "5"])}}).encode()
     wrapped = json.dumps({"schema": {}, "payload": json.loads(read)}).encode()
     update = read.replace(b'"op": "r"', b'"op": "u"')
-    for stopper in (update, None, b"{not json", json.dumps({"schema": {}, "payload": json.loads(update)}).encode()):
+    for stopper in (update, None, json.dumps({"schema": {}, "payload": json.loads(update)}).encode()):
         reads = SnapshotReads({TABLE: None}, {TOPIC: TABLE}, lambda f: written.append(len(f.survivors())))
         rows = [{"key": b'{"id": 1}', "value": read, "offset": 3}, {"key": b'{"id": 2}', "value": wrapped, "offset": 4},
                 {"key": b'{"id": 3}', "value": stopper, "offset": 7}, {"key": b'{"id": 4}', "value": read, "offset": 8}]
         assert reads.add(TOPIC, 0, [Message(r) for r in rows]) is False
         reads.finish()
         assert (reads.stopped_at, reads.reads) == (7, 2)
+    # An undecodable record: a dead letter with its reason, and the snapshot's reads after it applied
+    # (stopping there left them to a stream that `bootstrap --once` never runs).
+    later = read.replace(b'"id": 1}', b'"id": 4}', 1)
+    for garbage in (b"{not json", b'"a string"', b"[1, 2]"):
+        folds = []
+        reads = SnapshotReads({TABLE: None}, {TOPIC: TABLE}, folds.append)
+        rows = [{"key": b'{"id": 1}', "value": read, "offset": 3}, {"key": b'{"id": 3}', "value": garbage, "offset": 7},
+                {"key": b'{"id": 4}', "value": later, "offset": 8}]
+        assert reads.add(TOPIC, 0, [Message(r) for r in rows]) is True
+        reads.finish()
+        assert reads.stopped_at is None and reads.reads == 3
+        dead = [d for f in folds for d in f.dead]
+        assert [(d.position.offset, d.value, d.stage, d.extra) for d in dead] == [(7, garbage, "decode", {"table": TABLE})]
+        assert sorted(c.doc_id for f in folds for c in f.survivors()) == ["1", "4"]
 
 
 def test_the_final_snapshot_record_is_noted_in_whichever_chunk_it_comes():
