@@ -103,7 +103,7 @@ def run(session: Callable[[], Any], config: Config, on_round: Callable[[Snapshot
     in_process = applied_in_process(rows)
     cores = None if in_process else local_cores(config.spark.master)
     # Started now: the workers' imports overlap Debezium's start, not the first round.
-    local = LocalTasks(cores).warm() if cores is not None else None
+    local = LocalTasks(cores, run_group).warm() if cores is not None else None
     try:
         return _rounds(session, config, config_json, bulk, started, on_round, committed, stop, check, rows,
                        in_process, local)
@@ -402,6 +402,11 @@ def apply_group(config_json: bytes, pieces: list[list], follow_s: float = 0.0) -
     if follow_s > 0:
         follow(config.kafka.client_config(), [a for a in applies if a.follow], began + follow_s)
     return pa.RecordBatch.from_pylist([a.result() for a in applies], schema=RESULT_SCHEMA)
+
+
+def run_group(config_json: bytes, pieces: list[list], follow_s: float) -> list[dict[str, Any]]:
+    """apply_group's result rows: what a local worker sends back (local_tasks)."""
+    return apply_group(config_json, pieces, follow_s).to_pylist()
 
 
 def follow(conf: dict[str, Any], applies: list[PieceApply], deadline: float) -> None:

@@ -14,6 +14,7 @@ own (format, masking, levels).
 """
 from __future__ import annotations
 
+import importlib
 import logging
 import logging.handlers
 import multiprocessing
@@ -43,12 +44,12 @@ def local_cores(master: str) -> int | None:
 
 class LocalTasks:
     """A pool of `processes` spawned workers (not forked: the command runs threads, a Kafka client
-    and maybe a JVM) that run task groups as apply_group does in a Spark task."""
+    and maybe a JVM) that run task groups as a Spark task does (`task`: bootstrap_bulk.run_group)."""
 
-    def __init__(self, processes: int, task: Callable[[bytes, list[list], float], list[dict[str, Any]]] | None = None):
+    def __init__(self, processes: int, task: Callable[[bytes, list[list], float], list[dict[str, Any]]]):
         # More workers than cores would only take turns (`local[16]` on two cores: 16 sets of clients).
         processes = max(1, min(processes, os.cpu_count() or 1))
-        self._task = task or _run_group   # (a module-level function: the workers import it)
+        self._task = task   # a module-level function (bootstrap_bulk.run_group): the workers import its module
         ctx = multiprocessing.get_context("spawn")
         self._records = ctx.Queue()
         root = logging.getLogger()
@@ -63,7 +64,7 @@ class LocalTasks:
     def warm(self) -> "LocalTasks":
         """Every worker started and its modules imported, in the background."""
         for _ in range(self.processes):
-            self._pool.submit(_import_tasks)
+            self._pool.submit(importlib.import_module, self._task.__module__)
         return self
 
     def run(self, config_json: bytes, groups: list[list[list]], follow_s: float) -> list[dict[str, Any]]:
@@ -136,13 +137,3 @@ def _end_with_parent(parent: int) -> None:
     while os.getppid() == parent:
         time.sleep(1.0)
     os._exit(1)
-
-
-def _import_tasks() -> None:
-    import pipelines.bootstrap.bootstrap_bulk  # noqa: F401
-
-
-def _run_group(config_json: bytes, group: list[list], follow_s: float) -> list[dict[str, Any]]:
-    from pipelines.bootstrap.bootstrap_bulk import apply_group
-
-    return apply_group(config_json, group, follow_s).to_pylist()

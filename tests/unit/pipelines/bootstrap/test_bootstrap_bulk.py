@@ -182,7 +182,8 @@ def test_a_small_snapshot_is_applied_in_this_process_and_a_large_one_by_spark_or
     class Local:   # the pool, without processes
         made, closed = [], []
 
-        def __init__(self, processes):
+        def __init__(self, processes, task):
+            assert task is bb.run_group
             self.processes = processes
             Local.made.append(processes)
 
