@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 from pipelines.state.bootstrap_state import read_bulk
-from tests.support.integration import ROOT, cli, drop_pipeline, pg, wait_for, write_config
+from tests.support.integration import ROOT, cli, drop_pipeline, pg, process_running, wait_for, write_config
 
 pytestmark = pytest.mark.integration
 
@@ -66,7 +66,7 @@ def test_a_large_snapshot_through_local_workers_survives_a_kill_mid_bulk(stack, 
             workers = _workers(first.pid)
             os.kill(first.pid, signal.SIGKILL)   # the command alone: its workers get no word of it
             first.wait(30)
-            wait_for(lambda: not any(os.path.exists(f"/proc/{p}") and _running(p) for p in workers), 30, 0.2,
+            wait_for(lambda: not any(process_running(p) for p in workers), 30, 0.2,
                      "the killed command's workers gone")
         finally:
             if first.poll() is None:
@@ -83,11 +83,3 @@ def test_a_large_snapshot_through_local_workers_survives_a_kill_mid_bulk(stack, 
         assert verified.returncode == 0, f"{verified.stdout[-4000:]}\n{verified.stderr[-2000:]}"
     finally:
         drop_pipeline(stack, data, table)
-
-
-def _running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False

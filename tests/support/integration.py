@@ -277,6 +277,15 @@ def wait_batches(checkpoint_dir: Path, target: int, proc: subprocess.Popen, log:
     assert proc.poll() is None, log.read_text()[-3000:]
 
 
+def process_running(pid: int) -> bool:
+    """Whether the process exists and is not a zombie (ended, not yet waited for by its parent)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
 def wait_group_gone(pgid: int, timeout_s: float = 60) -> None:
     """Until no process of the group is left (a JVM lingers a moment after kill -9 of its group)."""
     import os

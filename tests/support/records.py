@@ -41,3 +41,22 @@ def truncate_marker(lsn: int, prev_commit: int, table: str = "public.items", op:
 
 def rec(offset: int, k: bytes | None, v: bytes | None, topic: str = TOPIC, partition: int = 0) -> dict[str, Any]:
     return {"key": k, "value": v, "topic": topic, "partition": partition, "offset": offset}
+
+
+class KafkaMessage:
+    """What confluent-kafka's consumer hands out: key(), value(), offset(), timestamp() (type, ms)."""
+
+    def __init__(self, offset: int, value: bytes | None, ts: int = 1_700_000_000_123, key: bytes = b'{"id":1}'):
+        self._offset, self._value, self._ts, self._key = offset, value, ts, key
+
+    def key(self):
+        return self._key
+
+    def value(self):
+        return self._value
+
+    def offset(self):
+        return self._offset
+
+    def timestamp(self):
+        return (1, self._ts)

@@ -25,21 +25,10 @@ def test_small_ranges_ride_along_with_large_ones():
 def test_range_records_reads_each_range_as_row_dicts_a_fetch_at_a_time(monkeypatch):
     import connectors.kafka.ranges as ranges
 
-    class M:
-        def __init__(self, offset, value, ts):
-            self._o, self._v, self._ts = offset, value, ts
+    from tests.support.records import KafkaMessage
 
-        def key(self):
-            return b"k"
-
-        def value(self):
-            return self._v
-
-        def offset(self):
-            return self._o
-
-        def timestamp(self):
-            return (1, self._ts)
+    def M(offset, value, ts):
+        return KafkaMessage(offset, value, ts, key=b"k")
 
     log = {("a", 0): [M(3, b"x", 1_700_000_000_000), M(4, None, 0)], ("b", 1): [M(7, b"BEGIN", 5), M(8, b"y", -1)]}
     asked = []

@@ -6,6 +6,7 @@ from pipelines.config import parse_config
 from pipelines.bootstrap.bootstrap_bulk import pending_ranges, settle, split_ranges
 from pipelines.state.bootstrap_state import SnapshotBulk
 from tests.support.configs import BASE
+from tests.support.records import KafkaMessage
 
 CLUSTER = "spark://127.0.0.1:7077"
 
@@ -313,14 +314,6 @@ def test_a_bulk_resumed_from_a_version_without_the_check_does_not_wait_for_a_rec
     assert not SnapshotBulk.from_json(SnapshotBulk({}, [], {}, {}, rounds=3).as_json()).saw_last
 
 
-class _Msg:
-    def __init__(self, offset):
-        self._offset = offset
-
-    def offset(self):
-        return self._offset
-
-
 def _reading_piece(monkeypatch, fetches_per_s: float, start: int = 0):
     """A PieceApply over a fake partition that fetches 100 records at a time, one fetch every
     1/fetches_per_s seconds of a fake clock, whose log end grows with the clock."""
@@ -335,7 +328,7 @@ def _reading_piece(monkeypatch, fetches_per_s: float, start: int = 0):
             def __iter__(self):
                 for at in range(r.start, r.end, 100):
                     clock[0] += 1 / fetches_per_s
-                    yield [_Msg(o) for o in range(at, min(at + 100, r.end))]
+                    yield [KafkaMessage(o, b"{}") for o in range(at, min(at + 100, r.end))]
 
             def close(self):
                 pass

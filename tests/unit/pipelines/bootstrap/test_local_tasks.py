@@ -78,7 +78,7 @@ def test_workers_end_when_their_command_is_killed(tmp_path):
     import sys
     import time
 
-    from tests.support.integration import ROOT
+    from tests.support.integration import ROOT, process_running
 
     script = tmp_path / "command.py"
     script.write_text(
@@ -103,7 +103,7 @@ def test_workers_end_when_their_command_is_killed(tmp_path):
         alive = workers
         while alive and time.monotonic() < deadline:
             time.sleep(0.5)
-            alive = [p for p in workers if _alive(p)]
+            alive = [p for p in workers if process_running(p)]
         assert alive == [], f"workers {alive} outlived their killed command"
     finally:
         command.kill()
@@ -113,13 +113,6 @@ def test_workers_end_when_their_command_is_killed(tmp_path):
             except ProcessLookupError:
                 pass
 
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_a_tasks_error_reaches_the_command_as_it_is_or_as_text_with_its_exit_code():

@@ -9,30 +9,14 @@ import pandas as pd
 from derived.change import Version
 from pipelines.documents import documents_query
 from pipelines.documents.nested_fold import DocumentOut, FoldStats
+from tests.support.records import KafkaMessage
 
 TX = "cdc.transaction"
 
 
-class Message:
-    def __init__(self, offset: int, value: bytes | None, ts: int = 1_700_000_000_123, key: bytes = b'{"id":1}'):
-        self._offset, self._value, self._ts, self._key = offset, value, ts, key
-
-    def key(self):
-        return self._key
-
-    def value(self):
-        return self._value
-
-    def offset(self):
-        return self._offset
-
-    def timestamp(self):
-        return (1, self._ts)
-
-
 def test_the_ranges_are_read_as_records_without_the_transactions_begin(monkeypatch):
-    log = {("cdc.public.lines", 2): [Message(5, b'{"op":"u"}'), Message(6, None, ts=0)],
-           (TX, 0): [Message(9, b'{"status":"BEGIN","id":"t1"}'), Message(10, b'{"status":"END","id":"t1"}')]}
+    log = {("cdc.public.lines", 2): [KafkaMessage(5, b'{"op":"u"}'), KafkaMessage(6, None, ts=0)],
+           (TX, 0): [KafkaMessage(9, b'{"status":"BEGIN","id":"t1"}'), KafkaMessage(10, b'{"status":"END","id":"t1"}')]}
     read = []
 
     def read_messages(conf, r):
