@@ -7,15 +7,15 @@ offsets seen at its start, and applies the partition's leading snapshot reads (o
 record that is not one (Debezium streams the changes made meanwhile after the snapshot; a
 tombstone) stops that partition; an undecodable record is dead-lettered, as the stream would, and
 the reads go on (a stop would leave the rest of the snapshot to a stream `--once` never runs).
-The streaming query starts where a partition stopped, so deletes and truncates take their usual path and nothing is applied twice but reads, whose versions
-make a second write harmless. The bulk is done after a round that began once Connect had committed
-the snapshot's offsets: Connect commits only what Kafka acknowledged, so that round's end offsets
-hold every snapshot record (the argument of pipelines/bootstrap/steps.Watch.check_idle). A second,
-independent check: that round must also have found Debezium's final snapshot record
-(`snapshot: last`), unless a partition's reads ended early (a change follows them: the streaming
-query reads on from there) or the snapshot had no rows; the offsets'
-check once ended a 1M-row snapshot after 283 rows, on an offset Debezium commits as the snapshot
-starts (connectors/connect_client.snapshot_committed).
+The streaming query starts where a partition stopped, so deletes and truncates take their usual
+path and nothing is applied twice but reads, whose versions make a second write harmless. The
+bulk is done after a round that began once Connect had committed the snapshot's offsets: Connect
+commits only what Kafka acknowledged, so that round's end offsets hold every snapshot record (the
+argument of pipelines/bootstrap/steps.Watch.check_idle). A second, independent check: that round
+must also have found Debezium's final snapshot record (`snapshot: last`), unless a partition's
+reads ended early (a change follows them: the streaming query reads on from there) or the
+snapshot had no rows; the offsets' check once ended a 1M-row snapshot after 283 rows, on an
+offset Debezium commits as the snapshot starts (connectors/connect_client.snapshot_committed).
 
 While Debezium is still writing, a round's tasks follow their partitions past the round's ends
 (`follow`): once their ranges are read they read what arrived since, until nothing more comes
@@ -93,8 +93,9 @@ def run(session: Callable[[], Any], config: Config, on_round: Callable[[Snapshot
         rows: int | None = None) -> SnapshotBulk:
     """Rounds until the snapshot is applied (see the module's docstring); returns the final state,
     also recorded in the checkpoint. `session()`: the Spark session (asked for only by a round that
-    runs as a Spark job: a cluster's master; a local one's tasks run in local_tasks); `rows`: the snapshot's rows counted at its start (None: unknown, Spark
-    applies it); `committed()`: Connect has committed the snapshot's offsets; `check()` raises when
+    runs as a Spark job: a cluster's master; a local one's tasks run in local_tasks); `rows`: the
+    snapshot's rows counted at its start (None: unknown, not applied in this process);
+    `committed()`: Connect has committed the snapshot's offsets; `check()` raises when
     the connector failed; a stop request ends it between rounds (Interrupted: a rerun resumes it)."""
     ckpt = config.spark.checkpoint_dir
     bulk = read_bulk(ckpt) or SnapshotBulk({}, [], {}, {})
