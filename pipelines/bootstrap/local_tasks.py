@@ -9,8 +9,8 @@ once for the bulk and ended with it; a cluster's master keeps the Spark job.
 
 Workers run in a process group of their own (Ctrl-C and a stop sent to the command's group reach
 the command, which stops between rounds, as it does with Spark's tasks), end when the command is
-gone (killed), and send their log records to the command, which writes them as its
-own (format, masking, levels).
+gone (killed), and send their log records to the command, which writes them as its own (format,
+masking, levels).
 """
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ import logging
 import logging.handlers
 import multiprocessing
 import os
-import re
 import pickle
+import re
 import signal
 import threading
 import time
@@ -58,7 +58,7 @@ class LocalTasks:
         levels = {name: lg.level for name, lg in logging.root.manager.loggerDict.items()
                   if isinstance(lg, logging.Logger) and lg.level != logging.NOTSET}
         self._pool = ProcessPoolExecutor(processes, mp_context=ctx, initializer=_worker_start,
-                                         initargs=(self._records, root.level, levels))
+                                         initargs=(self._records, root.level, levels, os.getpid()))
         self.processes = processes
 
     def warm(self) -> "LocalTasks":
@@ -115,12 +115,12 @@ def _call(task, config_json: bytes, group: list[list], follow_s: float) -> list[
         raise
 
 
-def _worker_start(records, root_level: int, levels: dict[str, int]) -> None:
+def _worker_start(records, root_level: int, levels: dict[str, int], command: int) -> None:
     # Its own process group: Ctrl-C at the terminal and a stop sent to the command's group reach the
     # command alone, which stops between rounds (the workers end with the pool, or with the command).
     os.setpgrp()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    threading.Thread(target=_end_with_parent, args=(os.getppid(),), name="parent-watch", daemon=True).start()
+    threading.Thread(target=_end_with_parent, args=(command,), name="parent-watch", daemon=True).start()
     root = logging.getLogger()
     for handler in list(root.handlers):
         root.removeHandler(handler)
@@ -133,7 +133,8 @@ def _worker_start(records, root_level: int, levels: dict[str, int]) -> None:
 def _end_with_parent(parent: int) -> None:
     """A worker whose command was killed (-9: no shutdown reached it) waits for its next task
     forever otherwise, holding its memory and its stores' connections. What it was writing is
-    written again by the rerun (versions make that harmless)."""
+    written again by the rerun (versions make that harmless). `parent`: the command's pid, given
+    from the command (a worker started after its command died has another parent already)."""
     while os.getppid() == parent:
         time.sleep(1.0)
     os._exit(1)
