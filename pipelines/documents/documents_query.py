@@ -357,7 +357,7 @@ def _write_documents(stores, dlq, changes: list[Change], bodies: list[bytes | No
 
 def _sum_written(parts: list[dict[str, Any]]) -> dict[str, Any]:
     names = WRITE_STATS.names[:-1]
-    return {k: sum(p[k] for p in parts) if parts else 0 for k in names}
+    return {k: sum(p[k] for p in parts) for k in names}
 
 
 def _written_row(stats: bytes) -> dict[str, Any]:

@@ -21,7 +21,6 @@ import signal
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
