@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import uuid
+from operator import itemgetter
 from typing import Any, Iterable
 from urllib.parse import quote
 
@@ -212,6 +213,9 @@ def _tombstone_delete(t: Tombstone, table: str, key_columns: list[str] | None) -
     return Change(table, "delete", t.key, doc_id, None, UNKNOWN, t.position, tombstone=True)
 
 
+IN_OFFSET_ORDER = itemgetter("topic", "partition", "offset")   # a record dict's sort key
+
+
 def decode_records(rows: Iterable[dict[str, Any]], fences: dict[str, int],
                    key_columns: dict[str, list[str] | None], known_tables: set[str],
                    tombstones_out: list[Change] | None = None, truncate_table: str | None = None
@@ -224,12 +228,24 @@ def decode_records(rows: Iterable[dict[str, Any]], fences: dict[str, int],
     dead: list[DeadLetter] = []
     tombstones = 0
     snapshot_last_lsn = 0
-    for r in sorted(rows, key=lambda r: (r["topic"], r["partition"], r["offset"])):
+    keyed_by: dict[str, list[str] | None] = {}   # topic -> its table's key columns
+    for r in sorted(rows, key=IN_OFFSET_ORDER):
         pos = Position(r["topic"], r["partition"], r["offset"])
         fk = fence_key(pos.topic, pos.partition)
+        if pos.topic not in keyed_by:
+            keyed_by[pos.topic] = key_columns.get(table_of_topic(pos.topic))
         try:
             table_hint = None
-            out = decode(r["key"], r["value"], pos, fences.get(fk, 0), truncate_table=truncate_table)
+            # With the key columns of the topic's table: decoded once, unless the record names another table.
+            hint = keyed_by[pos.topic]
+            try:
+                out = decode(r["key"], r["value"], pos, fences.get(fk, 0), hint, truncate_table=truncate_table)
+            except RecordError:
+                if not hint:
+                    raise
+                # (the key columns' error, if it is one, is raised below once the table is known)
+                hint = None
+                out = decode(r["key"], r["value"], pos, fences.get(fk, 0), truncate_table=truncate_table)
             if out is None:
                 continue  # a truncate marker row that marks nothing new
             if isinstance(out, Tombstone):
@@ -245,8 +261,8 @@ def decode_records(rows: Iterable[dict[str, Any]], fences: dict[str, int],
                 snapshot_last_lsn = max(snapshot_last_lsn, out.version.lsn)
             if out.table not in known_tables:
                 continue  # a captured table this config does not sync (e.g. the signal table)
-            if key_columns.get(out.table) and out.op != "truncate":
-                out = decode(r["key"], r["value"], pos, fences.get(fk, 0), key_columns[out.table])
+            if key_columns.get(out.table) != hint and out.op != "truncate":
+                out = decode(r["key"], r["value"], pos, fences.get(fk, 0), key_columns.get(out.table))
         except RecordError as exc:
             dead.append(DeadLetter(pos, r["key"], r["value"], "decode", str(exc),
                                    {"table": table_hint} if table_hint else {}))

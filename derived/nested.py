@@ -129,7 +129,7 @@ class NestedState:
             return set()
         if change.op == "truncate":
             return self._truncate(change.table, change.version)
-        key = tuple(change.key[c] for c in self.keys[change.table])
+        key = tuple(map(change.key.__getitem__, self.keys[change.table]))
         held = self.rows[change.table].get(key)
         if held is not None and change.version < held.version:
             return set()  # older than what is held: refused, as the stores refuse it
@@ -163,12 +163,26 @@ class NestedState:
     def _same_reach(self, table: str, old: dict[str, Any], new: dict[str, Any]) -> bool:
         """Whether two versions of a row reach the same roots: `_roots_of` reads a row's key and
         the columns of the joins from its table, nothing else of it."""
-        reach = self.__dict__.get("_reach")
-        if reach is None:   # like _kept: worked out once per process, never pickled
-            reach = self._reach = {t: tuple(dict.fromkeys((*cols, *(c for e in self._edges if e.table == t
-                                                                   for c in e.cols))))
-                                   for t, cols in self.keys.items()}
-        return all(old.get(c) == new.get(c) for c in reach[table])
+        cols = self._derived()[2][table]
+        return list(map(old.get, cols)) == list(map(new.get, cols))
+
+    def _derived(self) -> tuple[dict[str, list[_Edge]], dict[str, list[tuple[tuple[str, ...], dict]]],
+                                dict[str, tuple[str, ...]]]:
+        """Per table: the edges leading from its rows to their parents, its indexes (columns, index),
+        the columns that place its rows (key and joins). Lookups of the hot paths, worked out once per
+        process like _kept and never pickled (__getstate__)."""
+        derived = self.__dict__.get("_by_table")
+        if derived is None:
+            up: dict[str, list[_Edge]] = {t: [] for t in self.keys}
+            for e in self._edges:
+                up.setdefault(e.table, []).append(e)
+            indexes: dict[str, list[tuple[tuple[str, ...], dict]]] = {t: [] for t in self.keys}
+            for (t, cols), idx in self._index.items():
+                indexes.setdefault(t, []).append((cols, idx))
+            reach = {t: tuple(dict.fromkeys((*cols, *(c for e in up.get(t, ()) for c in e.cols))))
+                     for t, cols in self.keys.items()}
+            derived = self._by_table = (up, indexes, reach)
+        return derived
 
     def _kept_columns(self) -> dict[str, frozenset[str] | None]:
         # Worked out once per process from this version's rule: never pickled (__getstate__), so a
@@ -181,7 +195,7 @@ class NestedState:
     def __getstate__(self) -> dict[str, Any]:
         # Rows and versions as plain tuples: a dataclass and a NamedTuple per row made pickling the
         # whole state, which a documents batch does twice, 2.5x slower (benchmarks/nested_state_churn.py).
-        state = {k: v for k, v in self.__dict__.items() if k not in ("_kept", "_reach", "rows", "touched")}
+        state = {k: v for k, v in self.__dict__.items() if k not in ("_kept", "_by_table", "rows", "touched")}
         state["flat_rows"] = {t: {k: (r.values, *r.version, r.live) for k, r in rows.items()}
                               for t, rows in self.rows.items()}
         state["flat_touched"] = {k: (*v,) for k, v in self.touched.items()}
@@ -239,9 +253,7 @@ class NestedState:
 
     def _put(self, table: str, key: Key, row: _Row) -> None:
         old = self.rows[table].get(key)
-        for (t, cols), idx in self._index.items():
-            if t != table:
-                continue
+        for cols, idx in self._derived()[1][table]:
             if old is not None and old.live:
                 idx.get(_vals(old.values, cols), set()).discard(key)
             if row.live:
@@ -261,17 +273,17 @@ class NestedState:
         out: set[Key] = set()
         seen: set[tuple[str, tuple]] = set()
         pending = [(table, values)]
+        up, root = self._derived()[0], self.spec.root
         while pending:
             t, v = pending.pop()
             ident = (t, _vals(v, self.keys[t]))
             if ident in seen:
                 continue
             seen.add(ident)
-            if t == self.spec.root:
+            if t == root:
                 out.add(ident[1])
-            for e in self._edges:
-                if e.table == t:
-                    pending.extend((e.parent, p) for p in self._lookup(e.parent, e.parent_cols, _vals(v, e.cols)))
+            for e in up[t]:
+                pending.extend((e.parent, p) for p in self._lookup(e.parent, e.parent_cols, _vals(v, e.cols)))
         return out
 
     # -- documents -------------------------------------------------------------------------------
@@ -303,8 +315,7 @@ class NestedState:
               seen: dict[str, set[Key]] | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for rel in relations:
-            here = tuple(c for c, _ in rel.join)
-            there = tuple(p for _, p in rel.join)
+            here, there = _join_sides(rel)
             if rel.kind == "many_to_one":
                 found = self._lookup(rel.table, there, _vals(parent, here))
                 target = min(found, key=lambda v: sortable(_vals(v, self.keys[rel.table]))) if found else None
@@ -426,13 +437,22 @@ def _edges(parent: str, relations: Iterable[Relation]) -> Iterable[_Edge]:
         yield from _edges(nested_parent, rel.relations)
 
 
+def _join_sides(rel: Relation) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the columns on the join's left, on its right), kept on the relation once worked out."""
+    sides = rel.__dict__.get("_sides")
+    if sides is None:   # (a frozen dataclass: set past its __setattr__; not a field, so not in its repr)
+        sides = (tuple(c for c, _ in rel.join), tuple(p for _, p in rel.join))
+        object.__setattr__(rel, "_sides", sides)
+    return sides
+
+
 def _vals(values: dict[str, Any], cols: tuple[str, ...]) -> tuple:
-    return tuple(values.get(c) for c in cols)
+    return tuple(map(values.get, cols))
 
 
 def _project(values: dict[str, Any], columns: tuple[str, ...] | None,
              rename: tuple[tuple[str, str], ...] = ()) -> dict[str, Any]:
-    out = dict(values) if columns is None else {c: values.get(c) for c in columns}
+    out = dict(values) if columns is None else dict(zip(columns, map(values.get, columns)))
     if rename:
         names = dict(rename)
         out = {names.get(c, c): v for c, v in out.items()}
@@ -441,4 +461,10 @@ def _project(values: dict[str, Any], columns: tuple[str, ...] | None,
 
 def sortable(values: tuple) -> tuple:
     """Values of mixed types (NULLs among them) in one total order."""
-    return tuple((v is not None, type(v).__name__, v) if v is not None else (False, "", 0) for v in values)
+    if len(values) == 1:   # most keys and every order_by: without a generator (a document sorts each child)
+        v = values[0]
+        return ((True, type(v).__name__, v) if v is not None else _NULL_SORTS,)
+    return tuple((True, type(v).__name__, v) if v is not None else _NULL_SORTS for v in values)
+
+
+_NULL_SORTS = (False, "", 0)

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from connectors.envelope import IN_OFFSET_ORDER
 from connectors.transactions import transaction_end, transaction_of
 
 LATE_MS = 10_000   # far above a record's time in flight (milliseconds; seconds in a broker hiccup)
@@ -70,7 +71,7 @@ class TransactionGate:
         out: list[dict[str, Any]] = []
         stats = GateStats()
         self.now_ms = max(self.now_ms, _record_time(rows, self.gated, self.transaction_topic))
-        for r in sorted(rows, key=lambda r: (r["topic"], r["partition"], r["offset"])):
+        for r in sorted(rows, key=IN_OFFSET_ORDER):
             topic = r["topic"]
             if topic == self.transaction_topic:
                 self._end(r["value"])

@@ -78,8 +78,9 @@ def fold_batch(state: FoldState, rows: list[dict[str, Any]], key_columns: dict[s
         if unheld:
             reread(unheld)
     touched: set[tuple] = set()
+    converters = {t: typed.get(t) for t in tables}   # (a LiveTypes makes one per call)
     for change in ordered:
-        _type(change, typed)
+        _type(change, converters)
         if change.tombstone:
             change = _tombstone_delete(model, change)
             if change is None:

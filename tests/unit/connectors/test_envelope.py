@@ -192,3 +192,28 @@ def test_markers_are_looked_for_in_the_rows_not_in_the_source_block():
                                  "sequence": "[null,\"1\"]"}, "op": "u",
                       "after": {"id": 5, "big": "__debezium_unavailable_value"}}).encode()
     assert row_end(raw) == len(raw) and decode(KEY, raw, POS).unavailable == ("big",)
+
+
+def test_custom_key_columns_follow_the_records_own_table():
+    """The key columns of a table with `key:` set apply to its records, found by the topic's table
+    for one decode; a record whose source block names another table takes that table's, one of a
+    table not synced is skipped, and a record lacking a key column is a dead letter naming its
+    table (a snapshot's last one still marks the snapshot's end)."""
+    from connectors.envelope import decode_records
+
+    keyed = {"public.t": ["id", "region"], "public.u": None}
+
+    def on_t(offset, table="t", **kw):
+        value = envelope(**{"op": "u", **kw}).replace(b'"table": "t"', f'"table": "{table}"'.encode())
+        return {"key": KEY, "value": value, "topic": "cdc.public.t", "partition": 0, "offset": offset}
+
+    rows = [on_t(0, after={"id": 5, "region": "eu", "n": 1}),
+            on_t(1, "u", after={"id": 5, "n": 1}),        # written to t's topic, its source names u
+            on_t(2, "other", after={"id": 5}),            # a table this config does not sync
+            on_t(3, after={"id": 5, "n": 1}, op="r", snapshot="last", lsn=777)]
+    changes, dead, _, last = decode_records(rows, {}, keyed, {"public.t", "public.u"})
+    assert [(c.table, c.key, c.doc_id) for c in changes] == [
+        ("public.t", {"id": 5, "region": "eu"}, "5|eu"), ("public.u", {"id": 5}, "5")]
+    assert [(d.reason, d.extra) for d in dead] == [
+        ("key column is null: {'id': 5, 'region': None}", {"table": "public.t"})]
+    assert last == 777
