@@ -211,9 +211,10 @@ def _done(result: dict) -> None:
 
 BATCH_LINE = re.compile(r"(?<!rebuild: )documents batch \d+: ([\d,]+) records, ([\d,]+) documents .*?"
                         r"([\d.]+) s \(fold ([\d.]+) s: state load ([\d.]+), rows ([\d.]+), fold ([\d.]+), "
-                        r"save ([\d.]+); stores ([\d.]+) s; schema check ([\d.]+) s; state ([\d.]+) MB\)")
+                        r"save ([\d.]+); stores ([\d.]+) s; schema check ([\d.]+) s; state ([\d.]+) MB; "
+                        r"fold task's CPU ([\d.]+) s\)")
 BATCH_FIELDS = ("records", "documents", "batch_s", "fold_task_s", "state_load_s", "rows_s", "fold_s", "state_save_s",
-                "stores_s", "schema_check_s", "state_mb")
+                "stores_s", "schema_check_s", "state_mb", "fold_task_cpu_s")
 
 
 def documents_batches(text: str) -> dict:

@@ -318,7 +318,8 @@ class NestedState:
             here, there = _join_sides(rel)
             if rel.kind == "many_to_one":
                 found = self._lookup(rel.table, there, _vals(parent, here))
-                target = min(found, key=lambda v: sortable(_vals(v, self.keys[rel.table]))) if found else None
+                target = (found[0] if len(found) == 1 else
+                          min(found, key=lambda v: sortable(_vals(v, self.keys[rel.table]))) if found else None)
                 out[rel.label] = self._shaped(rel, rel.table, target, parts, seen) if target is not None else None
                 continue
             children = self._lookup(rel.table, here, _vals(parent, there))
@@ -352,7 +353,8 @@ class NestedState:
         if rel.value is not None:
             return values.get(rel.value)
         doc = _project(values, rel.columns, rel.rename)
-        doc.update(self._nest(values, rel.relations, parts, seen))
+        if rel.relations:
+            doc.update(self._nest(values, rel.relations, parts, seen))
         return doc
 
 

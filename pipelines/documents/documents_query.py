@@ -133,7 +133,7 @@ def fold_fn(config_json: bytes, resolved: ResolvedDocuments, writes: bool = Fals
         decoding, reread = _decoding(config_json, resolved), _rereader(config_json)
         resources = worker_resources(config_json) if writes else None
         with collector_paused():
-            t0 = time.perf_counter()
+            t0, cpu0 = time.perf_counter(), time.process_time()
             held = _load(state, resolved, name, config_json)
             t1 = time.perf_counter()
             frames = list(frames)
@@ -158,9 +158,13 @@ def fold_fn(config_json: bytes, resolved: ResolvedDocuments, writes: bool = Fals
                 raise
             del held, rows   # freed before the collector is back: its next collection would walk them
         stats.timings = {"load_s": t1 - t0, "rows_s": t_rows - t1, "fold_s": t2 - t_rows,
-                         "save_s": time.perf_counter() - t3, "state_bytes": len(blob)}
+                         "save_s": time.perf_counter() - t3, "state_bytes": len(blob),
+                         "cpu_s": time.process_time() - cpu0}
         if writing is not None:
-            yield pd.DataFrame({k: [v] for k, v in _stats_row(name, stats, writing.result()).items()})
+            written = writing.result()
+            # The task's CPU (its writes' thread too) beside its time: on busy cores the gap is the wait to run.
+            stats.timings["cpu_s"] = time.process_time() - cpu0
+            yield pd.DataFrame({k: [v] for k, v in _stats_row(name, stats, written).items()})
             return
         frame = {"document": [name] * len(outs), "doc_id": [o.doc_id for o in outs],
                  "key": [orjson.dumps(o.key, default=str) for o in outs],
@@ -515,10 +519,11 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
         undecodable = sum(f["dead"] for f in folds)
         spent = {k: sum(f["timings"].get(k, 0.0) for f in folds) for k in ("load_s", "rows_s", "fold_s", "save_s")}
         state_mb = sum(f["timings"]["state_bytes"] for f in folds) / 1e6
+        cpu_s = sum(f["timings"].get("cpu_s", 0.0) for f in folds)
         stores_s = sum(r["stores_s"] for r in rows)
         log.info("%sdocuments batch %d: %s records, %s documents (%s by shared rows), search %s applied/%s stale, "
                  "cache %s applied/%s stale%s, %.2f s (fold %.2f s: state load %.2f, rows %.2f, fold %.2f, save %.2f; "
-                 "stores %.2f s; schema check %.2f s; state %.1f MB)", "" if live else "rebuild: ",
+                 "stores %.2f s; schema check %.2f s; state %.1f MB; fold task's CPU %.2f s)", "" if live else "rebuild: ",
                  batch_id, f"{records:,}", f"{total['documents']:,}", f"{fan_out:,}",
                  f"{total['search_applied']:,}", f"{total['search_stale']:,}", f"{total['cache_applied']:,}",
                  f"{total['cache_stale']:,}",
@@ -526,7 +531,7 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
                  + (f", {waiting:,} held for their transactions" if waiting else "")
                  + (f", {undecodable} undecodable (dead-lettered by the tables' query)" if undecodable else ""),
                  time.monotonic() - started, sum(spent.values()), spent["load_s"], spent["rows_s"], spent["fold_s"],
-                 spent["save_s"], stores_s, checked_s, state_mb)
+                 spent["save_s"], stores_s, checked_s, state_mb, cpu_s)
 
     # One state partition per document: the session is built with it (session.shuffle_partitions).
     grouped = stream(spark, config).groupBy("document").applyInPandasWithState(
