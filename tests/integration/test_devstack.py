@@ -5,9 +5,10 @@ import pytest
 from pipelines.devstack import processes, stack as devstack
 from pipelines.devstack.servers import Postgres, Redis
 from pipelines.devstack.settings import StackSettings
+from tests.support.ports import free_ports
 
 pytestmark = pytest.mark.integration
-PORTS = {"postgres": 55632, "kafka": 59292, "connect": 58283, "redis": 56579, "search": 59400}
+SERVERS = ("postgres", "kafka", "connect", "redis", "search")
 
 
 def test_up_again_on_a_running_stack_restarts_nothing(stack):
@@ -25,7 +26,9 @@ def test_down_stops_every_process_it_finds_and_frees_the_ports():
     not): each running one stops, its port is free, the others are reported not running."""
     from tests.conftest import server_state_dir
 
-    settings = StackSettings(state_dir=server_state_dir("cdckit-devstack-test-"), ports=PORTS)
+    # Free ports, not fixed ones: those are in the ephemeral range, where a connection can hold one.
+    ports = free_ports(SERVERS)
+    settings = StackSettings(state_dir=server_state_dir("cdckit-devstack-test-"), ports=ports)
     said: list[str] = []
     try:
         settings.logs.mkdir(parents=True, exist_ok=True)
@@ -40,7 +43,7 @@ def test_down_stops_every_process_it_finds_and_frees_the_ports():
         devstack.down(settings, say=lambda _: None)
         __import__("shutil").rmtree(settings.state_dir, ignore_errors=True)
     assert not any(processes.alive(pid) for pid in pids.values())
-    assert not any(processes.port_in_use(port) for port in PORTS.values())
+    assert not any(processes.port_in_use(port) for port in ports.values())
     assert all(s.pid is None and not s.healthy for s in devstack.status(settings))
     assert sum("stopped" in line for line in said) == 2 and sum("not running" in line for line in said) == 3, said
 
@@ -51,6 +54,6 @@ def test_port_taken_by_someone_else_is_refused(tmp_path):
     with socket.socket() as squatter:
         squatter.bind(("127.0.0.1", 0))
         squatter.listen()
-        ports = dict(PORTS, redis=squatter.getsockname()[1])
+        ports = dict(free_ports(SERVERS), redis=squatter.getsockname()[1])
         with pytest.raises(devstack.DevstackError, match="redis: port .* is taken"):
             devstack.up(StackSettings(state_dir=tmp_path / "s", ports=ports), say=lambda _: None)

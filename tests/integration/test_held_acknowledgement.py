@@ -22,7 +22,7 @@ from connectors import postgres
 from connectors.visibility_watermark import format_lsn
 from pipelines.client import commit_token
 from tests.support.integration import cli, drop_pipeline, pg, wait_for, wait_streaming, write_config
-from tests.support.secure_servers import free_port
+from tests.support.ports import free_port
 
 pytestmark = pytest.mark.integration
 HOLD_S = 8   # eight offset flushes of the stack's worker (offset.flush.interval.ms = 1000)

@@ -16,7 +16,7 @@ from connectors.visibility_watermark import format_lsn, parse_lsn
 from pipelines.client import NotVisible, Watermarks, commit_token, wait_visible
 from tests.support.integration import (cli, drop_pipeline, fresh_redis_dbs, kill_mid_batch, pg, start_job,
                                        stop_job, wait_for, wait_streaming, write_config)
-from tests.support.secure_servers import free_port
+from tests.support.ports import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.spark]
 LIVE_DB, SPARE_DB = 2, 4

@@ -3,18 +3,13 @@ for tests of the cache's scripts that need no other server of the stack."""
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 from contextlib import contextmanager
 from typing import Iterator
 
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.support.ports import free_port
 
 
 @contextmanager
@@ -25,7 +20,7 @@ def private_redis() -> Iterator[str]:
     binary = shutil.which("redis-server")
     if binary is None:
         raise RuntimeError("redis-server is not installed: run scripts/setup")
-    port = _free_port()
+    port = free_port()
     workdir = tempfile.mkdtemp(prefix="cdckit-test-redis-")
     proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
                              "--dir", workdir], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -16,12 +16,7 @@ from pathlib import Path
 from typing import Iterator
 
 from pipelines.devstack.packages import postgres_binary, system_binary
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.support.ports import free_port
 
 
 @dataclass

@@ -4,12 +4,7 @@ import requests
 
 from pipelines.apply.stats import BatchStats
 from pipelines.spark.metrics import PipelineMetrics
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from tests.support.ports import free_port
 
 
 def test_metrics_are_served():
