@@ -29,6 +29,7 @@ distinct key values of that table's rows in the document (the root's, the link r
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Iterable
 
 from derived.change import Change, Version
@@ -58,6 +59,12 @@ class Relation:
     value: str | None = field(default=None, repr=False)      # a scalar relation: this column's values
     empty_null: bool = field(default=False, repr=False)      # an empty list shows null, not []
     rename: tuple[tuple[str, str], ...] = field(default=(), repr=False)   # column -> field in the document
+
+    @cached_property
+    def sides(self) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(the join's left columns, its right ones), worked out once (kept in the instance's dict, past the frozen
+        dataclass's __setattr__; not a field, so neither in its repr nor its equality)."""
+        return tuple(c for c, _ in self.join), tuple(p for _, p in self.join)
 
 
 @dataclass(frozen=True)
@@ -315,7 +322,7 @@ class NestedState:
               seen: dict[str, set[Key]] | None = None) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for rel in relations:
-            here, there = _join_sides(rel)
+            here, there = rel.sides
             if rel.kind == "many_to_one":
                 found = self._lookup(rel.table, there, _vals(parent, here))
                 target = (found[0] if len(found) == 1 else
@@ -425,8 +432,7 @@ def join_edges(spec: DocumentSpec) -> list[_Edge]:
 
 def _edges(parent: str, relations: Iterable[Relation]) -> Iterable[_Edge]:
     for rel in relations:
-        here = tuple(c for c, _ in rel.join)
-        there = tuple(p for _, p in rel.join)
+        here, there = rel.sides
         if rel.kind == "many_to_one":   # parent.here = table.there
             yield _Edge(rel.table, there, parent, here)
         else:                           # table.here = parent.there (the link table, for many_to_many)
@@ -437,15 +443,6 @@ def _edges(parent: str, relations: Iterable[Relation]) -> Iterable[_Edge]:
             yield _Edge(rel.through.table, far_cols, rel.table, link_cols)
         nested_parent = rel.through.table if rel.kind == "many_to_many" and rel.through else rel.table
         yield from _edges(nested_parent, rel.relations)
-
-
-def _join_sides(rel: Relation) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(the columns on the join's left, on its right), kept on the relation once worked out."""
-    sides = rel.__dict__.get("_sides")
-    if sides is None:   # (a frozen dataclass: set past its __setattr__; not a field, so not in its repr)
-        sides = (tuple(c for c, _ in rel.join), tuple(p for _, p in rel.join))
-        object.__setattr__(rel, "_sides", sides)
-    return sides
 
 
 def _vals(values: dict[str, Any], cols: tuple[str, ...]) -> tuple:

@@ -157,13 +157,12 @@ def fold_fn(config_json: bytes, resolved: ResolvedDocuments, writes: bool = Fals
                     wait([writing])
                 raise
             del held, rows   # freed before the collector is back: its next collection would walk them
-        stats.timings = {"load_s": t1 - t0, "rows_s": t_rows - t1, "fold_s": t2 - t_rows,
-                         "save_s": time.perf_counter() - t3, "state_bytes": len(blob),
-                         "cpu_s": time.process_time() - cpu0}
+        save_s = time.perf_counter() - t3
+        written = writing.result() if writing is not None else None
+        # The task's CPU (its writes' thread too) beside its time: on busy cores the gap is the wait to run.
+        stats.timings = {"load_s": t1 - t0, "rows_s": t_rows - t1, "fold_s": t2 - t_rows, "save_s": save_s,
+                         "state_bytes": len(blob), "cpu_s": time.process_time() - cpu0}
         if writing is not None:
-            written = writing.result()
-            # The task's CPU (its writes' thread too) beside its time: on busy cores the gap is the wait to run.
-            stats.timings["cpu_s"] = time.process_time() - cpu0
             yield pd.DataFrame({k: [v] for k, v in _stats_row(name, stats, written).items()})
             return
         frame = {"document": [name] * len(outs), "doc_id": [o.doc_id for o in outs],

@@ -4,6 +4,7 @@ key with redeliveries; every document equals the one built from the final rows, 
 names every root whose document it changed."""
 from __future__ import annotations
 
+import pickle
 import random
 
 from hypothesis import given, settings, strategies as st
@@ -399,3 +400,15 @@ def test_a_state_pickled_before_rows_were_saved_as_tuples_still_loads():
     assert loaded.document((1,)) == state.document((1,))
     again = pickle.loads(pickle.dumps(loaded))
     assert again.rows == state.rows and isinstance(next(iter(again.touched.values())), Version)
+
+
+def test_a_relations_join_sides_are_worked_out_once_and_leave_its_identity_alone():
+    rel = Relation("lines", "order_lines", "one_to_many", (("order_id", "id"), ("region", "region")))
+    before = repr(rel)
+    assert rel.sides == (("order_id", "region"), ("id", "region"))
+    assert rel.sides is rel.sides                       # kept, not rebuilt per row
+    assert repr(rel) == before                          # the repr names a checkpoint's state: unchanged
+    fresh = Relation("lines", "order_lines", "one_to_many", (("order_id", "id"), ("region", "region")))
+    assert rel == fresh and hash(rel) == hash(fresh)    # equality is the fields', worked out or not
+    again = pickle.loads(pickle.dumps(rel))
+    assert again == rel and again.sides == rel.sides
