@@ -10,6 +10,7 @@ host's (its apt sources). PyPI is reached as the host's pip reaches it: the proj
 dependencies are built on the host into a wheelhouse the root's pip installs from (no index)."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -114,11 +115,55 @@ def _timed(image: Image, name: str, start: float) -> None:
     image.timings[name] = round(time.monotonic() - start, 1)
 
 
+# How long a built base stands in before it is built again: docker keeps a pulled base image until
+# asked to pull again; a week keeps the rehearsal's base near the mirror's security updates.
+BASE_MAX_AGE_S = 7 * 24 * 3600
+
+
+def base_archive(mirror: str) -> Path:
+    """Where the built base (the stand-in for the pulled base image) is kept, named after everything
+    that shapes it: the suite, the mirror, the stand-in's packages, the slim excludes and this code."""
+    import inspect
+
+    parts = [SUITE, mirror, " ".join(PYTHON_STAND_IN), SLIM_DPKG_EXCLUDES,
+             inspect.getsource(build_base), inspect.getsource(strip_like_slim)]
+    key = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+    return CACHE / f"base-{SUITE}-{key}.tar"
+
+
+def fresh_base(archive: Path, now: float | None = None) -> bool:
+    """A kept base younger than BASE_MAX_AGE_S (older ones are built again, as a new pull would be)."""
+    try:
+        return (now if now is not None else time.time()) - archive.stat().st_mtime < BASE_MAX_AGE_S
+    except FileNotFoundError:
+        return False
+
+
 def bootstrap_root(root: Path, image: Image) -> None:
+    """The base: the kept one when fresh (tests/support/image_rehearsal.base_archive), else built and
+    kept, as docker pulls a base image once: ~40 s of the rehearsal on two cores."""
+    mirror = debian_mirror()
+    archive = base_archive(mirror)
+    start = time.monotonic()
+    if fresh_base(archive):
+        _checked(subprocess.run(["tar", "-xpf", str(archive), "--numeric-owner", "-C", str(root)],
+                                capture_output=True, text=True, timeout=600), "unpacking the kept base")
+        shutil.copy("/etc/resolv.conf", root / "etc/resolv.conf")   # this host's, as build_base takes it
+        _timed(image, "kept base", start)
+        return
+    build_base(root, image, mirror)
+    for old in CACHE.glob(f"base-{SUITE}-*.tar"):
+        old.unlink()
+    part = archive.with_name(f"{archive.name}.{os.getpid()}")
+    _checked(subprocess.run(["tar", "-cpf", str(part), "--numeric-owner", "-C", str(root), "."],
+                            capture_output=True, text=True, timeout=600), "keeping the base")
+    os.replace(part, archive)   # whole or not at all: another run may read it
+
+
+def build_base(root: Path, image: Image, mirror: str) -> None:
     """debootstrap (minbase), stripped like the slim base, with the Python stand-in."""
     start = time.monotonic()
     (CACHE / "debs").mkdir(parents=True, exist_ok=True)
-    mirror = debian_mirror()
     run = subprocess.run(["debootstrap", "--variant=minbase", f"--cache-dir={CACHE / 'debs'}", SUITE,
                           str(root), mirror], capture_output=True, text=True, timeout=1800)
     if run.returncode != 0:

@@ -1,5 +1,6 @@
 """compose/Dockerfile rehearsed without a Docker engine (tests/support/image_rehearsal.py): its
-instructions run in a debootstrap'd bookworm root stripped like python:3.11-slim-bookworm's base,
+instructions run in a debootstrap'd bookworm root stripped like python:3.11-slim-bookworm's base
+(built once a week and kept, as docker keeps a pulled base image: tests/support/image_rehearsal.py),
 then the image's entrypoint runs as its user: `cdckit --help`, and `cdckit config check` on the
 config compose mounts, with the environment compose gives the container. Slow (minutes: a Debian
 root, a JRE, pyspark), so marked `slow`; it is in CI (scripts/test). It skips only when debootstrap
