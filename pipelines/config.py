@@ -438,6 +438,8 @@ class SearchConfig(_Strict):
                             "benchmarks/bootstrap_1m.py's raw sweep found 5,000 the fastest")
     max_document_bytes: int = Field(10 * 1024 * 1024, ge=1024,
                                     description="larger documents go to the dead-letter topic")
+    timeout_s: float = Field(30.0, gt=0, description="how long one request to the engine may take (a bulk of "
+                             "bulk_chunk writes too) before it fails; the batch then fails and is retried")
     deleted_version_ttl_s: int = Field(
         86_400, ge=60, description="index.gc_deletes of the indices cdckit creates: how long the engine "
         "remembers a deleted document's version, so an older replay (dlq replay, a rebuild's catch-up "
@@ -473,6 +475,8 @@ class RedisConfig(_Strict):
     deleted_version_ttl_s: int = Field(7 * 24 * 3600, gt=0,
                                        description="how long the version of a deleted key is kept")
     ca_certs: Path | None = Field(None, description="CA bundle for a rediss:// URL")
+    timeout_s: float = Field(10.0, gt=0, description="how long one Redis command (a pipeline of a batch's "
+                             "writes too) may take before it fails; the batch then fails and is retried")
     rebuild_db: int | None = Field(None, ge=0, description="spare database a cache rebuild fills, then "
                                                           "SWAPDBs with the live one; default: live + 1")
 

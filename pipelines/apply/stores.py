@@ -62,7 +62,7 @@ def redis_client(config: Config, db: int | None = None):
     tls = {"ssl_ca_certs": str(rc.ca_certs)} if rc.ca_certs and rc.url.startswith("rediss:") else {}
     return redis.Redis.from_url(rc.url if db is None else rc.url_for(db), username=rc.username,
                                 password=rc.password.get() if rc.password else None,
-                                socket_timeout=10, socket_connect_timeout=5, **tls)
+                                socket_timeout=rc.timeout_s, socket_connect_timeout=min(5.0, rc.timeout_s), **tls)
 
 
 def search_engine(config: Config):
@@ -72,7 +72,7 @@ def search_engine(config: Config):
     auth = (s.username, s.password.get()) if s.username and s.password else None
     engine_cls = ElasticsearchEngine if s.kind == "elasticsearch" else OpenSearchEngine
     return engine_cls(s.url, http_auth=auth, api_key=s.api_key.get() if s.api_key else None,
-                      verify_certs=s.verify_certs, ca_certs=str(s.ca_certs) if s.ca_certs else None)
+                      verify_certs=s.verify_certs, ca_certs=str(s.ca_certs) if s.ca_certs else None, timeout=s.timeout_s)
 
 
 def _search_sink(config: Config, live: bool) -> SearchSink:

@@ -28,9 +28,10 @@ from tests.support.integration import (batches_committed, cli, cli_json, diff_st
 pytestmark = [pytest.mark.integration, pytest.mark.drill]
 LIVE_DB, SPARE_DB = 7, 8
 ROWS = 2000
-# The stores' client timeouts a freeze exercises (derived/sinks/search/engines.py: 30 s;
-# pipelines/apply/stores.py: Redis socket_timeout 10 s): a freeze lasts one second longer, no more.
-FREEZE_S = {"search": 31, "redis": 11}
+# The stores' client timeouts a freeze exercises (search.timeout_s, redis.timeout_s: the drills'
+# config sets them below their defaults of 30 s and 10 s): a freeze lasts one second longer, no more.
+TIMEOUT_S = {"search": 12, "redis": 5}
+FREEZE_S = {store: seconds + 1 for store, seconds in TIMEOUT_S.items()}
 _workloads = itertools.count(1)
 
 
@@ -134,8 +135,9 @@ def shared(stack, tmp_path_factory):
         conn.execute(f"INSERT INTO {table} SELECT g, 'r' || g, 0 FROM generate_series(1, {ROWS}) g")
     ckpt = tmp_path / "ckpt"
     data = stack.config(tables=[{"name": table, "redis_key": f"{name}:{{id}}", "index": name}],
-                        redis={"url": own.redis_url, "rebuild_db": SPARE_DB},
+                        redis={"url": own.redis_url, "rebuild_db": SPARE_DB, "timeout_s": TIMEOUT_S["redis"]},
                         spark={"checkpoint_dir": str(ckpt), "trigger": "500 ms"}, metrics_port=0)
+    data["search"]["timeout_s"] = TIMEOUT_S["search"]
     d = Drill(own, name, table, str(write_config(tmp_path, data)), data, ckpt, log=tmp_path / "job.log")
     try:
         assert cli("connector", "apply", "-c", d.path).returncode == 0

@@ -54,3 +54,16 @@ def test_opensearch_basic_auth(monkeypatch):
     conn = search_engine(cfg).client.transport.get_connection()
     assert conn.headers["authorization"] == "Basic " + base64.b64encode(b"cdc:es-key").decode()
     assert conn.pool.ca_certs == "/certs/es-ca.pem"
+
+
+def test_each_stores_timeout_reaches_its_client(monkeypatch):
+    cfg = config(monkeypatch)
+    assert redis_client(cfg).connection_pool.connection_kwargs["socket_timeout"] == 10.0   # the defaults
+    assert search_engine(cfg).client._request_timeout == 30.0
+    data = {**BASE, "search": {**BASE["search"], "timeout_s": 12}, "redis": {**BASE["redis"], "timeout_s": 2.5}}
+    cfg = parse_config(data)
+    kw = redis_client(cfg).connection_pool.connection_kwargs
+    assert (kw["socket_timeout"], kw["socket_connect_timeout"]) == (2.5, 2.5)
+    assert search_engine(cfg).client._request_timeout == 12.0
+    opensearch = parse_config({**data, "search": {**data["search"], "kind": "opensearch"}})
+    assert search_engine(opensearch).client.transport.get_connection().timeout == 12.0
