@@ -46,6 +46,7 @@ from pipelines.ops.faults import crash_point
 from pipelines.state import documents_state
 from pipelines.state import rebuild_state
 from pipelines.state.rebuild_state import RebuildState, Targets
+from pipelines.state.status_file import pipeline_paused
 from pipelines.stopping import Interrupted, StopRequest
 
 log = logging.getLogger("cdckit.rebuild")
@@ -350,7 +351,7 @@ def _catch_up(spark, config: Config, plan: Plan, work, state: RebuildState, cb: 
     from pipelines.rebuild.spark_jobs import catchup, reset_catchup
 
     ckpt = config.spark.checkpoint_dir
-    if _live_batch(config, finished_within_s=LIVE_STUCK_S) is not None:
+    if _live_batch(config, finished_within_s=LIVE_STUCK_S) is not None and not pipeline_paused(ckpt):
         _hand_over(ckpt, state, rebuild_state.CATCHUP_BY_LIVE)
         cb.phase("catch-up (by the live pipeline)")
         done = _await_live_catch_up(config, state.catchup_epoch, stop)
@@ -387,8 +388,8 @@ def _await_live_catch_up(config: Config, epoch: str | None, stop: StopRequest) -
             seen = now
             if batch != last:
                 last, advanced = batch, now
-        if now - seen > LIVE_GONE_S or now - advanced > LIVE_STUCK_S:
-            return None
+        if now - seen > LIVE_GONE_S or now - advanced > LIVE_STUCK_S or pipeline_paused(config.spark.checkpoint_dir):
+            return None   # (paused: its query failed, e.g. on the store this rebuild restores; it waits for the switch)
         if stop.wait(0.5):
             raise Interrupted("while the live pipeline replays the catch-up (it goes on; a rerun waits for it)")
 

@@ -62,15 +62,23 @@ class Heartbeat:
     def __init__(self, checkpoint_dir: Path, interval_s: float = HEARTBEAT_S):
         self.path, self.interval_s = CheckpointDir(checkpoint_dir).heartbeat, interval_s
         self.started_at = time.time()
+        self.paused: str | None = None   # why the pipeline waits to restart its query (see `pause`)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="cdckit-heartbeat", daemon=True)
 
     def _beat(self, running: bool = True) -> None:
         try:
             write_json(self.path, {"pid": os.getpid(), "host": socket.gethostname(), "at": time.time(),
-                                   "started_at": self.started_at, "running": running})
+                                   "started_at": self.started_at, "running": running,
+                                   **({"paused": self.paused} if self.paused and running else {})})
         except OSError:
             pass  # a full or unreachable disk: the next beat tries again; readers see it go stale
+
+    def pause(self, reason: str | None) -> None:
+        """The query failed and waits to restart (`reason`), or runs again (None); beaten at once: a
+        rebuild deciding who catches its fresh generation up must not wait on a pipeline that cannot."""
+        self.paused = reason
+        self._beat()
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -90,6 +98,15 @@ class Heartbeat:
         if not isinstance(beat, dict) or (beat.get("pid"), beat.get("host"), beat.get("started_at")) == (
                 os.getpid(), socket.gethostname(), self.started_at):
             self._beat(running=False)
+
+
+def pipeline_paused(checkpoint_dir: Path) -> str | None:
+    """Why the running pipeline waits to restart its failed query (a store lost its data, a broker
+    away), or None when it runs its batches (or does not run: see pipeline_running)."""
+    beat = read_json(CheckpointDir(checkpoint_dir).heartbeat)
+    if not isinstance(beat, dict) or not pipeline_running(checkpoint_dir):
+        return None
+    return beat.get("paused") or None
 
 
 def pipeline_running(checkpoint_dir: Path, now: float | None = None) -> bool | None:

@@ -411,12 +411,12 @@ def run(config: Config, config_path: Path | None = None, on_batch=None, once: Ca
         return 0
     claim_status(config.spark.checkpoint_dir)
     # Alive for readers on any host (status, a rebuild waiting for the batch in flight).
-    with Heartbeat(config.spark.checkpoint_dir):
-        return _run(config, config_path, on_batch, once, stop, metrics)
+    with Heartbeat(config.spark.checkpoint_dir) as beat:
+        return _run(config, config_path, on_batch, once, stop, metrics, beat)
 
 
 def _run(config: Config, config_path: Path | None, on_batch, once: Callable[[], bool] | None,
-         stop: StopRequest, metrics) -> int:
+         stop: StopRequest, metrics, beat: Heartbeat | None = None) -> int:
     from pipelines.spark.metrics import pipeline_metrics
 
     began = time.monotonic()
@@ -425,11 +425,12 @@ def _run(config: Config, config_path: Path | None, on_batch, once: Callable[[], 
     log.info("streaming: Spark session up in %.1f s", time.monotonic() - began)
     metrics = metrics if metrics is not None else pipeline_metrics(config)  # bootstrap brings its own
     with VisibilityPublisher(config, metrics, config_path) as publisher:
-        return _run_queries(spark, config, config_path, on_batch, once, stop, metrics, publisher.written)
+        return _run_queries(spark, config, config_path, on_batch, once, stop, metrics, publisher.written, beat)
 
 
 def _run_queries(spark, config: Config, config_path: Path | None, on_batch, once: Callable[[], bool] | None,
-                 stop: StopRequest, metrics, written: Callable[[], None] | None = None) -> int:
+                 stop: StopRequest, metrics, written: Callable[[], None] | None = None,
+                 beat: Heartbeat | None = None) -> int:
     pause = RESTART_PAUSE_S
     while True:
         gate = BatchGate()
@@ -471,8 +472,14 @@ def _run_queries(spark, config: Config, config_path: Path | None, on_batch, once
             raise error
         log.warning("%s; restarting from the checkpoint in %.0f s (sooner once it answers again)",
                     _first_line(text), pause)
-        if restart_pause.pause(stop, pause, restart_pause.readiness(config, text)):
-            break
+        if beat is not None:   # a rebuild then catches its fresh generation up itself (rebuild/phases.py)
+            beat.pause(_first_line(text))
+        try:
+            if restart_pause.pause(stop, pause, restart_pause.readiness(config, text)):
+                break
+        finally:
+            if beat is not None:
+                beat.pause(None)
         pause = min(pause * 2, 60.0)
     spark.stop()
     if stop.is_set():

@@ -1,4 +1,5 @@
 import os
+import time
 from types import SimpleNamespace
 
 from pipelines.state.status_file import claim_status, read_status, status_path, write_status
@@ -48,6 +49,42 @@ def test_the_heartbeat_says_running_while_the_pipeline_lives_and_stopped_after(t
     write_json(CheckpointDir(tmp_path).heartbeat, other)
     beat.__exit__(None, None, None)
     assert read_json_file(CheckpointDir(tmp_path).heartbeat) == other
+
+
+def test_a_pipeline_waiting_to_restart_its_failed_query_says_why_until_it_runs_again(tmp_path):
+    from pipelines.state.status_file import Heartbeat, pipeline_paused
+
+    assert pipeline_paused(tmp_path) is None                # no pipeline
+    with Heartbeat(tmp_path, interval_s=0.05) as beat:
+        assert pipeline_paused(tmp_path) is None            # running its batches
+        beat.pause("search at http://x lost its data")
+        assert pipeline_paused(tmp_path) == "search at http://x lost its data"   # at once, not at the next beat
+        beat.pause(None)
+        assert pipeline_paused(tmp_path) is None
+        beat.pause("broker away")
+    assert pipeline_paused(tmp_path) is None                # stopped: not a pipeline that waits
+
+
+def test_a_rebuild_catches_up_itself_beside_a_pipeline_that_waits_to_restart(tmp_path, monkeypatch):
+    """The live pipeline that failed on the store a rebuild restores cannot replay the catch-up before
+    the switch: the rebuild does it without first waiting LIVE_STUCK_S for it."""
+    from pipelines.rebuild import phases
+    from pipelines.state.status_file import Heartbeat
+
+    config = SimpleNamespace(spark=SimpleNamespace(checkpoint_dir=tmp_path))
+    monkeypatch.setattr(phases, "_live_batch", lambda *a, **k: 7)
+    monkeypatch.setattr(phases.rebuild_state, "live_caught_up", lambda *a: None)
+    with Heartbeat(tmp_path, interval_s=60) as beat:
+        beat.pause("search lost its data")
+        started = time.monotonic()
+        assert phases._await_live_catch_up(config, "e1", StopNever()) is None
+        assert time.monotonic() - started < 2
+
+
+class StopNever:
+    def wait(self, seconds):
+        time.sleep(seconds)
+        return False
 
 
 def read_json_file(path):
