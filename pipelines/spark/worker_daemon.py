@@ -20,7 +20,18 @@ def _prefer_installed_pyspark() -> None:
         sys.path.remove(path)
 
 
+def quiet_known_warnings() -> None:
+    """Warnings the workers (forked from this daemon, they keep its filters) would write to the Spark
+    log at every batch, about nothing cdckit can act on: pyspark's own pd.concat in the serializer of
+    applyInPandasWithState (the documents' fold) warns of a pandas change its frames do not meet."""
+    import warnings
+
+    warnings.filterwarnings("ignore", message="The behavior of DataFrame concatenation with empty or all-NA",
+                            category=FutureWarning)
+
+
 _prefer_installed_pyspark()
+quiet_known_warnings()
 
 from pyspark import daemon  # noqa: E402 - after the path is set
 
