@@ -64,13 +64,17 @@ class Heartbeat:
         self.started_at = time.time()
         self.paused: str | None = None   # why the pipeline waits to restart its query (see `pause`)
         self._stop = threading.Event()
+        # `pause` beats from the job's thread beside this one's loop: one writer at a time (write_json
+        # goes through one temporary file).
+        self._writing = threading.Lock()
         self._thread = threading.Thread(target=self._loop, name="cdckit-heartbeat", daemon=True)
 
     def _beat(self, running: bool = True) -> None:
         try:
-            write_json(self.path, {"pid": os.getpid(), "host": socket.gethostname(), "at": time.time(),
-                                   "started_at": self.started_at, "running": running,
-                                   **({"paused": self.paused} if self.paused and running else {})})
+            with self._writing:
+                write_json(self.path, {"pid": os.getpid(), "host": socket.gethostname(), "at": time.time(),
+                                       "started_at": self.started_at, "running": running,
+                                       **({"paused": self.paused} if self.paused and running else {})})
         except OSError:
             pass  # a full or unreachable disk: the next beat tries again; readers see it go stale
 
