@@ -155,9 +155,12 @@ def bootstrap_root(root: Path, image: Image) -> None:
     for old in CACHE.glob(f"base-{SUITE}-*.tar"):
         old.unlink()
     part = archive.with_name(f"{archive.name}.{os.getpid()}")
-    _checked(subprocess.run(["tar", "-cpf", str(part), "--numeric-owner", "-C", str(root), "."],
-                            capture_output=True, text=True, timeout=600), "keeping the base")
-    os.replace(part, archive)   # whole or not at all: another run may read it
+    try:
+        _checked(subprocess.run(["tar", "-cpf", str(part), "--numeric-owner", "-C", str(root), "."],
+                                capture_output=True, text=True, timeout=600), "keeping the base")
+        os.replace(part, archive)   # whole or not at all: another run may read it
+    finally:
+        part.unlink(missing_ok=True)   # a tar that failed leaves no 300 MB part in the cache
 
 
 def build_base(root: Path, image: Image, mirror: str) -> None:
