@@ -107,8 +107,9 @@ class Heartbeat:
 def pipeline_paused(checkpoint_dir: Path) -> str | None:
     """Why the running pipeline waits to restart its failed query (a store lost its data, a broker
     away), or None when it runs its batches (or does not run: see pipeline_running)."""
-    beat = read_json(CheckpointDir(checkpoint_dir).heartbeat)
-    if not isinstance(beat, dict) or not pipeline_running(checkpoint_dir):
+    path = CheckpointDir(checkpoint_dir).heartbeat
+    beat = read_json(path)   # read once: its running and paused fields from the same beat
+    if not isinstance(beat, dict) or not _beat_running(beat, path):
         return None
     return beat.get("paused") or None
 
@@ -117,7 +118,10 @@ def pipeline_running(checkpoint_dir: Path, now: float | None = None) -> bool | N
     """Is a `cdckit run` on this checkpoint alive, on any host? None: no heartbeat was ever written
     (a checkpoint from before heartbeats; callers fall back to the status file's pid)."""
     path = CheckpointDir(checkpoint_dir).heartbeat
-    beat = read_json(path)
+    return _beat_running(read_json(path), path, now)
+
+
+def _beat_running(beat: Any, path: Path, now: float | None = None) -> bool | None:
     if not isinstance(beat, dict):
         # Missing: never written. Present but unreadable (a network file system's transient error
         # while it is replaced): unknown, so taken as running; waiting callers look again.
