@@ -44,6 +44,7 @@ from pipelines.apply.batch import apply_changes
 from pipelines.apply.stats import BatchStats
 from pipelines.documents.document_specs import ResolvedDocuments, check_state_matches, state_matches
 from pipelines.documents.nested_fold import FoldState, FoldStats, fold_batch
+from pipelines.spark.stop_interruption import compact_interruptions
 from pipelines.spark.worker_context import collector_paused, worker_resources
 from pipelines.apply.transaction_gate import LATE_MS
 from pipelines.config import Config
@@ -535,7 +536,7 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
     # One state partition per document: the session is built with it (session.shuffle_partitions).
     grouped = stream(spark, config).groupBy("document").applyInPandasWithState(
         fold_fn(config_json, resolved, writes=live), OUT_DDL, STATE_DDL, "append", GroupStateTimeout.NoTimeout)
-    writer = grouped.writeStream.foreachBatch(write).option("checkpointLocation", str(folder / "query"))
+    writer = grouped.writeStream.foreachBatch(compact_interruptions(write)).option("checkpointLocation", str(folder / "query"))
     if available_now or config.spark.trigger == "available_now":
         writer = writer.trigger(availableNow=True)
     else:

@@ -27,6 +27,7 @@ from pipelines.apply.stores import stores_from_config
 from pipelines.config import Config
 from pipelines.errors import CdckitError, PipelineFailed, from_spark_failure
 from pipelines.spark.partition_apply import STATS_DDL, STATS_SCHEMA, apply_rows, arrow_rows, range_rows, stats_of
+from pipelines.spark.stop_interruption import compact_interruptions
 from pipelines.spark.worker_context import kafka_settings, worker_config, worker_resources
 from pipelines.spark.schemas import ddl
 from pipelines.state.checkpoint import RebuildWork
@@ -276,7 +277,7 @@ def catchup(spark, config: Config, plan, work: RebuildWork, bulk_fences: dict[st
               .option("startingOffsets", json.dumps(plan.end)))
     for key, value in config.kafka.client_config().items():
         reader = reader.option(f"kafka.{key}", value)
-    query = (reader.load().writeStream.foreachBatch(write).trigger(availableNow=True)
+    query = (reader.load().writeStream.foreachBatch(compact_interruptions(write)).trigger(availableNow=True)
              .option("checkpointLocation", str(work.catchup)).queryName(f"cdckit-rebuild-{plan.rebuild_id}")
              .start())
     while query.isActive:

@@ -24,6 +24,7 @@ from pipelines.apply.stats import BatchStats, add_stats
 from pipelines.apply.stores import definitions, marker_definition, stores_from_config
 from pipelines.config import Config, load_config
 from pipelines.errors import CdckitError, from_spark_failure
+from pipelines.spark.stop_interruption import compact_interruptions
 from pipelines.streaming import restart_pause
 from pipelines.streaming.batch_cadence import BatchCadence
 from pipelines.streaming.visibility_publisher import VisibilityPublisher
@@ -328,7 +329,7 @@ def start(spark, config: Config, on_batch=None, config_path: Path | None = None,
     `written()`: after a batch of either wrote the search indexes."""
     documents = start_documents(spark, config, written) if config.documents else None
     write = batch_writer(config, on_batch, config_path, metrics, gate, written)
-    writer = (change_stream(spark, config).writeStream.foreachBatch(write)
+    writer = (change_stream(spark, config).writeStream.foreachBatch(compact_interruptions(write))
               .option("checkpointLocation", str(config.spark.checkpoint_dir / "query")))
     if config.spark.trigger == "available_now":
         writer = writer.trigger(availableNow=True)

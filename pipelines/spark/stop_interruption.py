@@ -1,0 +1,63 @@
+"""A foreachBatch function interrupted by its query's stop, raised in a form Spark can classify.
+
+When a query stops while its foreachBatch function waits on a Spark job, the JVM call is
+interrupted and Python gets a Py4JJavaError whose text holds the Java stack trace. Spark then
+decides whether the stop or a failure ended the query by matching that text (the Python traceback,
+several KB) against `An error occurred while calling((.|\\r\\n|\\r|\\n)*)(java.lang.InterruptedException|...)`
+(StreamExecution.PROXY_ERROR): the regex recurses once per character, so on a long traceback the
+stream execution thread overflows its stack: a 1,000-line StackOverflowError in the Spark log as the
+query stops, and the stop is not recognized as one. Raised again as one short line that still
+matches, the stop is a stop.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import re
+from typing import Any, Callable
+
+log = logging.getLogger("cdckit.spark")
+
+# The JVM's interruptions Spark's StreamExecution takes for a stop (IO_EXCEPTION_NAMES).
+INTERRUPTIONS = ("java.lang.InterruptedException", "java.io.InterruptedIOException",
+                 "java.nio.channels.ClosedByInterruptException")
+OWN_PACKAGES = ("connectors", "derived", "pipelines")
+_CALL = re.compile(r"An error occurred while calling ([\w$]+(?:\.[\w$]+)*)")
+
+
+class QueryInterrupted(Exception):
+    """A foreachBatch function's Spark job interrupted (the query stopping), in one short line."""
+
+
+def interruption_line(exc: BaseException) -> str | None:
+    """The one line Spark recognizes as a stop's interruption, when `exc` (or an exception it was raised
+    from) is a JVM call interrupted by one; else None."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        text = str(exc)
+        call = _CALL.search(text)
+        name = next((n for n in INTERRUPTIONS if n in text), None)
+        if call and name:
+            return f"py4j.protocol.Py4JJavaError: An error occurred while calling {call.group(1)}: {name}"
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def compact_interruptions(fn: Callable[[Any, int], Any]) -> Callable[[Any, int], Any]:
+    """`fn` (a foreachBatch function) whose interruption by the query's stop is raised as one line."""
+
+    @functools.wraps(fn)
+    def run(df, batch_id: int):
+        try:
+            return fn(df, batch_id)
+        except Exception as exc:
+            # cdckit's own errors keep their type (a store unavailable pauses the restart, etc.).
+            ours = type(exc).__module__.split(".")[0] in OWN_PACKAGES
+            line = None if ours else interruption_line(exc)
+            if line is None:
+                raise
+            log.debug("batch %s interrupted: %s", batch_id, exc)
+            raise QueryInterrupted(line) from None
+
+    return run

@@ -1,0 +1,71 @@
+import re
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from derived.sinks.store_errors import StoreUnavailable
+from pipelines.spark.stop_interruption import INTERRUPTIONS, QueryInterrupted, compact_interruptions
+
+JAVA_TRACE = "".join(f"\tat org.apache.spark.sql.Frame{i}.call(Frame{i}.scala:{i})\n" for i in range(400))
+# What Python gets when the query's stop interrupts the JVM call a foreachBatch function waits on.
+INTERRUPTED = ("An error occurred while calling o123.collectToPython.\n: java.lang.InterruptedException\n"
+               + JAVA_TRACE)
+
+
+class Py4JJavaError(Exception):
+    """Stands in for py4j's (its str is the JVM's whole trace)."""
+
+
+def spark_pattern() -> str:
+    """StreamExecution.PROXY_ERROR as the installed Spark builds it: its constant read from the jar."""
+    import pyspark
+
+    jar = next((Path(pyspark.__file__).parent / "jars").glob("spark-sql_*.jar"))
+    with zipfile.ZipFile(jar) as z:
+        data = z.read("org/apache/spark/sql/execution/streaming/runtime/StreamExecution$.class")
+    at = data.index(b"py4j.protocol.Py4JJavaError: An error occurred while calling")
+    length = int.from_bytes(data[at - 2:at], "big")   # a class file's UTF8 constant: its length first
+    # Built by string concatenation: the names go where the constant holds \x01.
+    return data[at:at + length].decode().replace("\x01", "|".join(INTERRUPTIONS))
+
+
+def raising(exc):
+    def batch(df, batch_id):
+        raise exc
+    return compact_interruptions(batch)
+
+
+def test_an_interrupted_batch_is_one_short_line_spark_takes_for_a_stop():
+    with pytest.raises(QueryInterrupted) as caught:
+        raising(Py4JJavaError(INTERRUPTED))(None, 7)
+    line = str(caught.value)
+    assert "\n" not in line and len(line) < 160, line
+    assert caught.value.__suppress_context__   # the long trace does not come back through the chain
+    assert re.search(spark_pattern(), line, re.DOTALL)
+    # Spark's regex recurses once per character after "calling": the original text is KBs of it.
+    assert len(INTERRUPTED) > 20 * len(line)
+
+
+def test_an_interruption_under_a_wrapper_is_found_through_the_chain():
+    def batch(df, batch_id):
+        try:
+            raise Py4JJavaError(INTERRUPTED)
+        except Py4JJavaError as exc:
+            raise RuntimeError("apply failed") from exc
+
+    with pytest.raises(QueryInterrupted, match="o123.collectToPython: java.lang.InterruptedException"):
+        compact_interruptions(batch)(None, 1)
+
+
+def test_other_failures_and_cdckits_own_errors_are_raised_as_they_are():
+    for exc in (Py4JJavaError("An error occurred while calling o5.save.\n: java.io.IOException: disk full"),
+                ValueError("java.lang.InterruptedException without a JVM call"),
+                StoreUnavailable("search: " + INTERRUPTED)):
+        with pytest.raises(type(exc)) as caught:
+            raising(exc)(None, 1)
+        assert caught.value is exc
+
+
+def test_a_batch_that_ends_returns_what_it_returned():
+    assert compact_interruptions(lambda df, batch_id: (df, batch_id))("df", 3) == ("df", 3)
