@@ -95,6 +95,10 @@ def test_snapshot_then_mixed_workload_ends_exact(stack, spark, tmp_path, source,
         assert set(search) == set(want), (len(search), len(want))
         bad = [k for k in want if not (same(want[k], cache[k]) and same(want[k], search[k]))]
         assert not bad, (bad[:3], [want[k] for k in bad[:1]], [cache[k] for k in bad[:1]])
+        # The batch tells the publisher after its tasks wrote: the stores can be seen equal first.
+        deadline = time.monotonic() + 60
+        while not searchable and time.monotonic() < deadline:
+            time.sleep(0.2)
         assert searchable
         assert len(cache["7"]["big"]) == 12800 and cache["7"]["name"] == "toast kept"
         assert len(cache["88888"]["big"]) == 12800 and len(search["88888"]["big"]) == 12800
