@@ -6,8 +6,8 @@ decides whether the stop or a failure ended the query by matching that text (the
 several KB) against `An error occurred while calling((.|\\r\\n|\\r|\\n)*)(java.lang.InterruptedException|...)`
 (StreamExecution.PROXY_ERROR): the regex recurses once per character, so on a long traceback the
 stream execution thread overflows its stack: a 1,000-line StackOverflowError in the Spark log as the
-query stops, and the stop is not recognized as one. Raised again as one short line that still
-matches, the stop is a stop.
+query stops, the thread ending on that error. Raised again as one short line that still matches,
+the stop is classified as a stop and the log stays quiet.
 """
 from __future__ import annotations
 
