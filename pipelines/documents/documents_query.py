@@ -536,7 +536,8 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
     # One state partition per document: the session is built with it (session.shuffle_partitions).
     grouped = stream(spark, config).groupBy("document").applyInPandasWithState(
         fold_fn(config_json, resolved, writes=live), OUT_DDL, STATE_DDL, "append", GroupStateTimeout.NoTimeout)
-    writer = grouped.writeStream.foreachBatch(compact_interruptions(write)).option("checkpointLocation", str(folder / "query"))
+    writer = (grouped.writeStream.foreachBatch(compact_interruptions(write))
+              .option("checkpointLocation", str(folder / "query")))
     if available_now or config.spark.trigger == "available_now":
         writer = writer.trigger(availableNow=True)
     else:

@@ -6,9 +6,9 @@
 
 The unit tier needs no server and the integration tier leaves about 29% of two cores idle (it waits
 on servers; vmstat over a whole run), so the unit tier (~2-3 min with the archive) no longer sits on the
-run's critical path; it costs the main lane only the cores it takes while both run. A failing unit lane still stops the run, as the tiers do in one process: the main
-lane gets SIGINT (pytest's KeyboardInterrupt: fixtures torn down, the stack stopped), unless
---all-tiers. The exit code is the first non-zero of the two lanes.
+run's critical path; it costs the main lane only the cores it takes while both run. A failing unit
+lane still stops the run, as the tiers do in one process: the main lane gets SIGINT (pytest's
+KeyboardInterrupt: fixtures torn down, the stack stopped), unless --all-tiers. The exit code is the first non-zero of the two lanes.
 """
 from __future__ import annotations
 
