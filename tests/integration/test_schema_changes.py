@@ -85,7 +85,8 @@ def _exact(path) -> bool:
 
 def _settle(writer: Writer, path, log, noticed: str, what: str, timeout_s: float = 400,
             then: str | None = None) -> None:
-    """Writes go on while the job notices and works the change, then pause for an exact verify.
+    """Writes go on while the job notices and works the change, then pause for an exact verify (and stay
+    paused: the caller resumes them).
     `then`: a later line of the work to wait for (the pending work is saved a moment after the
     change is logged, so an empty pending list right after the notice says nothing)."""
     wait_for(lambda: noticed in log.read_text(), 60, 0.25, f"the job noticing {what}")
@@ -96,10 +97,9 @@ def _settle(writer: Writer, path, log, noticed: str, what: str, timeout_s: float
     after = writer.changes
     wait_for(lambda: writer.changes >= after + 50, 60, 0.05, f"writes after the schema work of {what}")
     writer.running.clear()
-    try:
-        wait_for(lambda: _exact(path), 240, 3, f"verify exact after {what}")
-    finally:
-        writer.running.set()
+    # The writer stays paused for the caller's checks of the stores (resumed, a read of the cache and
+    # one of the index straddled an insert: 952 != 951 in a CI run).
+    wait_for(lambda: _exact(path), 240, 3, f"verify exact after {what}")
 
 
 def test_each_kind_of_ddl_under_write_load_ends_exact_in_the_new_shape(stack, drill, tmp_path):
@@ -140,6 +140,7 @@ def test_each_kind_of_ddl_under_write_load_ends_exact_in_the_new_shape(stack, dr
                     assert isinstance(some["amount"], str), what
                 indexed = search_docs(stack, name)
                 assert len(indexed) == len(docs), what
+                writer.running.set()
     finally:
         job.send_signal(signal.SIGTERM)
         job.wait(180)
