@@ -44,7 +44,7 @@ from pipelines.apply.batch import apply_changes
 from pipelines.apply.stats import BatchStats
 from pipelines.documents.document_specs import ResolvedDocuments, check_state_matches, state_matches
 from pipelines.documents.nested_fold import FoldState, FoldStats, fold_batch
-from pipelines.spark.stop_interruption import compact_interruptions
+from pipelines.spark.stop_interruption import compact_interruptions, stopped_on_purpose
 from pipelines.spark.worker_context import collector_paused, worker_resources
 from pipelines.apply.transaction_gate import LATE_MS
 from pipelines.config import Config
@@ -464,6 +464,7 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
         if drift is not None:
             drift.check()
         checked_s = time.monotonic() - started
+        moved = None
         while True:
             with ExitStack() as held:
                 if live:
@@ -472,10 +473,15 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
                     # otherwise. Taken always: a batch that began before a rebuild may outlast its replay.
                     held.enter_context(documents_state.handover_lock(ckpt))
                 if live and documents_state.current(ckpt) != folder:
-                    log.info("documents batch %d not written: a rebuild's state (%s) took over; this query "
-                             "moves there", batch_id, documents_state.current(ckpt).name)
-                    return
-                if not live or documents_state.pending(ckpt) is None:
+                    # Not written, and not returned either: a batch that returns without running its
+                    # frame leaves the state store uncommitted, which Spark fails the query for
+                    # (STATE_STORE_COMMIT_VALIDATION_FAILED), maybe before tend() moves it. It waits
+                    # for that stop and gives up like a batch waiting for a hand-over.
+                    if moved is None:
+                        moved = documents_state.current(ckpt).name
+                        log.info("documents batch %d not written: a rebuild's state (%s) took over; this query "
+                                 "moves there", batch_id, moved)
+                elif not live or documents_state.pending(ckpt) is None:
                     # Live: the fold's own task writes (fold_fn), its figures are the rows; a rebuild's
                     # large batches are written by as many tasks as cores.
                     if live:
@@ -485,9 +491,16 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
                         rows = out.mapInArrow(write_fn(config_json, targets), _ddl(WRITE_STATS)).toArrow().to_pylist()
                     break
             if stopping is not None and stopping.is_set():
-                # Not committed: the batch runs again after the hand-over, or after its cancel.
-                raise PausedForHandover(f"documents batch {batch_id} stopped while waiting for a rebuild's "
-                                        f"hand-over to {documents_state.pending(ckpt)}")
+                # Not committed: the batch runs again after the hand-over, or after its cancel (or, moved,
+                # never: the next query runs from the rebuild's state). Raised once stop() has marked the
+                # query stopped (it does at once), so Spark counts the error as the stop.
+                time.sleep(0.5)
+                raise PausedForHandover(stopped_on_purpose(
+                    f"documents batch {batch_id} stopped while waiting for a rebuild's hand-over to "
+                    f"{moved or documents_state.pending(ckpt)}"))
+            if moved is not None:
+                time.sleep(0.1)   # tend() stops this query within a poll of the job
+                continue
             if time.monotonic() - waited > 30:
                 waited = time.monotonic()
                 log.warning("documents batch %d waits for a rebuild's hand-over to %s (its process stopped "

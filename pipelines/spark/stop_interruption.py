@@ -44,6 +44,13 @@ def interruption_line(exc: BaseException) -> str | None:
     return None
 
 
+def stopped_on_purpose(message: str) -> str:
+    """`message` of an error a foreachBatch function raises because its query is stopping (not
+    interrupted: it saw the stop coming), with the words that make Spark count it as the stop,
+    not as a failure logged at ERROR."""
+    return f"{message} (py4j.protocol.Py4JJavaError: An error occurred while calling foreachBatch: {INTERRUPTIONS[0]})"
+
+
 def compact_interruptions(fn: Callable[[Any, int], Any]) -> Callable[[Any, int], Any]:
     """`fn` (a foreachBatch function) whose interruption by the query's stop is raised as one line."""
 

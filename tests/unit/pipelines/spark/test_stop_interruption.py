@@ -69,3 +69,17 @@ def test_other_failures_and_cdckits_own_errors_are_raised_as_they_are():
 
 def test_a_batch_that_ends_returns_what_it_returned():
     assert compact_interruptions(lambda df, batch_id: (df, batch_id))("df", 3) == ("df", 3)
+
+
+def test_an_error_raised_for_a_stop_on_purpose_is_taken_for_the_stop():
+    from pipelines.documents.documents_query import PausedForHandover
+    from pipelines.spark.stop_interruption import stopped_on_purpose
+
+    message = stopped_on_purpose("documents batch 9 stopped while waiting for a rebuild's hand-over to documents-1")
+    assert message.startswith("documents batch 9 stopped") and "\n" not in message
+    # What Spark matches: the Python traceback, whose last line is the exception's type and message.
+    traceback = 'Traceback (most recent call last):\n  File "x.py", line 1, in write\n' \
+                f"pipelines.documents.documents_query.PausedForHandover: {message}\n"
+    assert re.search(spark_pattern(), traceback, re.DOTALL)
+    with pytest.raises(PausedForHandover):   # cdckit's own: its type kept (LiveDocuments.exception knows it)
+        raising(PausedForHandover(message))(None, 9)
