@@ -94,10 +94,11 @@ def _settle_schema_work(config: Config, table_name: str) -> None:
     from pipelines.state.schema import SchemaState
 
     state = SchemaState(config.spark.checkpoint_dir)
-    pending = state.pending()
-    left = [w for w in pending if w.table != table_name or (w.rebuild and not w.stopped)]
-    if left != pending:
-        state.save_pending(left)
+    with state.editing():   # the running job's watch edits it too
+        pending = state.pending()
+        left = [w for w in pending if w.table != table_name or (w.rebuild and not w.stopped)]
+        if left != pending:
+            state.save_pending(left)
 
 
 def _end_offsets(config: Config, topic: str) -> dict[str, int]:

@@ -52,6 +52,10 @@ class SchemaWatch:
     def check(self, config: Config) -> dict[str, dict[str, str]]:
         """Column types per table (name -> format_type), after acting on any change. Raises
         SchemaChangeError under `on_schema_change: stop`."""
+        with self.state.editing():
+            return self._check(config)
+
+    def _check(self, config: Config) -> dict[str, dict[str, str]]:
         now = self.clock()
         # A table under `stop` is read at every batch, before it is applied: its changes are in
         # Kafka after their DDL committed, so the catalog read now shows any DDL they follow; a
@@ -115,6 +119,10 @@ class SchemaWatch:
         (columns, rename, key, mappings, index, search, numeric_as_number, redis_key, redis_format, and
         the shared search.index_settings / deleted_version_ttl_s): the affected stores are
         rebuilt for the table (`evolve`, `rebuild`), or the job stops naming the command (`stop`)."""
+        with self.state.editing():
+            self._config_edited(old, new)
+
+    def _config_edited(self, old: Config, new: Config) -> None:
         before = {t.name: t for t in old.tables}
         pending, stop = self.state.pending(), None
         for table in new.tables:

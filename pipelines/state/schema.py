@@ -4,11 +4,14 @@ while the job was down is still noticed at its next start), and the schema work 
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 from connectors.table_shape import Column
 from pipelines.state.checkpoint import read_json, write_json
+from pipelines.state.locks import file_lock
 
 
 @dataclass
@@ -64,6 +67,13 @@ class SchemaState:
         new = {t: cols for t, cols in seen.items() if cols and t not in shapes}
         if new:
             self.save_shapes({**shapes, **new})
+
+    @contextmanager
+    def editing(self) -> Iterator[None]:
+        """Held around a read-modify-write of the pending work: the job's watch and `snapshot resync`
+        both edit it, and an unlocked save of an older copy brought settled work back for good."""
+        with file_lock(self.folder / "pending.lock"):
+            yield
 
     def pending(self) -> list[PendingWork]:
         return [PendingWork(**p) for p in read_json(self.folder / "pending.json", []) or []]
