@@ -79,10 +79,15 @@ def test_a_large_snapshot_through_local_workers_survives_a_kill_mid_bulk(stack, 
         assert part is None or not part.done, part
 
         again = _bootstrap(path, log)
+        seen: set[int] = set()   # its workers, sampled while it runs (once it exits they are init's children)
+        deadline = time.monotonic() + 600
+        while again.poll() is None and time.monotonic() < deadline:
+            seen.update(_workers(again.pid))
+            time.sleep(0.05)
         assert again.wait(600) == 0, log.read_text()[-3000:]
         text = log.read_text()
         assert "by the bulk apply" in text and "Spark session up" not in text, text[-3000:]
-        assert _workers(again.pid) == []
+        wait_for(lambda: not any(process_running(p) for p in seen), 30, 0.2, f"its workers {sorted(seen)} gone")
         verified = cli("verify", "--json", "-c", str(path), "--timeout", "120", timeout=300)
         assert verified.returncode == 0, f"{verified.stdout[-4000:]}\n{verified.stderr[-2000:]}"
     finally:

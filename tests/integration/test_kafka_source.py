@@ -1,6 +1,7 @@
 """The Python Kafka source against the real broker: gaps, end offsets, options, lost ranges."""
 import json
 import re
+import time
 import uuid
 
 import pytest
@@ -48,7 +49,10 @@ def test_gaps_are_not_errors_and_end_is_the_high_watermark(stack):
     # Each transaction's commit marker takes an offset: records at 0, 2, 4; high watermark 6.
     produce(stack.bootstrap_servers, topic, [b"a", b"b", None], transactional=True)
     reader = KafkaStreamReader({"subscribe": topic, "kafka.bootstrap.servers": stack.bootstrap_servers})
-    end = reader.latestOffset({}, None)
+    # The coordinator answers the commit before its marker is written: the high watermark reaches 6 soon after.
+    deadline = time.monotonic() + 10
+    while (end := reader.latestOffset({}, None)) != {topic: {"0": 6}} and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert end == {topic: {"0": 6}}
     got = rows(read_range(reader.conf, KafkaRange(topic, 0, 0, 6), poll_timeout_s=10))
     assert [(r["offset"], r["value"]) for r in got] == [(0, b"a"), (2, b"b"), (4, None)]

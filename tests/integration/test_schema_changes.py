@@ -29,7 +29,14 @@ class Writer:
         self.stack, self.table = stack, table
         self.running, self.stop = threading.Event(), threading.Event()
         self.changes, self.next_id = 0, ROWS + 1
+        self.step = threading.Lock()   # held by one round of writes (pause() waits for it)
         self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def pause(self) -> None:
+        """No write after this returns (clearing `running` alone lets the round under way commit later)."""
+        self.running.clear()
+        with self.step:
+            pass
 
     def _run(self) -> None:
         rnd = random.Random(7)
@@ -37,14 +44,18 @@ class Writer:
             while not self.stop.is_set():
                 if not self.running.wait(0.2):
                     continue
-                k = rnd.randint(1, self.next_id - 1)
-                conn.execute(f"UPDATE {self.table} SET v = v + 1 WHERE id = %s", (k,))
-                if rnd.random() < 0.2:
-                    conn.execute(f"INSERT INTO {self.table} (id, v) VALUES (%s, 0)", (self.next_id,))
-                    self.next_id += 1
-                if rnd.random() < 0.05:
-                    conn.execute(f"DELETE FROM {self.table} WHERE id = %s", (rnd.randint(21, self.next_id - 1),))
-                self.changes += 1
+                with self.step:
+                    if not self.running.is_set():
+                        continue
+                    k = rnd.randint(1, self.next_id - 1)
+                    conn.execute(f"UPDATE {self.table} SET v = v + 1 WHERE id = %s", (k,))
+                    if rnd.random() < 0.2:
+                        conn.execute(f"INSERT INTO {self.table} (id, v) VALUES (%s, 0)", (self.next_id,))
+                        self.next_id += 1
+                    if rnd.random() < 0.05:
+                        conn.execute(f"DELETE FROM {self.table} WHERE id = %s",
+                                     (rnd.randint(21, self.next_id - 1),))
+                    self.changes += 1
                 time.sleep(0.01)
 
     def __enter__(self):
@@ -96,7 +107,7 @@ def _settle(writer: Writer, path, log, noticed: str, what: str, timeout_s: float
     # Writes in the new shape before the pause (this was a 2 s sleep: about 100 of them).
     after = writer.changes
     wait_for(lambda: writer.changes >= after + 50, 60, 0.05, f"writes after the schema work of {what}")
-    writer.running.clear()
+    writer.pause()
     # The writer stays paused for the caller's checks of the stores (resumed, a read of the cache and
     # one of the index straddled an insert: 952 != 951 in a CI run).
     wait_for(lambda: _exact(path), 240, 3, f"verify exact after {what}")

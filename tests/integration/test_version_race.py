@@ -123,7 +123,10 @@ def test_transaction_straddling_the_consistent_point_wins(stack, spark, tmp_path
             return cached is not None and doc is not None and (json.loads(cached)["v"], doc["v"])
 
         wait_for(lambda: query.lastProgress and synced(), 90, 1, "both stores to apply the topic")
-        time.sleep(3)  # a further batch must not change it either
+        # A further batch (a row of its own) must not change it either.
+        with pg(stack) as conn:
+            conn.execute(f"INSERT INTO {table} VALUES (2, 'later')")
+        wait_for(lambda: r.get(f"{name}:2") is not None, 90, 0.5, "a further batch")
         assert synced() == ("raced", "raced")
         query.stop()
     finally:

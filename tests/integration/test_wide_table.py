@@ -26,9 +26,8 @@ import redis
 import requests
 
 from tests.support.filtered import ROOT as FILTERED_ROOT, FilteredOrders
-from tests.support.integration import (cli, drop_connector, fresh_redis_dbs, key_history, pg, search_docs, start_job,
-                                       wait_for, wait_streaming,
-                           write_config)
+from tests.support.integration import (cli, drop_connector, fresh_redis_dbs, key_history, kill_mid_batch, pg,
+                                       search_docs, start_job, wait_for, wait_streaming, write_config)
 
 pytestmark = pytest.mark.integration
 
@@ -253,9 +252,8 @@ def test_wide_table_every_change_kind_then_rebuild(stack, tmp_path, monkeypatch)
                  "the snapshot applied")
         w = WideWorkload(stack, table).start()
         orders.start(truncate_after=250)
-        time.sleep(4)
-        os.killpg(job.pid, signal.SIGKILL)                  # the driver dies mid-batch
-        time.sleep(2)
+        time.sleep(4)                                       # the workload under way
+        kill_mid_batch(job, tmp_path / "ckpt" / "query", tmp_path / "job.log")   # the driver dies mid-batch
         job = start_job(path, tmp_path / "job.log")
         time.sleep(4)
         w.truncate_now.set()
