@@ -211,10 +211,10 @@ def _done(result: dict) -> None:
 
 BATCH_LINE = re.compile(r"(?<!rebuild: )documents batch \d+: ([\d,]+) records, ([\d,]+) documents .*?"
                         r"([\d.]+) s \(fold ([\d.]+) s: state load ([\d.]+), rows ([\d.]+), fold ([\d.]+), "
-                        r"save ([\d.]+); stores ([\d.]+) s; schema check ([\d.]+) s; state ([\d.]+) MB; "
-                        r"fold task's CPU ([\d.]+) s\)")
+                        r"save ([\d.]+); stores ([\d.]+) s; schema check ([\d.]+) s; state ([\d.]+) MB, "
+                        r"kept by the worker for (\d+) of \d+; fold task's CPU ([\d.]+) s\)")
 BATCH_FIELDS = ("records", "documents", "batch_s", "fold_task_s", "state_load_s", "rows_s", "fold_s", "state_save_s",
-                "stores_s", "schema_check_s", "state_mb", "fold_task_cpu_s")
+                "stores_s", "schema_check_s", "state_mb", "state_kept", "fold_task_cpu_s")
 
 
 def documents_batches(text: str) -> dict:
@@ -231,6 +231,7 @@ def documents_batches(text: str) -> dict:
         vals = sorted(r[f] for r in busy)
         out[f"{f}_median"] = round(vals[len(vals) // 2], 3)
     out["batch_s_max"] = max(r["batch_s"] for r in busy)
+    out["state_kept_share"] = round(sum(r["state_kept"] for r in busy) / len(busy), 3)   # one document here
     rest = sorted(r["batch_s"] - r["fold_task_s"] - r["stores_s"] - r["schema_check_s"] for r in busy)
     out["spark_s_median"] = round(rest[len(rest) // 2], 3)   # the rest of each batch: Spark's own work
     return out

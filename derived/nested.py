@@ -36,6 +36,8 @@ from derived.change import Change, Version
 
 ZERO = Version(0, 0, 0)
 Key = tuple  # a row's key values, in key-column order
+# Worked out per process, or the journal of what changed since the state was saved (take_changes).
+_NOT_PICKLED = frozenset({"_kept", "_by_table", "rows", "touched", "_changed_rows", "_changed_touched"})
 
 
 @dataclass(frozen=True)
@@ -118,6 +120,7 @@ class NestedState:
     _index: dict[tuple[str, tuple[str, ...]], dict[tuple, set[Key]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        self._journal_reset()
         missing = self.spec.tables() - set(self.keys)
         if missing:
             raise ValueError(f"no key columns for {sorted(missing)}")
@@ -165,6 +168,7 @@ class NestedState:
         self._put(change.table, key, _Row(values, change.version, live=change.op != "delete"))
         for r in roots:
             self.touched[r] = max(self.touched.get(r, ZERO), change.version)
+        self._changed_touched |= roots
         return roots
 
     def _same_reach(self, table: str, old: dict[str, Any], new: dict[str, Any]) -> bool:
@@ -202,7 +206,7 @@ class NestedState:
     def __getstate__(self) -> dict[str, Any]:
         # Rows and versions as plain tuples: a dataclass and a NamedTuple per row made pickling the
         # whole state, which a documents batch does twice, 2.5x slower (benchmarks/nested_state_churn.py).
-        state = {k: v for k, v in self.__dict__.items() if k not in ("_kept", "_by_table", "rows", "touched")}
+        state = {k: v for k, v in self.__dict__.items() if k not in _NOT_PICKLED}
         state["flat_rows"] = {t: {k: (r.values, *r.version, r.live) for k, r in rows.items()}
                               for t, rows in self.rows.items()}
         state["flat_touched"] = {k: (*v,) for k, v in self.touched.items()}
@@ -216,6 +220,47 @@ class NestedState:
                                  for k, (v, e, kind, lsn, live) in rows.items()} for t, rows in flat.items()}
             state["touched"] = {k: new_version(Version, v) for k, v in state.pop("flat_touched").items()}
         self.__dict__.update(state)
+        self._journal_reset()
+
+    # -- what changed since the last take (a saved state's delta) ---------------------------------
+    def _journal_reset(self) -> None:
+        self._changed_rows: set[tuple[str, Key]] = set()
+        self._changed_touched: set[Key] = set()
+
+    def take_changes(self) -> dict[str, Any]:
+        """What changed since the state was loaded or last asked, as plain tuples (a row or a
+        root's version; None: gone), and the truncates' cuts whole; the journal starts again.
+        `apply_changes` of it on the state as it was then gives the state as it is now."""
+        rows: dict[str, dict[Key, tuple | None]] = {}
+        for table, key in self._changed_rows:
+            r = self.rows[table].get(key)
+            rows.setdefault(table, {})[key] = None if r is None else (r.values, *r.version, r.live)
+        touched = {k: (None if (v := self.touched.get(k)) is None else (*v,)) for k in self._changed_touched}
+        self._journal_reset()
+        return {"rows": rows, "touched": touched, "cuts": {t: (*v,) for t, v in self.cuts.items()}}
+
+    def apply_changes(self, changes: dict[str, Any]) -> None:
+        """A delta of `take_changes` applied (the indexes kept); the journal left empty."""
+        new_version = tuple.__new__
+        for table, rows in changes["rows"].items():
+            held = self.rows[table]
+            for key, flat in rows.items():
+                if flat is not None:
+                    values, epoch, kind, lsn, live = flat
+                    self._put(table, key, _Row(values, new_version(Version, (epoch, kind, lsn)), live))
+                elif key in held:
+                    old = held[key]
+                    if old.live:
+                        for cols, idx in self._derived()[1][table]:
+                            idx.get(_vals(old.values, cols), set()).discard(key)
+                    del held[key]
+        for key, v in changes["touched"].items():
+            if v is None:
+                self.touched.pop(key, None)
+            else:
+                self.touched[key] = new_version(Version, v)
+        self.cuts = {t: new_version(Version, v) for t, v in changes["cuts"].items()}
+        self._journal_reset()
 
     def prune(self) -> int:
         """Forget deleted rows; call it only once the documents of every change folded so far are in
@@ -236,7 +281,9 @@ class NestedState:
             for k in dead:
                 if table == root and self.touched.get(k, ZERO) <= rows[k].version:
                     self.touched.pop(k, None)
+                    self._changed_touched.add(k)
                 del rows[k]
+                self._changed_rows.add((table, k))
             gone += len(dead)
         return gone
 
@@ -256,6 +303,7 @@ class NestedState:
             self._put(table, key, _Row(row.values, version, live=False))
         for r in roots:
             self.touched[r] = max(self.touched.get(r, ZERO), version)
+        self._changed_touched |= roots
         return roots
 
     def _put(self, table: str, key: Key, row: _Row) -> None:
@@ -266,6 +314,7 @@ class NestedState:
             if row.live:
                 idx.setdefault(_vals(row.values, cols), set()).add(key)
         self.rows[table][key] = row
+        self._changed_rows.add((table, key))
 
     def _lookup(self, table: str, cols: tuple[str, ...], values: tuple) -> list[dict[str, Any]]:
         if None in values:
@@ -310,6 +359,7 @@ class NestedState:
         # A version handed out is remembered: a part that leaves later (a line's product, with the
         # line) takes its version with it, and the next document must not go below this one.
         version = self.touched[root] = max(parts)
+        self._changed_touched.add(root)
         if not row.live:
             return None, version
         doc = _project(row.values, self.spec.columns, self.spec.rename)

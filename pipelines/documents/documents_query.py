@@ -32,7 +32,7 @@ import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -43,6 +43,7 @@ from derived.change import Change, DeadLetter, Position, Version
 from pipelines.apply.batch import apply_changes
 from pipelines.apply.stats import BatchStats
 from pipelines.documents.document_specs import ResolvedDocuments, check_state_matches, state_matches
+from pipelines.documents import saved_state
 from pipelines.documents.nested_fold import FoldState, FoldStats, fold_batch
 from pipelines.spark.stop_interruption import compact_interruptions, stopped_on_purpose
 from pipelines.spark.worker_context import collector_paused, worker_resources
@@ -135,7 +136,7 @@ def fold_fn(config_json: bytes, resolved: ResolvedDocuments, writes: bool = Fals
         resources = worker_resources(config_json) if writes else None
         with collector_paused():
             t0, cpu0 = time.perf_counter(), time.process_time()
-            held = _load(state, resolved, name, config_json)
+            held, saved, kept = _load(state, resolved, name, config_json)
             t1 = time.perf_counter()
             frames = list(frames)
             if frames and "start" in frames[0].columns:   # ranges (stream): read here
@@ -151,18 +152,24 @@ def fold_fn(config_json: bytes, resolved: ResolvedDocuments, writes: bool = Fals
                 writing = _writer().submit(_write_documents, *resources, *_as_written(name, outs))
             t3 = time.perf_counter()
             try:
-                blob = pickle.dumps(held, protocol=pickle.HIGHEST_PROTOCOL)
+                blob, saved, rebased = saved_state.save(held, saved, _delta(held))
                 state.update((blob,))
             except BaseException:
                 if writing is not None:   # no write outlives its task (a hand-over may follow)
                     wait([writing])
                 raise
-            del held, rows   # freed before the collector is back: its next collection would walk them
+            del rows, frames   # freed before the collector is back: its next collection would walk them
         save_s = time.perf_counter() - t3
         written = writing.result() if writing is not None else None
+        # Once the writes are done too (what they held is gone, not frozen with the state).
+        t4 = time.perf_counter()
+        saved_state.keep(name, saved, held)
+        del held
+        save_s += time.perf_counter() - t4   # (its collection of what the task left)
         # The task's CPU (its writes' thread too) beside its time: on busy cores the gap is the wait to run.
         stats.timings = {"load_s": t1 - t0, "rows_s": t_rows - t1, "fold_s": t2 - t_rows, "save_s": save_s,
-                         "state_bytes": len(blob), "cpu_s": time.process_time() - cpu0}
+                         "state_bytes": len(blob), "cpu_s": time.process_time() - cpu0, "kept": kept,
+                         "rebased": rebased}
         if writing is not None:
             yield pd.DataFrame({k: [v] for k, v in _stats_row(name, stats, written).items()})
             return
@@ -222,18 +229,35 @@ class _StateUnpickler(pickle.Unpickler):
         return super().find_class(self.MOVED.get(module, module), name)
 
 
-def _load(state, resolved: ResolvedDocuments, name: str, config_json: bytes) -> FoldState:
+def _load(state, resolved: ResolvedDocuments, name: str,
+          config_json: bytes) -> tuple[FoldState, saved_state.Saved | None, bool]:
+    """(the state, how it was saved, whether this worker kept it from the document's last batch)."""
     from derived.nested import NestedState
 
-    if state.exists:
-        blob = state.get[0]
-        # The unpickler that finds moved classes only for a state that names one: it is slower.
-        held = _StateUnpickler(io.BytesIO(blob)).load() if OLD_MODULE in blob else pickle.loads(blob)
+    def fresh() -> FoldState:
+        spec = resolved.spec(name)
+        return FoldState(NestedState(spec, {t: resolved.keys[t] for t in spec.tables()}), gate=_gate(config_json))
+
+    def unpickle(blob) -> FoldState:
+        if isinstance(blob, memoryview):   # a base: pickled by this version, under the modules' new names
+            held = pickle.loads(blob)
+        else:   # a state saved whole (before bases); the unpickler that finds moved classes is slower
+            held = _StateUnpickler(io.BytesIO(blob)).load() if OLD_MODULE in blob else pickle.loads(blob)
         if getattr(held, "gate", None) is None:   # a state pickled before the gate existed
             held.gate = _gate(config_json)
         return held
-    spec = resolved.spec(name)
-    return FoldState(NestedState(spec, {t: resolved.keys[t] for t in spec.tables()}), gate=_gate(config_json))
+
+    return saved_state.load(state.get[0] if state.exists else None, name, fresh, unpickle, _apply_delta)
+
+
+def _delta(held: FoldState) -> dict[str, Any]:
+    """What a batch changed in the state (saved after the state's base: pipelines/documents/saved_state.py)."""
+    return {"model": held.model.take_changes(), "fences": dict(held.fences), "gate": held.gate}
+
+
+def _apply_delta(held: FoldState, delta: dict[str, Any]) -> None:
+    held.model.apply_changes(delta["model"])
+    held.fences, held.gate = delta["fences"], delta["gate"]
 
 
 def _gate(config_json: bytes):
@@ -534,9 +558,11 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
         state_mb = sum(f["timings"]["state_bytes"] for f in folds) / 1e6
         cpu_s = sum(f["timings"].get("cpu_s", 0.0) for f in folds)
         stores_s = sum(r["stores_s"] for r in rows)
+        kept = sum(1 for f in folds if f["timings"].get("kept"))
         log.info("%sdocuments batch %d: %s records, %s documents (%s by shared rows), search %s applied/%s stale, "
                  "cache %s applied/%s stale%s, %.2f s (fold %.2f s: state load %.2f, rows %.2f, fold %.2f, save %.2f; "
-                 "stores %.2f s; schema check %.2f s; state %.1f MB; fold task's CPU %.2f s)", "" if live else "rebuild: ",
+                 "stores %.2f s; schema check %.2f s; state %.1f MB, kept by the worker for %d of %d; "
+                 "fold task's CPU %.2f s)", "" if live else "rebuild: ",
                  batch_id, f"{records:,}", f"{total['documents']:,}", f"{fan_out:,}",
                  f"{total['search_applied']:,}", f"{total['search_stale']:,}", f"{total['cache_applied']:,}",
                  f"{total['cache_stale']:,}",
@@ -544,11 +570,13 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
                  + (f", {waiting:,} held for their transactions" if waiting else "")
                  + (f", {undecodable} undecodable (dead-lettered by the tables' query)" if undecodable else ""),
                  time.monotonic() - started, sum(spent.values()), spent["load_s"], spent["rows_s"], spent["fold_s"],
-                 spent["save_s"], stores_s, checked_s, state_mb, cpu_s)
+                 spent["save_s"], stores_s, checked_s, state_mb, kept, len(folds), cpu_s)
 
     # One state partition per document: the session is built with it (session.shuffle_partitions).
-    grouped = stream(spark, config).groupBy("document").applyInPandasWithState(
-        fold_fn(config_json, resolved, writes=live), OUT_DDL, STATE_DDL, "append", GroupStateTimeout.NoTimeout)
+    by_document = stream(spark, config).groupBy("document")
+    with _own_worker_pool(spark.sparkContext):
+        grouped = by_document.applyInPandasWithState(
+            fold_fn(config_json, resolved, writes=live), OUT_DDL, STATE_DDL, "append", GroupStateTimeout.NoTimeout)
     writer = (grouped.writeStream.foreachBatch(compact_interruptions(write))
               .option("checkpointLocation", str(folder / "query")))
     if available_now or config.spark.trigger == "available_now":
@@ -556,6 +584,25 @@ def start(spark, config: Config, config_json: bytes, resolved: ResolvedDocuments
     else:
         writer = writer.trigger(processingTime=config.spark.trigger)
     return writer.queryName("cdckit-documents" if live else "cdckit-rebuild-documents").start()
+
+
+POOL_VARIABLE = "CDCKIT_PYTHON_POOL"
+
+
+@contextmanager
+def _own_worker_pool(sc) -> Iterator[None]:
+    """The functions made inside run in Python workers of their own: Spark keeps a pool of workers
+    per Python executable and environment, and a function takes the context's environment when it is
+    made. So the fold's tasks reach the worker that kept the document's state (saved_state.py), not
+    one the tables' or the read's tasks used last (measured: every fold task of a run in one worker).
+    The dict is replaced, not edited: the tables' query makes a function per batch on another thread,
+    copying the environment as it does (an edit under that copy would fail its batch)."""
+    before = sc.environment
+    sc.environment = {**before, POOL_VARIABLE: "documents-fold"}
+    try:
+        yield
+    finally:
+        sc.environment = before
 
 
 class LiveDocuments:

@@ -412,3 +412,44 @@ def test_a_relations_join_sides_are_worked_out_once_and_leave_its_identity_alone
     assert rel == fresh and hash(rel) == hash(fresh)    # equality is the fields', worked out or not
     again = pickle.loads(pickle.dumps(rel))
     assert again == rel and again.sides == rel.sides
+
+
+def _state_of(state: NestedState) -> tuple:
+    """What a state holds; its indexes without the empty sets a key's departure leaves behind."""
+    index = {k: {v: keys for v, keys in idx.items() if keys} for k, idx in state._index.items()}
+    return state.rows, state.touched, state.cuts, index
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(0, 10_000), st.integers(2, 60), st.integers(0, 1000), st.integers(1, 9), st.integers(1, 4))
+def test_a_state_saved_as_a_base_and_its_deltas_is_the_state(seed, steps, order_seed, batch, rebase_every):
+    """The documents' query saves a base now and then and, after the other batches, only what the
+    batch changed (take_changes): the base with every later delta applied is the state, and folds the
+    rest of the history into the same documents at the same versions."""
+    import pickle
+
+    changes, _ = history(seed, steps)
+    order = delivered(changes, random.Random(order_seed))
+    live = NestedState(SPEC, dict(KEYS))
+    base, deltas = pickle.dumps(live), []
+    for n, change in enumerate(order):
+        if n % batch == 0:   # a batch ends, the next begins (the fold prunes first)
+            deltas.append(pickle.dumps(live.take_changes()))
+            if len(deltas) % rebase_every == 0:
+                base, deltas = pickle.dumps(live), []
+            replica = pickle.loads(base)
+            for d in deltas:
+                replica.apply_changes(pickle.loads(d))
+            assert _state_of(replica) == _state_of(live)
+            if n % 2:
+                live = replica   # the batch folded by a worker that rebuilt the state, or by one that kept it
+            live.prune()
+        live.apply(change)
+        for o in range(1, 5):   # a document read raises the version its root was handed out at
+            live.document((o,))
+    deltas.append(pickle.dumps(live.take_changes()))
+    replica = pickle.loads(base)
+    for d in deltas:
+        replica.apply_changes(pickle.loads(d))
+    assert _state_of(replica) == _state_of(live)
+    assert [replica.document((o,)) for o in range(1, 5)] == [live.document((o,)) for o in range(1, 5)]

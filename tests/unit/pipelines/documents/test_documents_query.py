@@ -68,3 +68,16 @@ def test_a_fold_that_wrote_reports_its_writes_as_write_fn_does():
     assert {k: got[k] for k in written} == written
     assert orjson.loads(got["fold"])[0]["records"] == 5
     assert set(got) == set(documents_query.WRITE_STATS.names)
+
+
+def test_functions_made_in_the_folds_pool_carry_its_variable_and_the_context_gets_its_dict_back():
+    from types import SimpleNamespace
+
+    from pipelines.documents.documents_query import POOL_VARIABLE, _own_worker_pool
+
+    env = {"PYTHONHASHSEED": "0"}
+    sc = SimpleNamespace(environment=env)
+    with _own_worker_pool(sc):
+        assert sc.environment == {"PYTHONHASHSEED": "0", POOL_VARIABLE: "documents-fold"}
+        assert env == {"PYTHONHASHSEED": "0"}   # replaced, not edited: another thread may be copying it
+    assert sc.environment is env
