@@ -7,7 +7,8 @@ several KB) against `An error occurred while calling((.|\\r\\n|\\r|\\n)*)(java.l
 (StreamExecution.PROXY_ERROR): the regex recurses once per character, so on a long traceback the
 stream execution thread overflows its stack: a 1,000-line StackOverflowError in the Spark log as the
 query stops, the thread ending on that error. Raised again as one short line that still matches,
-the stop is classified as a stop and the log stays quiet.
+the stop is classified as a stop and the log stays quiet. Any other long error is raised without
+its stack frames (JavaCallFailed).
 """
 from __future__ import annotations
 
@@ -27,6 +28,40 @@ _CALL = re.compile(r"An error occurred while calling ([\w$]+(?:\.[\w$]+)*)")
 
 class QueryInterrupted(Exception):
     """A foreachBatch function's Spark job interrupted (the query stopping), in one short line."""
+
+
+class JavaCallFailed(Exception):
+    """A foreachBatch function's JVM call failed: the error's message without its stack frames."""
+
+
+# Spark matches its regex over the whole text only while the query stops, but then over any error:
+# a failure that races the stop (a job cancelled under it, a Python task killed) overflowed the stack
+# just the same. Without the frames the text keeps what says what happened (every exception's line,
+# the causes, cdckit's own errors a task raised), a few hundred characters.
+MAX_CHARS = 2_000
+_JAVA_FRAME = re.compile(r"^\s+at [\w$.<>/]+\(|^\s*\.\.\. \d+ more$")
+_OURS_LINE = re.compile(rf"^(?:{'|'.join(OWN_PACKAGES)})\.[\w.]+: ")
+
+
+def without_frames(text: str) -> str:
+    """`text` (a Py4J error: the Java trace, maybe a Python worker's traceback inside) without the
+    Java and Python stack frames; past MAX_CHARS, its start and end with cdckit's own errors' lines."""
+    lines, code = [], False
+    for line in text.splitlines():
+        if _JAVA_FRAME.match(line):
+            continue
+        if line.startswith('  File "'):
+            code = True   # a Python frame: its line, then its source and caret lines
+            continue
+        if code and (line.startswith("    ") or not line.strip()):
+            continue
+        code = False
+        lines.append(line)
+    out = "\n".join(lines)
+    if len(out) <= MAX_CHARS:
+        return out
+    ours = [line for line in lines if _OURS_LINE.match(line)][-3:]
+    return "\n".join([out[:500], "[...]", *ours, "[...]", out[-(MAX_CHARS - 800):]])
 
 
 def interruption_line(exc: BaseException) -> str | None:
@@ -62,9 +97,13 @@ def compact_interruptions(fn: Callable[[Any, int], Any]) -> Callable[[Any, int],
             # cdckit's own errors keep their type (a store unavailable pauses the restart, etc.).
             ours = type(exc).__module__.split(".")[0] in OWN_PACKAGES
             line = None if ours else interruption_line(exc)
-            if line is None:
+            if line is not None:
+                log.debug("batch %s interrupted: %s", batch_id, exc)
+                raise QueryInterrupted(line) from None
+            text = str(exc)
+            if ours or len(text) <= MAX_CHARS:
                 raise
-            log.debug("batch %s interrupted: %s", batch_id, exc)
-            raise QueryInterrupted(line) from None
+            log.debug("batch %s failed: %s", batch_id, text)   # (the frames, with --verbose)
+            raise JavaCallFailed(f"{type(exc).__name__}: {without_frames(text)}") from None
 
     return run

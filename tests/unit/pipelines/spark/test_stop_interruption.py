@@ -83,3 +83,41 @@ def test_an_error_raised_for_a_stop_on_purpose_is_taken_for_the_stop():
     assert re.search(spark_pattern(), traceback, re.DOTALL)
     with pytest.raises(PausedForHandover):   # cdckit's own: its type kept (LiveDocuments.exception knows it)
         raising(PausedForHandover(message))(None, 9)
+
+
+PYTHON_TASK = ('org.apache.spark.api.python.PythonException: Traceback (most recent call last):\n'
+               + "".join(f'  File "/work/pipelines/apply/f{i}.py", line {i}, in step{i}\n    call{i}()\n    ^^^^^^\n'
+                         for i in range(30))
+               + "derived.sinks.store_errors.StoreUnavailable: search: 503 from the engine\n")
+JOB_FAILED = ("An error occurred while calling o77.toArrow.\n"
+              ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 9.0 failed 1 times, "
+              "most recent failure: Lost task 0.0 in stage 9.0 (TID 31): " + PYTHON_TASK + JAVA_TRACE
+              + "\nDriver stacktrace:\n" + JAVA_TRACE + "Caused by: " + PYTHON_TASK + JAVA_TRACE + "\t... 42 more\n")
+
+
+def test_a_long_failure_loses_its_frames_not_what_happened():
+    from pipelines.errors import from_spark_failure
+    from pipelines.spark.stop_interruption import MAX_CHARS, JavaCallFailed
+
+    with pytest.raises(JavaCallFailed) as caught:
+        raising(Py4JJavaError(JOB_FAILED))(None, 4)
+    text = str(caught.value)
+    assert len(JOB_FAILED) > 20_000 and len(text) <= MAX_CHARS, len(text)
+    assert "\tat " not in text and '  File "' not in text and caught.value.__suppress_context__
+    # What the job reads of it is as before: the error, whether a restart may help.
+    before, after = from_spark_failure(JOB_FAILED), from_spark_failure(text)
+    assert (type(after), str(after)) == (type(before), str(before))
+    assert "StoreUnavailable: search: 503 from the engine" in text and "Lost task 0.0 in stage 9.0" in text
+    assert not re.search(spark_pattern(), text, re.DOTALL)   # a failure, not the stop's interruption
+
+
+def test_past_the_limit_the_start_the_end_and_cdckits_own_errors_are_kept():
+    from pipelines.spark.stop_interruption import MAX_CHARS, without_frames
+
+    text = "\n".join([": org.apache.spark.SparkException: first"]
+                     + [f"org.apache.spark.SomeException: message {i} " + "x" * 80 for i in range(40)]
+                     + ["pipelines.errors.SchemaChangeError: public.t: column c dropped"]
+                     + [f"org.apache.spark.OtherException: message {i} " + "y" * 80 for i in range(40)])
+    out = without_frames(text)
+    assert len(out) <= MAX_CHARS + 200 and out.startswith(": org.apache.spark.SparkException: first")
+    assert "pipelines.errors.SchemaChangeError: public.t: column c dropped" in out and "message 39 " in out
