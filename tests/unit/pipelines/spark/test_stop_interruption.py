@@ -90,8 +90,9 @@ PYTHON_TASK = ('org.apache.spark.api.python.PythonException: Traceback (most rec
                          for i in range(30))
                + "derived.sinks.store_errors.StoreUnavailable: search: 503 from the engine\n")
 JOB_FAILED = ("An error occurred while calling o77.toArrow.\n"
-              ": org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 9.0 failed 1 times, "
-              "most recent failure: Lost task 0.0 in stage 9.0 (TID 31): " + PYTHON_TASK + JAVA_TRACE
+              ": org.apache.spark.SparkException: Job aborted due to stage failure: "
+              "Task 0 in stage 9.0 failed 1 times, most recent failure: Lost task 0.0 in stage 9.0 (TID 31): "
+              + PYTHON_TASK + JAVA_TRACE
               + "\nDriver stacktrace:\n" + JAVA_TRACE + "Caused by: " + PYTHON_TASK + JAVA_TRACE + "\t... 42 more\n")
 
 
