@@ -152,7 +152,7 @@ def fold_fn(config_json: bytes, resolved: ResolvedDocuments, writes: bool = Fals
                 writing = _writer().submit(_write_documents, *resources, *_as_written(name, outs))
             t3 = time.perf_counter()
             try:
-                blob, saved, rebased = saved_state.save(held, saved, _delta(held))
+                blob, saved, _ = saved_state.save(held, saved, _delta(held))
                 state.update((blob,))
             except BaseException:
                 if writing is not None:   # no write outlives its task (a hand-over may follow)
@@ -168,8 +168,7 @@ def fold_fn(config_json: bytes, resolved: ResolvedDocuments, writes: bool = Fals
         save_s += time.perf_counter() - t4   # (its collection of what the task left)
         # The task's CPU (its writes' thread too) beside its time: on busy cores the gap is the wait to run.
         stats.timings = {"load_s": t1 - t0, "rows_s": t_rows - t1, "fold_s": t2 - t_rows, "save_s": save_s,
-                         "state_bytes": len(blob), "cpu_s": time.process_time() - cpu0, "kept": kept,
-                         "rebased": rebased}
+                         "state_bytes": len(blob), "cpu_s": time.process_time() - cpu0, "kept": kept}
         if writing is not None:
             yield pd.DataFrame({k: [v] for k, v in _stats_row(name, stats, written).items()})
             return
