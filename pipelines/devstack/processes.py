@@ -81,6 +81,7 @@ def _reap(pid: int) -> None:
 
 
 RESERVED_PORTS = Path("/proc/sys/net/ipv4/ip_local_reserved_ports")
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 
 
 def reserve_ports(ports: list[int]) -> None:
@@ -93,7 +94,8 @@ def reserve_ports(ports: list[int]) -> None:
         for part in filter(None, current.split(",")):
             lo, _, hi = part.partition("-")
             have.update(range(int(lo), int(hi or lo) + 1))
-        missing = sorted(set(ports) - have)
+        first, last = map(int, EPHEMERAL_RANGE.read_text().split())
+        missing = sorted(p for p in set(ports) - have if first <= p <= last)  # others are never handed out
         if missing:
             RESERVED_PORTS.write_text(",".join(filter(None, [current, *map(str, missing)])) + "\n")
     except (OSError, ValueError):

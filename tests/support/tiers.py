@@ -17,6 +17,18 @@ import pytest
 TIERS = ("unit", "integration", "drills")
 
 
+# A file the lanes of one run (tests/support/lanes.py) share: the tiers that failed in any of them.
+SHARED_FAILURES = "CDCKIT_FAILED_TIERS"
+
+
+def shared_failed_tiers() -> set[int]:
+    path = os.environ.get(SHARED_FAILURES)
+    try:
+        return {int(line) for line in Path(path).read_text().split()} if path else set()
+    except (OSError, ValueError):
+        return set()
+
+
 def tier_of_path(path: str) -> int:
     """The tier of a test file, from the folder it lives in (a node id's file part will do)."""
     parts = Path(path).parts
@@ -79,7 +91,7 @@ class Tiers:
         if nextitem is None or self.config.getoption("all_tiers"):
             return
         here, after = tier_of(item), tier_of(nextitem)
-        if after > here and any(t <= here for t in self.failed_tiers):
+        if after > here and any(t <= here for t in self.failed_tiers | shared_failed_tiers()):
             item.session.shouldfail = (f"the {TIERS[here]} tier failed: {', '.join(TIERS[after:])} not run "
                                        "(scripts/test --all-tiers runs them anyway)")
 
@@ -87,7 +99,12 @@ class Tiers:
         self.seconds[report.nodeid.split("::", 1)[0]] += report.duration
         self.test_seconds[report.nodeid] += report.duration
         if report.failed:
-            self.failed_tiers.add(tier_of_path(report.nodeid.split("::", 1)[0]))
+            tier = tier_of_path(report.nodeid.split("::", 1)[0])
+            self.failed_tiers.add(tier)
+            shared = os.environ.get(SHARED_FAILURES)
+            if shared:
+                with open(shared, "a") as out:
+                    out.write(f"{tier}\n")
 
     def pytest_terminal_summary(self, terminalreporter):
         if not self.seconds:  # nothing ran (--collect-only, or every test deselected)
@@ -126,13 +143,13 @@ def merged_times(paths: list[Path]) -> tuple[list, list, list[float]]:
 
 
 if __name__ == "__main__":  # scripts/test: the table CDCKIT_TEST_TIMES holds (every file and test)
-    from tests.support.lanes import unit_times_file
-
     main_file = Path(os.environ["CDCKIT_TEST_TIMES"])
-    unit_file = Path(unit_times_file(str(main_file)))
-    paths = [p for p in (main_file, unit_file) if p.is_file()]
-    files, tests, totals = merged_times(paths)
+    lanes = sorted(main_file.parent.glob("times-lane*.json"))
+    unit_file = main_file.with_name("times-unit.json")
+    named = [(p, n) for p, n in [(main_file, "stack lane 1"), *[(p, f"stack lane {p.stem[10:]}") for p in lanes],
+                                 (unit_file, "the unit lane")] if p.is_file()]
+    files, tests, totals = merged_times([p for p, _ in named])
     table = slowest_files_table(files, max(totals), tests)
-    if len(totals) > 1:  # two lanes at once: the run's wall clock is the longer one
-        table += f"\n{totals[1]:8.1f}  of which the unit lane, beside the main lane"
+    if len(totals) > 1:  # lanes at once: the run's wall clock is the longest one
+        table += "".join(f"\n{total:8.1f}  {name}" for (_, name), total in zip(named, totals))
     print(table)
