@@ -248,7 +248,7 @@ def run(spark, config: Config, plan: Plan, keep_old: bool = False, cb: Callbacks
                 _advance(ckpt, state, "refused")
     if state.phase == "refused":
         cb.phase("dropping the fresh generation")
-        _drop_fresh(config, plan, state.live_batch_at_switch)
+        _drop_fresh(config, plan, _batch_in_flight_since(config))
         state.summary["fresh_generation"] = "dropped"
         _finish(config, state, work)
     if state.phase == "switched":
@@ -257,7 +257,7 @@ def run(spark, config: Config, plan: Plan, keep_old: bool = False, cb: Callbacks
         dropped = False
         if not keep_old:
             cb.phase("dropping the old generation")
-            dropped = _drop_old(config, plan, state.live_batch_at_switch)
+            dropped = _drop_old(config, plan, _batch_in_flight_since(config))
         state.summary["old_generation"] = "dropped" if dropped else "kept"
         _finish(config, state, work)
     return state
@@ -458,6 +458,14 @@ def _live_batch(config: Config, finished_within_s: float | None = None) -> int |
     if finished_within_s is not None and time.time() - float(st.get("finished_at") or 0) > finished_within_s:
         return None
     return int(st["batch_id"])
+
+
+def _batch_in_flight_since(config: Config) -> int | None:
+    """The live pipeline's last finished batch, read once `dual_write` is off on disk (phase switched
+    or refused): a batch reads its duty as it starts, so only the one in flight now (the next to
+    finish) can still write the generation being dropped. Read before that save (at the switch), a
+    batch that began during the switch was missed: it wrote the old database after its drop."""
+    return _live_batch(config)
 
 
 def _await_live_batch(config: Config, batch_at: int | None) -> bool:
