@@ -248,7 +248,7 @@ def run(spark, config: Config, plan: Plan, keep_old: bool = False, cb: Callbacks
                 _advance(ckpt, state, "refused")
     if state.phase == "refused":
         cb.phase("dropping the fresh generation")
-        _drop_fresh(config, plan, _batch_in_flight_since(config))
+        _drop_fresh(config, plan)
         state.summary["fresh_generation"] = "dropped"
         _finish(config, state, work)
     if state.phase == "switched":
@@ -257,7 +257,7 @@ def run(spark, config: Config, plan: Plan, keep_old: bool = False, cb: Callbacks
         dropped = False
         if not keep_old:
             cb.phase("dropping the old generation")
-            dropped = _drop_old(config, plan, _batch_in_flight_since(config))
+            dropped = _drop_old(config, plan)
         state.summary["old_generation"] = "dropped" if dropped else "kept"
         _finish(config, state, work)
     return state
@@ -460,12 +460,21 @@ def _live_batch(config: Config, finished_within_s: float | None = None) -> int |
     return int(st["batch_id"])
 
 
-def _batch_in_flight_since(config: Config) -> int | None:
-    """The live pipeline's last finished batch, read once `dual_write` is off on disk (phase switched
-    or refused): a batch reads its duty as it starts, so only the one in flight now (the next to
-    finish) can still write the generation being dropped. Read before that save (at the switch), a
-    batch that began during the switch was missed: it wrote the old database after its drop."""
-    return _live_batch(config)
+def _live_writes_finished(config: Config) -> bool:
+    """No live batch writes the generation about to be dropped any more; asked once `dual_write` is
+    off on disk (phase switched or refused). With the live pipeline on this host (or none), its
+    writer lock says so at once (rebuild_state.writers_done), even on an idle log. A pipeline on
+    another host may not share the lock, so there the next batch to finish says it: a batch reads its
+    duty as it starts, so the one in flight at this reading is the last that can. (Read at the
+    switch, before that save, a batch begun during the switch was missed: it wrote the old Redis
+    database after its drop.) False after LIVE_BATCH_WAIT_S."""
+    from pipelines.state.status_file import read_status
+
+    ckpt = config.spark.checkpoint_dir
+    status = read_status(ckpt)
+    if not status or status.get("host") == socket.gethostname():
+        return rebuild_state.writers_done(ckpt, LIVE_BATCH_WAIT_S)
+    return _await_live_batch(config, _live_batch(config))
 
 
 def _await_live_batch(config: Config, batch_at: int | None) -> bool:
@@ -485,11 +494,11 @@ def _await_live_batch(config: Config, batch_at: int | None) -> bool:
         time.sleep(0.5)
 
 
-def _drop_fresh(config: Config, plan: Plan, batch_at: int | None) -> None:
+def _drop_fresh(config: Config, plan: Plan) -> None:
     """A refused rebuild's fresh generations go, never a live one (drop_generation refuses an index
     behind its alias; the spare database is emptied only while it holds this rebuild). Dropped even
     when the batch in flight outlasts the wait: a spare database left full refuses the next rebuild."""
-    if not _await_live_batch(config, batch_at):
+    if not _live_writes_finished(config):
         log.warning("rebuild %s: the live batch in flight did not finish within %.0f s; dropping the fresh "
                     "generation anyway", plan.rebuild_id, LIVE_BATCH_WAIT_S)
     if plan.search:
@@ -505,9 +514,9 @@ def _drop_fresh(config: Config, plan: Plan, batch_at: int | None) -> None:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def _drop_old(config: Config, plan: Plan, batch_at_switch: int | None) -> bool:
+def _drop_old(config: Config, plan: Plan) -> bool:
     """A batch in flight at the switch may still write the old generation: wait for it to finish."""
-    if not _await_live_batch(config, batch_at_switch):
+    if not _live_writes_finished(config):
         return False
     if plan.search:
         generations = search_generations(config)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from pipelines.state.checkpoint import CheckpointDir, RebuildWork, read_json, write_json
-from pipelines.state.locks import file_lock
+from pipelines.state.locks import file_lock, file_lock_within
 
 # "refused": records of the replay were dead-lettered (more than accepted), so the fresh
 # generations are dropped instead of switched; "done" follows either way.
@@ -56,7 +56,7 @@ class RebuildState:
     dual_write: bool = False
     started_at: float = 0.0
     summary: dict[str, Any] = field(default_factory=dict)
-    live_batch_at_switch: int | None = None   # the live pipeline's last batch when the switch happened
+    live_batch_at_switch: int | None = None   # the live pipeline's last finished batch as the switch began
     switched_at: float | None = None
     catchup_by: str | None = None
     catchup_epoch: str | None = None       # one per hand-over of the catch-up (a rerun makes a new one)
@@ -137,6 +137,15 @@ def writer_lock(checkpoint_dir: Path) -> Iterator[None]:
     its holder dies, so a crashed rebuild never blocks the live pipeline for good."""
     with file_lock(CheckpointDir(checkpoint_dir).rebuild_lock):
         yield
+
+
+def writers_done(checkpoint_dir: Path, timeout_s: float) -> bool:
+    """Once `dual_write` is off on disk: no batch of a live pipeline on this host writes the fresh
+    generation any more (False: one still held the writer lock after `timeout_s`). A batch with a
+    duty holds the lock from reading it to its end; one waiting for the lock reads its duty again
+    once it has it (streaming/job._rebuild_duty), and finds none."""
+    with file_lock_within(CheckpointDir(checkpoint_dir).rebuild_lock, timeout_s) as got:
+        return got
 
 
 def live_caught_up(checkpoint_dir: Path, epoch: str | None) -> dict[str, Any] | None:

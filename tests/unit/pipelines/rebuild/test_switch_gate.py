@@ -140,8 +140,29 @@ def test_the_fresh_generations_are_dropped_and_never_the_live_index(monkeypatch,
     monkeypatch.setattr(rebuild, "_live_batch", lambda *a, **kw: None)
     plan.documents = {"folder": "documents-r1"}
     (tmp_path / "documents-r1").mkdir()
-    rebuild._drop_fresh(cfg, plan, None)
+    rebuild._drop_fresh(cfg, plan)
     assert engine.indices == {"customers_v1"} and not (tmp_path / "documents-r1").exists()
     plan.search["public.customers"]["target"] = "customers_v1"   # were it ever the live one: refused
     with pytest.raises(rebuild.GenerationError):
-        rebuild._drop_fresh(cfg, plan, None)
+        rebuild._drop_fresh(cfg, plan)
+
+
+def test_the_drop_waits_on_the_writer_lock_here_and_on_the_next_batch_for_another_host(monkeypatch, tmp_path):
+    """Asked once dual_write is off: the lock proves it on this host (even on an idle log); a pipeline
+    elsewhere may not share the lock, so its next batch to finish after this reading does."""
+    import json
+    import socket
+
+    from pipelines.state.status_file import status_path
+
+    cfg, _ = plan_and_config(tmp_path)
+    seen = []
+    monkeypatch.setattr(rebuild_state, "writers_done", lambda ckpt, timeout_s: seen.append("lock") or True)
+    monkeypatch.setattr(rebuild, "_await_live_batch", lambda config, batch_at: seen.append(batch_at) or True)
+    monkeypatch.setattr(rebuild, "_live_batch", lambda *a, **kw: 41)
+    assert rebuild._live_writes_finished(cfg) and seen == ["lock"]           # no live pipeline ever
+    status_path(tmp_path).parent.mkdir(parents=True, exist_ok=True)
+    status_path(tmp_path).write_text(json.dumps({"batch_id": 41, "host": socket.gethostname()}))
+    assert rebuild._live_writes_finished(cfg) and seen == ["lock", "lock"]
+    status_path(tmp_path).write_text(json.dumps({"batch_id": 41, "host": "another-host"}))
+    assert rebuild._live_writes_finished(cfg) and seen == ["lock", "lock", 41]

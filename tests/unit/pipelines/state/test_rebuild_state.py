@@ -63,6 +63,25 @@ def test_the_writer_lock_waits_for_its_holder_and_is_freed_by_its_death(tmp_path
     holder.join()
 
 
+def test_writers_done_once_the_live_batch_holding_the_lock_ends(tmp_path):
+    assert rs.writers_done(tmp_path, 0.1)                 # no live batch with a duty: at once
+    ready = multiprocessing.Event()
+    holder = multiprocessing.Process(target=_hold, args=(tmp_path, 1.0, ready))   # a batch with a duty
+    holder.start()
+    assert ready.wait(10)
+    started = time.monotonic()
+    assert rs.writers_done(tmp_path, 30)
+    assert time.monotonic() - started > 0.5               # it waited for the batch's end
+    holder.join()
+    ready = multiprocessing.Event()
+    holder = multiprocessing.Process(target=_hold, args=(tmp_path, 60.0, ready))  # a batch stuck on a store
+    holder.start()
+    assert ready.wait(10)
+    assert not rs.writers_done(tmp_path, 0.5)              # given up, not waited for forever
+    holder.kill()
+    holder.join()
+
+
 def test_state_round_trips_through_its_file(tmp_path):
     state = _save(tmp_path, phase="catchup", dual_write=True, catchup_by=rs.CATCHUP_BY_LIVE, catchup_epoch="e1")
     assert rs.load(tmp_path) == state
