@@ -6,7 +6,7 @@ import requests
 from pipelines.devstack import processes
 from pipelines.devstack.jars import component_dir, jar_version
 from pipelines.devstack.packages import MissingPackage, osmem_binary, system_binary
-from pipelines.devstack.servers import Server
+from pipelines.devstack.servers import Server, java_options
 
 
 class OpenSearch(Server):
@@ -18,7 +18,7 @@ class OpenSearch(Server):
     def argv(self) -> list[str]:
         java = system_binary("java", self.name, "openjdk-17-jre-headless")
         folder = component_dir("opensearch")
-        return [str(java), "-Xms512m", "-Xmx1g", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+        return [str(java), "-Xms512m", "-Xmx1g", "-XX:+UseG1GC", *java_options(), "-Djava.awt.headless=true",
                 "-cp", f"{folder / 'classes'}:{folder}/*", "OpenSearchNode", str(self.home / "node"), str(self.port)]
 
     def check_installed(self) -> None:

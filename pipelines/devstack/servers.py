@@ -28,6 +28,12 @@ def kraft_cluster_id() -> str:
             return cluster_id
 
 
+
+def java_options() -> list[str]:
+    """More options for the stack's JVM servers (CDCKIT_DEVSTACK_JAVA_OPTIONS, split on spaces): the
+    test suite's stacks run C1 only (tests/support/stack.py says why)."""
+    return os.environ.get("CDCKIT_DEVSTACK_JAVA_OPTIONS", "").split()
+
 class Server:
     name = ""
     pid_name = ""
@@ -213,7 +219,7 @@ class Kafka(Server):
 
     def _java(self, main: str, *args: str, heap: str = "-Xmx768m") -> list[str]:
         java = system_binary("java", self.name, "openjdk-17-jre-headless")
-        return [str(java), heap, "-XX:+UseG1GC", "-Djava.awt.headless=true",
+        return [str(java), heap, "-XX:+UseG1GC", *java_options(), "-Djava.awt.headless=true",
                 f"-Dlog4j2.configurationFile={self.home / 'log4j2.properties'}",
                 "-cp", f"{component_dir('kafka')}/*", main, *args]
 
@@ -341,7 +347,7 @@ class Connect(Server):
 
     def argv(self) -> list[str]:
         java = system_binary("java", self.name, "openjdk-17-jre-headless")
-        return [str(java), "-Xms256m", "-Xmx1g", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+        return [str(java), "-Xms256m", "-Xmx1g", "-XX:+UseG1GC", *java_options(), "-Djava.awt.headless=true",
                 f"-Dlog4j2.configurationFile={self.home / 'log4j2.properties'}",
                 "-cp", f"{component_dir('connect')}/*", "org.apache.kafka.connect.cli.ConnectDistributed",
                 str(self.home / "worker.properties")]

@@ -29,6 +29,12 @@ FAST_COMPACTION = {"segment.ms": 2000, "min.cleanable.dirty.ratio": 0.01, "min.c
 # 8.8 s instead of 11.7 s (measured on this machine, idle). A test's few thousand changes never make
 # C2's code pay off; cdckit's own default (a long-lived driver) keeps both compilers.
 TEST_DRIVER_JVM = "-XX:TieredStopAtLevel=1"
+# The stack's own JVM servers (broker, Connect, the search engine) too, for the same reason: in a
+# suite's first minutes C2's compiler thread was the largest CPU user of each (broker 10.8 of 30 CPU-s,
+# OpenSearch 23.8 of 59, Connect 14.2 of 39, read per thread from /proc), on the cores the tests need.
+# Servers a test (re)starts in this process follow it too; cdckit's own devstack keeps both compilers.
+TEST_SERVER_JVM = "-XX:TieredStopAtLevel=1"
+os.environ.setdefault("CDCKIT_DEVSTACK_JAVA_OPTIONS", TEST_SERVER_JVM)
 
 
 @dataclass
@@ -103,6 +109,7 @@ def devstack_world(state_dir: Path, env: dict[str, str] | None = None) -> Iterat
     settings = StackSettings(state_dir=state_dir, ports=dict(TEST_PORTS))
     # `scripts/devstack up`'s own entry point, told the state dir and ports as it reads them
     env = {**(env if env is not None else os.environ), "CDCKIT_DEVSTACK_DIR": str(state_dir),
+           "CDCKIT_DEVSTACK_JAVA_OPTIONS": os.environ["CDCKIT_DEVSTACK_JAVA_OPTIONS"],
            **{f"CDCKIT_DEVSTACK_{name.upper()}_PORT": str(port) for name, port in TEST_PORTS.items()}}
     started = subprocess.run([sys.executable, "-m", "pipelines.devstack", "up"], cwd=ROOT, env=env,
                              capture_output=True, text=True)

@@ -57,3 +57,22 @@ def test_scram_format_option_and_the_characters_its_syntax_cannot_quote():
     for user, password in (("a,b", "p"), ("a", "p]"), ("a", "p=q"), ("a b", "p")):
         with pytest.raises(ValueError):
             servers.scram_format_option("SCRAM-SHA-512", user, password)
+
+
+@pytest.mark.parametrize("server", ["kafka", "connect", "search"])
+def test_the_jvm_servers_take_the_stacks_java_options_before_their_main_class(monkeypatch, tmp_path, server):
+    from pathlib import Path
+
+    from pipelines.devstack import search_servers
+    from pipelines.devstack.settings import StackSettings
+
+    for module in (servers, search_servers):
+        monkeypatch.setattr(module, "system_binary", lambda *a: Path("/usr/bin/java"))
+        monkeypatch.setattr(module, "component_dir", lambda name: tmp_path / name)
+    cls = {"kafka": servers.Kafka, "connect": servers.Connect, "search": search_servers.OpenSearch}[server]
+    settings = StackSettings(state_dir=tmp_path, ports={"kafka": 1, "connect": 2, "search": 3})
+    monkeypatch.setenv("CDCKIT_DEVSTACK_JAVA_OPTIONS", "-XX:TieredStopAtLevel=1  -Xss2m")
+    argv = cls(settings).argv()
+    assert argv.index("-XX:TieredStopAtLevel=1") < argv.index("-cp") and "-Xss2m" in argv
+    monkeypatch.delenv("CDCKIT_DEVSTACK_JAVA_OPTIONS")
+    assert not [a for a in cls(settings).argv() if "Tiered" in a or a == "-Xss2m"]
