@@ -97,8 +97,9 @@ def _stack_lane(python: str, args: list[str], files: list[str], lane: int, log: 
         env["CDCKIT_TEST_TIMES"] = times
     if lane > 1:
         env["CDCKIT_TEST_PORT_SHIFT"] = str(int(env.get("CDCKIT_TEST_PORT_SHIFT", "0")) + SECOND_STACK_SHIFT * (lane - 1))
-        # The jobs' metrics port too (cdckit's default 9464 is the first lane's): no job serves another's.
-        env["CDCKIT_TEST_METRICS_PORT"] = str(METRICS_PORT + lane - 1)
+    # The jobs' metrics port, one per lane and never cdckit's default 9464: no job answers for another
+    # lane's, nor for the image rehearsal's health check (the unit lane: it shares the host's network).
+    env["CDCKIT_TEST_METRICS_PORT"] = str(METRICS_PORT + lane)
     out = log.open("w") if log else None
     return subprocess.Popen([python, "-m", "pytest", *args, *files], cwd=ROOT, env=env, stdout=out,
                             stderr=subprocess.STDOUT if out else None)
