@@ -7,13 +7,13 @@
   `CDCKIT_TEST_PORT_SHIFT`), each running its files tier by tier. The first lane prints as it goes; the
   second's output is kept in a log and printed when the run ends.
 
-Why: the integration and drill tiers kept only ~1.0-1.5 of two cores busy (a per-process CPU sampler
-over a whole run): they wait on servers, triggers and catch-ups far more than they compute. Two stacks
-fill the idle half. A folder of tests that share servers of their own (`tests/integration/secure/`) is
-one unit of the split. A tier that fails in one stack lane ends the later tiers in every lane (the
-failed tiers are shared through a file: tiers.py); a failing unit lane interrupts the stack lanes
-(SIGINT: pytest's KeyboardInterrupt, fixtures torn down, the stacks stopped), unless --all-tiers. The
-exit code is the first non-zero.
+Why: in one process the integration and drill tiers kept two cores ~75% busy (60-99% a minute,
+/proc/stat over a whole run): they wait on servers, triggers and catch-ups. Two stacks fill that idle
+share (each lane then runs ~1.7x slower, the machine ~93% busy). A folder of tests that share servers
+of their own (`tests/integration/secure/`) is one unit of the split. A tier that fails in one stack lane
+ends the later tiers in every lane (the failed tiers are shared through a file: tiers.py); a failing
+unit lane interrupts the stack lanes (SIGINT: pytest's KeyboardInterrupt, fixtures torn down, the stacks
+stopped), unless --all-tiers. The exit code is the first non-zero.
 """
 from __future__ import annotations
 
@@ -96,7 +96,8 @@ def _stack_lane(python: str, args: list[str], files: list[str], lane: int, log: 
     if times:
         env["CDCKIT_TEST_TIMES"] = times
     if lane > 1:
-        env["CDCKIT_TEST_PORT_SHIFT"] = str(int(env.get("CDCKIT_TEST_PORT_SHIFT", "0")) + SECOND_STACK_SHIFT * (lane - 1))
+        shift = int(env.get("CDCKIT_TEST_PORT_SHIFT", "0")) + SECOND_STACK_SHIFT * (lane - 1)
+        env["CDCKIT_TEST_PORT_SHIFT"] = str(shift)
     # The jobs' metrics port, one per lane and never cdckit's default 9464: no job answers for another
     # lane's, nor for the image rehearsal's health check (the unit lane: it shares the host's network).
     env["CDCKIT_TEST_METRICS_PORT"] = str(METRICS_PORT + lane)
@@ -129,7 +130,6 @@ def run(args: list[str]) -> int:
 
     unit: dict = {}
     threads = [threading.Thread(target=_unit_lane, args=(python, args, unit_log, unit, stop_others), daemon=True)]
-
     for t in threads:
         t.start()
     try:

@@ -71,7 +71,7 @@ class Endpoints:
             "search": {"kind": self.search_kind, "url": self.search_url, "index_settings": {"number_of_replicas": 0}},
             "redis": {"url": self.redis_url},
         }
-        if os.environ.get("CDCKIT_TEST_METRICS_PORT"):  # a second suite at once (tests/support/lanes.py)
+        if os.environ.get("CDCKIT_TEST_METRICS_PORT"):  # one per stack lane (tests/support/lanes.py)
             data["metrics_port"] = int(os.environ["CDCKIT_TEST_METRICS_PORT"])
         for key, value in overrides.items():
             data[key] = value
