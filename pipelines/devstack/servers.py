@@ -28,11 +28,11 @@ def kraft_cluster_id() -> str:
             return cluster_id
 
 
-
 def java_options() -> list[str]:
     """More options for the stack's JVM servers (CDCKIT_DEVSTACK_JAVA_OPTIONS, split on spaces): the
     test suite's stacks run C1 only (tests/support/stack.py says why)."""
     return os.environ.get("CDCKIT_DEVSTACK_JAVA_OPTIONS", "").split()
+
 
 class Server:
     name = ""

@@ -9,27 +9,16 @@ from typing import Iterator
 
 
 @contextmanager
-def file_lock(path: Path) -> Iterator[None]:
+def file_lock(path: Path, timeout_s: float | None = None, poll_s: float = 0.2) -> Iterator[bool]:
     """An flock: released when its holder dies, so a crashed holder never blocks the others for good.
-    Not reentrant: a process taking it twice waits for itself."""
+    Not reentrant: a process taking it twice waits for itself. Given `timeout_s`, it is waited for
+    that long at most: yields True holding it, else False without it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
-@contextmanager
-def file_lock_within(path: Path, timeout_s: float, poll_s: float = 0.2) -> Iterator[bool]:
-    """The lock of `file_lock` if it comes within `timeout_s`: yields True holding it, else False."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    deadline = time.monotonic() + timeout_s
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
     with open(path, "a") as f:
         while True:
             try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.flock(f, fcntl.LOCK_EX if deadline is None else fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except BlockingIOError:
                 if time.monotonic() >= deadline:

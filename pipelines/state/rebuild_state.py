@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from pipelines.state.checkpoint import CheckpointDir, RebuildWork, read_json, write_json
-from pipelines.state.locks import file_lock, file_lock_within
+from pipelines.state.locks import file_lock
 
 # "refused": records of the replay were dead-lettered (more than accepted), so the fresh
 # generations are dropped instead of switched; "done" follows either way.
@@ -144,7 +144,7 @@ def writers_done(checkpoint_dir: Path, timeout_s: float) -> bool:
     generation any more (False: one still held the writer lock after `timeout_s`). A batch with a
     duty holds the lock from reading it to its end; one waiting for the lock reads its duty again
     once it has it (streaming/job._rebuild_duty), and finds none."""
-    with file_lock_within(CheckpointDir(checkpoint_dir).rebuild_lock, timeout_s) as got:
+    with file_lock(CheckpointDir(checkpoint_dir).rebuild_lock, timeout_s) as got:
         return got
 
 

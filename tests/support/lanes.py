@@ -129,15 +129,13 @@ def run(args: list[str]) -> int:
                 proc.send_signal(signal.SIGINT)
 
     unit: dict = {}
-    threads = [threading.Thread(target=_unit_lane, args=(python, args, unit_log, unit, stop_others), daemon=True)]
-    for t in threads:
-        t.start()
+    unit_lane = threading.Thread(target=_unit_lane, args=(python, args, unit_log, unit, stop_others), daemon=True)
+    unit_lane.start()
     try:
         codes = [p.wait() for p in stacks]
     except KeyboardInterrupt:  # ctrl-c reached every process; wait for the lanes' teardown
         codes = [p.wait() for p in stacks]
-    for t in threads:
-        t.join()
+    unit_lane.join()
     for n, log in enumerate(lane_logs[1:], 2):
         print(f"\n---- stack lane {n} (ran beside the first; log {log}): {', '.join(groups[n - 1])} ----", flush=True)
         sys.stdout.write(log.read_text(errors="replace"))
