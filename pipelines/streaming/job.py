@@ -42,7 +42,7 @@ from pipelines.state.truncate_cuts import TruncateCuts
 
 log = logging.getLogger("cdckit.job")
 STOP_GRACE_S = 600.0
-COMMIT_WAIT_S = 10.0
+COMMIT_WAIT_S = 30.0   # Spark records a batch ~50 ms after it returns; far longer on a stalled machine
 
 
 def change_stream(spark, config: Config):
@@ -166,7 +166,8 @@ def batch_writer(config: Config, on_batch: Callable | None = None, config_path: 
         recreated = known_ids.recreated(ids)
         if recreated:
             raise TopicLost(f"change topics recreated since the pipeline read them: {', '.join(recreated[:5])}. "
-                            "Their positions belong to the old topics; recover with `cdckit bootstrap` (it re-snapshots)")
+                            "Their positions belong to the old topics; recover with `cdckit bootstrap`"
+                            " (it re-snapshots)")
         known_ids.learn(ids)
         state = fences.before(batch_id)
         with ExitStack() as held:
@@ -226,7 +227,8 @@ def batch_writer(config: Config, on_batch: Callable | None = None, config_path: 
     return write
 
 
-def gated_batch(gate: "BatchGate", cadence: BatchCadence | None, batch_id: int, apply: Callable[[], BatchStats]) -> None:
+def gated_batch(gate: "BatchGate", cadence: BatchCadence | None, batch_id: int,
+                apply: Callable[[], BatchStats]) -> None:
     """A batch applied with the gate marking it in flight; under load it then waits before it
     returns (batch_cadence.py): within the gate, so a stop waits for the batch and its wait, and
     cuts the wait short (gate.hurry)."""
@@ -485,8 +487,19 @@ def _run_queries(spark, config: Config, config_path: Path | None, on_batch, once
     spark.stop()
     if stop.is_set():
         log.info("stopped%s; `cdckit run` (or the same command) resumes from the checkpoint",
-                 f" after batch {gate.last}" if gate.last is not None else "")
+                 _stopped_after(gate.last, committed_batch(config.spark.checkpoint_dir)))
     return 0
+
+
+def _stopped_after(applied: int | None, recorded: int | None) -> str:
+    """The batch a stop ends after, as the checkpoint has it: a batch applied but not yet recorded
+    when the query stopped is applied again at the next start (writes are versioned), and said so."""
+    if applied is None:
+        return ""
+    if recorded is None or recorded < applied:
+        return (f" after batch {recorded}" if recorded is not None else "") + (
+            f" (batch {applied} was applied but not yet recorded: the next start applies it again)")
+    return f" after batch {recorded}"
 
 
 RESTART_PAUSE_S = 5.0

@@ -219,3 +219,13 @@ def test_a_stop_that_interrupts_the_next_batch_under_load_is_a_clean_stop(monkey
     from pipelines.errors import CdckitError
     with pytest.raises(CdckitError):
         job._run_queries(SimpleNamespace(stop=lambda: None), config, None, None, None, stop, None)
+
+
+def test_a_stop_names_the_batch_the_checkpoint_recorded_and_one_applied_but_not_recorded():
+    from pipelines.streaming.job import _stopped_after
+
+    assert _stopped_after(None, 4) == ""   # this run applied nothing
+    assert _stopped_after(5, 5) == " after batch 5"
+    assert _stopped_after(5, 4) == (" after batch 4 (batch 5 was applied but not yet recorded: the next start"
+                                    " applies it again)")
+    assert _stopped_after(0, None).startswith(" (batch 0 was applied")
