@@ -365,8 +365,8 @@ def raw_bulk_sweep(url: str, docs: list[tuple[str, bytes]], chunks=(1000, 2000, 
 
 # Display order; a process is given the first role its command line matches (see _role), else its
 # parent's (the bash wrapper of spark-submit, the JVM's helpers...), else "other".
-ROLES = ("postgres", "kafka broker", "kafka connect", "opensearch", "osmem", "redis", "spark driver",
-         "python workers", "python worker (max)", "benchmark", "other")
+ROLES = ("postgres", "kafka broker", "kafka connect", "opensearch", "osmem", "redis", "cdckit command",
+         "spark driver", "python workers", "python worker (max)", "benchmark", "other")
 # Roles of many processes that share memory (Postgres' shared_buffers; forked Python workers share
 # pages with their daemon): beside the RSS sum, the PSS sum (shared pages counted once).
 PSS_ROLES = ("postgres", "python workers")

@@ -7,9 +7,9 @@ cores with what is measured. Freshness comes from the pipeline's own histogram
 (`cdckit_change_visible_seconds`: applied time minus Debezium's commit timestamp, both stores).
 
 Per phase (idle first: nothing changes; then each rate), from /proc: the CPU seconds of every
-process of each role (Postgres, Connect/Debezium, the broker, the Spark driver JVM, the Python
-workers, the search engine, Redis, the load), divided by the change events Debezium produced in the
-phase: microseconds of CPU per change. The job's micro-batches are counted
+process of each role (Postgres, Connect/Debezium, the broker, the cdckit command's Python process,
+the Spark driver JVM, the Python workers, the search engine, Redis, the load), divided by the change
+events Debezium produced in the phase: microseconds of CPU per change. The job's micro-batches are counted
 (`cdckit_batch_duration_seconds_count`), and cdckit's own CPU (driver + workers) is split by least
 squares over the phases into a fixed cost per micro-batch and a cost per change. Headroom: changes
 per second one core of cdckit's own processes can carry at that cost.
@@ -38,9 +38,11 @@ from benchmarks.freshness_report import histogram_percentiles  # noqa: E402
 ROWS = 20_000
 HOT = 2_000
 METRICS_PORT = 29784   # below the ephemeral range (32768-60999): no outgoing connection holds it
-CDCKIT_ROLES = ("spark driver", "python workers")
-ROLE_ORDER = ("postgres", "kafka connect", "kafka broker", "spark driver", "python workers", "opensearch", "redis",
-              "load", "benchmark")
+# The command's own Python process (the batch's driver-side code: foreachBatch, the status file,
+# metrics) apart from its Spark driver JVM: which of the two a micro-batch's fixed cost is.
+CDCKIT_ROLES = ("cdckit command", "spark driver", "python workers")
+ROLE_ORDER = ("postgres", "kafka connect", "kafka broker", "cdckit command", "spark driver", "python workers",
+              "opensearch", "redis", "load", "benchmark")
 PGBENCH_SCRIPT = (f"\\set id random(1, {HOT})\n"
                   "UPDATE {table} SET seq = seq + 1, amount = amount + 1, updated_at = now() WHERE id = :id;\n")
 
@@ -55,6 +57,23 @@ def metrics(url: str) -> dict[str, float]:
                             "cdckit_change_visible_seconds_bucket")) and " " in line:
             name, value = line.rsplit(" ", 1)
             out[name] = out.get(name, 0.0) + float(value)
+    return out
+
+
+ENGINE_OPS = {"refresh": ("refresh", "total"), "external refresh": ("refresh", "external_total"),
+              "search": ("search", "query_total"), "get": ("get", "total"), "index": ("indexing", "index_total"),
+              "merge": ("merges", "total"), "merged docs": ("merges", "total_docs"), "flush": ("flush", "total")}
+
+
+def engine_ops(search_url: str) -> dict[str, int]:
+    """The search engine's operation counters summed over its indexes: what the job asks of it."""
+    import requests
+
+    nodes = requests.get(f"{search_url}/_nodes/stats/indices", timeout=10).json()["nodes"]
+    out = dict.fromkeys(ENGINE_OPS, 0)
+    for node in nodes.values():
+        for name, (group, field) in ENGINE_OPS.items():
+            out[name] += int(node["indices"].get(group, {}).get(field, 0))
     return out
 
 
@@ -109,11 +128,14 @@ def main() -> None:
     ap.add_argument("--rates", default="250,500,1000,2000")
     ap.add_argument("--duration", type=float, default=30)
     ap.add_argument("--idle", type=float, default=20, help="seconds measured with nothing changing")
+    ap.add_argument("--warmup", type=float, default=40, help="seconds of load at the first rate first, not measured")
     ap.add_argument("--trigger", default="500 ms")
     ap.add_argument("--partitions", type=int, default=2)
     ap.add_argument("--label", default="")
     ap.add_argument("--spark-conf", action="append", default=[], metavar="KEY=VALUE",
                     help="a Spark setting for the job (repeatable): an A/B of a driver default")
+    ap.add_argument("--index-setting", action="append", default=[], metavar="KEY=VALUE",
+                    help="a setting of the table's index (repeatable), e.g. refresh_interval=5s")
     ap.add_argument("--heartbeat-ms", type=int, default=10_000,
                     help="Debezium's heartbeat interval (cdckit's default): each heartbeat makes a batch when idle")
     args = ap.parse_args()
@@ -135,6 +157,8 @@ def main() -> None:
                             args.heartbeat_ms)
         if args.spark_conf:
             config["spark"]["conf"] = dict(kv.split("=", 1) for kv in args.spark_conf)
+        if args.index_setting:
+            config["search"]["index_settings"].update(kv.split("=", 1) for kv in args.index_setting)
         path = tmp / "cdckit.yaml"
         path.write_text(yaml.safe_dump(config))
         env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
@@ -146,7 +170,7 @@ def main() -> None:
         log = tmp / "job.log"
         job = subprocess.Popen([*cdckit, "run", "-c", str(path)], cwd=ROOT, env=env, start_new_session=True,
                                stdout=open(log, "wb"), stderr=subprocess.STDOUT)
-        sampler.add_root(job.pid, "spark driver")
+        sampler.add_root(job.pid, "cdckit command")   # its JVM child is "spark driver" (common._role)
         url = f"http://127.0.0.1:{METRICS_PORT}/metrics"
         r = redis.Redis.from_url(s.redis_url)
 
@@ -163,11 +187,14 @@ def main() -> None:
                 time.sleep(1)
             snapshot = {"rows": ROWS, "seconds_from_job_start": round(time.perf_counter() - t0, 1)}
             print(f"snapshot of {ROWS:,} rows applied in {snapshot['seconds_from_job_start']} s", flush=True)
-            # Warm-up: Python workers started, Debezium streaming, JIT; then everything applied.
-            pgbench(dsn, script, rates[0], 10)
+            # Warm-up: Python workers started, Debezium streaming, the JVMs' JIT (at 10 s the first
+            # rate's phase paid ~8 CPU s of the engine's compiling and ~2 of the driver's: a second
+            # phase at the same rate right after it cost that much less); then everything applied.
+            pgbench(dsn, script, rates[0], args.warmup)
             _settle(s.bootstrap_servers, tmp / "ckpt", topic)
             for rate in [0, *rates]:
                 seconds = args.idle if rate == 0 else args.duration
+                ops0 = engine_ops(s.search_url)
                 m0, end0, cpu0, t = metrics(url), produced(), sampler.cpu_seconds(reaped=True), time.perf_counter()
                 plain0, busy0 = sampler.cpu_seconds(), machine_busy_s()
                 load_cpu = 0.0
@@ -179,7 +206,7 @@ def main() -> None:
                 wall = time.perf_counter() - t
                 changes = produced() - end0
                 _settle(s.bootstrap_servers, tmp / "ckpt", topic)   # the tail applied: its CPU is these changes'
-                cpu1, m1 = sampler.cpu_seconds(reaped=True), metrics(url)
+                cpu1, m1, ops1 = sampler.cpu_seconds(reaped=True), metrics(url), engine_ops(s.search_url)
                 plain1, busy1, window = sampler.cpu_seconds(), machine_busy_s(), time.perf_counter() - t
                 used = cpu_by_role(cpu0, cpu1)
                 live_only = cpu_by_role(plain0, plain1)
@@ -195,6 +222,8 @@ def main() -> None:
                     "cores": {k: round(v / window, 3) for k, v in used.items()},
                     "us_per_change": {k: round(v / changes * 1e6, 1) for k, v in used.items()} if changes else {},
                     "visible": histogram_percentiles(visible_histogram(m0), visible_histogram(m1)),
+                    # What the job asked of the search engine in the phase (its CPU follows the batches).
+                    "engine_ops": {k: ops1[k] - ops0[k] for k in ENGINE_OPS},
                     # The check on the accounting: the roles' sum against the machine's busy time
                     # over the same window (the tail's settling included), and the roles without
                     # the time of processes that ended (what the earlier benchmarks reported).
@@ -209,13 +238,15 @@ def main() -> None:
                 phases.append(phase)
                 print(f"{rate or 'idle':>6}: {changes:,} changes in {wall:.1f} s (+{window - wall:.1f} s to apply the "
                       f"tail), {phase['batches']} batches, cdckit {own / window:.2f} cores, Debezium "
-                      f"{connect / window:.2f}, visible {phase['visible']}", flush=True)
+                      f"{connect / window:.2f}, visible {phase['visible']}; engine {phase['engine_ops']}", flush=True)
         finally:
             stop_job(job)
             sampler.remove_root(job.pid)
             requests.delete(f"{s.connect_url}/connectors/{prefix}-postgres", timeout=30)
     result = {"rates": rates, "duration_s": args.duration, "idle_s": args.idle, "trigger": args.trigger,
-              "heartbeat_ms": args.heartbeat_ms, "spark_conf": args.spark_conf, "partitions": args.partitions, "rows": ROWS, "phases": phases,
+              "heartbeat_ms": args.heartbeat_ms, "spark_conf": args.spark_conf,
+              "index_settings": args.index_setting, "partitions": args.partitions,
+              "rows": ROWS, "phases": phases,
               "fit": fixed_and_per_change(phases), "memory": sampler.as_json(),
               "snapshot": snapshot, "machine_detail": _machine()}
     write_result("cpu_per_change" + (f"_{args.label}" if args.label else ""), result)

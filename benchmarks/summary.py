@@ -32,7 +32,7 @@ from benchmarks.common import RESULTS, ROOT, write_result  # noqa: E402
 
 README = ROOT / "benchmarks" / "README.md"
 START, END = "<!-- summary:start -->", "<!-- summary:end -->"
-CDCKIT_ROLES = ("spark driver", "python workers")
+CDCKIT_ROLES = ("cdckit command", "spark driver", "python workers")
 
 
 def run(script: str, *args: str) -> None:

@@ -5,10 +5,12 @@ CPU = {
     "at": "2026-11-27T03:45:00Z", "machine_detail": {"cores": 2, "model": "Xeon", "memory_gib": 23.5},
     "phases": [
         {"rate": 0, "seconds": 20.0, "window_s": 20.1, "changes": 0, "changes_per_s": 0.0, "visible": {},
-         "cores": {"spark driver": 0.03, "python workers": 0.01}, "us_per_change": {}, "cdckit_vs_debezium_cpu": 1.8},
+         "cores": {"cdckit command": 0.005, "spark driver": 0.03, "python workers": 0.01}, "us_per_change": {},
+         "cdckit_vs_debezium_cpu": 1.8},
         {"rate": 2000, "seconds": 30.0, "window_s": 30.5, "changes": 60000, "changes_per_s": 2000.0,
          "visible": {"p50": 0.58, "p99": 0.99}, "cores": {}, "cdckit_vs_debezium_cpu": 1.51,
-         "us_per_change": {"spark driver": 144.0, "python workers": 67.0, "kafka connect": 140.0}},
+         "us_per_change": {"cdckit command": 20.0, "spark driver": 144.0, "python workers": 67.0,
+                           "kafka connect": 140.0}},
     ],
     "fit": {"per_batch_ms": 142.0, "per_change_us": 51.8},
     "memory": {"rss_peak_mb": {"idle": {"spark driver": 900, "redis": 10}, "2000": {"spark driver": 1100}}},
@@ -44,8 +46,10 @@ def test_the_table_states_the_machine_and_every_headline_figure():
     assert "| snapshot: Debezium into Kafka, 1,000,000 rows | 20,000 rows/s |" in text
     assert "| bootstrap, Redis alone: start to synced | 55.0 s, 18,182 rows/s (1.10x the snapshot's time) |" in text
     assert "ROWS MISSING" in text.split("search index alone")[1].splitlines()[0]   # a run that lost rows says so
-    assert "| at 2,000 commits/s: visible p50 / p99; cdckit CPU per change; vs Debezium | 0.58 / 0.99 s; 211 µs; 1.51x |" in text
-    assert "| idle (nothing changing): cdckit cores | 0.040 |" in text
+    # cdckit's own CPU: the command's Python process, its Spark driver JVM and the Python workers.
+    assert ("| at 2,000 commits/s: visible p50 / p99; cdckit CPU per change; vs Debezium | 0.58 / 0.99 s; 231 µs; "
+            "1.51x |") in text
+    assert "| idle (nothing changing): cdckit cores | 0.045 |" in text
     assert "spark driver 1,100, redis 10" in text
     assert "real-time, Python ForeachWriter p50 4.4 / p99 8.3 s, 8,100 of 15,001 written" in text
     assert "real-time, Spark's Kafka sink (no Python) p50 0.001 / p99 0.05 s, 15,001 of 15,001 written" in text
