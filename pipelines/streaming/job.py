@@ -494,8 +494,8 @@ def _run_queries(spark, config: Config, config_path: Path | None, on_batch, once
 def _stopped_after(applied: int | None, recorded: int | None) -> str:
     """The batch a stop ends after, as the checkpoint has it: a batch applied but not yet recorded
     when the query stopped is applied again at the next start (writes are versioned), and said so."""
-    if applied is None:
-        return ""
+    if applied is None:   # this run applied nothing (or a restart began anew): what is recorded
+        return "" if recorded is None else f" after batch {recorded}"
     if recorded is None or recorded < applied:
         return (f" after batch {recorded}" if recorded is not None else "") + (
             f" (batch {applied} was applied but not yet recorded: the next start applies it again)")
@@ -559,7 +559,8 @@ def _follow(query, metrics, stop: StopRequest, once: Callable[[], bool] | None, 
                 logging.getLogger("py4j").setLevel(logging.CRITICAL)  # the cancelled batch's callback error
             elif gate.last is not None:  # and recorded (a stop before Spark's commit re-runs it)
                 deadline = time.monotonic() + COMMIT_WAIT_S
-                while not batch_committed(checkpoint_dir, gate.last) and time.monotonic() < deadline:
+                while (not batch_committed(checkpoint_dir, gate.last) and time.monotonic() < deadline
+                       and query.isActive):   # a query that failed after the batch records nothing more
                     time.sleep(0.02)
             query.stop()
             return True

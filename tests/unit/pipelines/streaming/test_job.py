@@ -205,7 +205,7 @@ def test_a_stop_that_interrupts_the_next_batch_under_load_is_a_clean_stop(monkey
 
     committed = {"yes": True}
     monkeypatch.setattr(job, "start", start)
-    monkeypatch.setattr(job, "committed_batch", lambda _: None)
+    monkeypatch.setattr(job, "committed_batch", lambda _: 7 if committed["yes"] else 6)
     monkeypatch.setattr(job, "batch_committed", lambda ckpt, batch: committed["yes"])
     monkeypatch.setattr(job, "COMMIT_WAIT_S", 0.1)
     config = SimpleNamespace(spark=SimpleNamespace(checkpoint_dir=tmp_path))
@@ -224,7 +224,8 @@ def test_a_stop_that_interrupts_the_next_batch_under_load_is_a_clean_stop(monkey
 def test_a_stop_names_the_batch_the_checkpoint_recorded_and_one_applied_but_not_recorded():
     from pipelines.streaming.job import _stopped_after
 
-    assert _stopped_after(None, 4) == ""   # this run applied nothing
+    assert _stopped_after(None, None) == ""
+    assert _stopped_after(None, 4) == " after batch 4"   # this run applied nothing: what an earlier one recorded
     assert _stopped_after(5, 5) == " after batch 5"
     assert _stopped_after(5, 4) == (" after batch 4 (batch 5 was applied but not yet recorded: the next start"
                                     " applies it again)")
