@@ -330,6 +330,8 @@ def start(spark, config: Config, on_batch=None, config_path: Path | None = None,
     """The tables' query, and the nested documents' beside it when the config has documents.
     `written()`: after a batch of either wrote the search indexes."""
     documents = start_documents(spark, config, written) if config.documents else None
+    if documents is not None:
+        _await_sources_started(documents.query)
     write = batch_writer(config, on_batch, config_path, metrics, gate, written)
     writer = (change_stream(spark, config).writeStream.foreachBatch(compact_interruptions(write))
               .option("checkpointLocation", str(config.spark.checkpoint_dir / "query")))
@@ -344,6 +346,25 @@ def start(spark, config: Config, on_batch=None, config_path: Path | None = None,
             documents.stop()
         raise
     return tables if documents is None else Queries(tables, documents)
+
+
+SOURCES_START_S = 60.0
+_STARTING = ("Initializing StreamExecution", "Initializing sources")
+
+
+def _await_sources_started(query, timeout_s: float = SOURCES_START_S) -> None:
+    """Until the query's source has asked for its first offsets. Spark's runner of a Python streaming
+    source adds its settings to the environment map every function of that source shares
+    (PythonStreamingSourceRunner.init, pyspark 4.3): two queries starting at once added them from two
+    threads, corrupting the map, and every task that carried it failed to deserialize
+    (java.io.OptionalDataException, seen on a restart after kill -9). Once one source has added
+    them, a later start only replaces their values."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and query.isActive:
+        message = (query.status or {}).get("message", "")
+        if message and message not in _STARTING and not message.startswith("Getting offsets"):
+            return
+        time.sleep(0.1)
 
 
 def start_documents(spark, config: Config, written: Callable[[], None] | None = None):

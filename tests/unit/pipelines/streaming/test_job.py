@@ -230,3 +230,29 @@ def test_a_stop_names_the_batch_the_checkpoint_recorded_and_one_applied_but_not_
     assert _stopped_after(5, 4) == (" after batch 4 (batch 5 was applied but not yet recorded: the next start"
                                     " applies it again)")
     assert _stopped_after(0, None).startswith(" (batch 0 was applied")
+
+
+def test_the_tables_query_starts_once_the_documents_source_has_asked_for_offsets():
+    """Two Python streaming sources starting at once corrupt the environment map they share."""
+    import time
+
+    from pipelines.streaming.job import _await_sources_started
+
+    class Query:
+        isActive = True
+
+        def __init__(self, messages):
+            self.messages = messages
+
+        @property
+        def status(self):
+            return {"message": self.messages.pop(0) if len(self.messages) > 1 else self.messages[0]}
+
+    starting = Query(["Initializing StreamExecution", "Initializing sources", "Getting offsets from cdckit_kafka",
+                      "Processing new data"])
+    _await_sources_started(starting, timeout_s=5)
+    assert starting.messages == ["Processing new data"]
+    stuck = Query(["Initializing sources"])
+    t = time.monotonic()
+    _await_sources_started(stuck, timeout_s=0.3)   # bounded: a slow start does not hold the job
+    assert 0.25 < time.monotonic() - t < 2
