@@ -10,7 +10,7 @@ Per phase (idle first: nothing changes; then each rate), from /proc: the CPU sec
 process of each role (Postgres, Connect/Debezium, the broker, the cdckit command's Python process,
 the Spark driver JVM, the Python workers, the search engine, Redis, the load), divided by the change
 events Debezium produced in the phase: microseconds of CPU per change. The job's micro-batches are counted
-(`cdckit_batch_duration_seconds_count`), and cdckit's own CPU (driver + workers) is split by least
+(`cdckit_batch_duration_seconds_count`), and cdckit's own CPU (command, driver JVM, workers) is split by least
 squares over the phases into a fixed cost per micro-batch and a cost per change. Headroom: changes
 per second one core of cdckit's own processes can carry at that cost.
 

@@ -515,12 +515,10 @@ def _run_queries(spark, config: Config, config_path: Path | None, on_batch, once
 def _stopped_after(applied: int | None, recorded: int | None) -> str:
     """The batch a stop ends after, as the checkpoint has it: a batch applied but not yet recorded
     when the query stopped is applied again at the next start (writes are versioned), and said so."""
-    if applied is None:   # this run applied nothing (or a restart began anew): what is recorded
-        return "" if recorded is None else f" after batch {recorded}"
-    if recorded is None or recorded < applied:
-        return (f" after batch {recorded}" if recorded is not None else "") + (
-            f" (batch {applied} was applied but not yet recorded: the next start applies it again)")
-    return f" after batch {recorded}"
+    said = "" if recorded is None else f" after batch {recorded}"
+    if applied is not None and (recorded is None or recorded < applied):
+        said += f" (batch {applied} was applied but not yet recorded: the next start applies it again)"
+    return said
 
 
 RESTART_PAUSE_S = 5.0
