@@ -147,7 +147,7 @@ def _rounds(session, config: Config, config_json: bytes, bulk: SnapshotBulk, sta
         if ranges or follow:
             follow_s = 0.0 if last else FOLLOW_S
             if in_process:   # one task of every piece, here
-                results = apply_group(config_json, task_groups(ranges, follow, 1)[0], follow_s).to_pylist()
+                results = run_group(config_json, task_groups(ranges, follow, 1)[0], follow_s)
             elif local is not None:   # Spark's master is local: the same tasks in this machine's processes
                 # Tasks that follow hold a worker for seconds: one each. Without (the last round), smaller
                 # tasks than workers: a worker done early takes the next, none idles while one finishes.
@@ -395,6 +395,13 @@ def _writer() -> ThreadPoolExecutor:
 def apply_group(config_json: bytes, pieces: list[list], follow_s: float = 0.0) -> pa.RecordBatch:
     """A task's pieces (see task_groups), then, for up to `follow_s` seconds, what arrives in its
     followed partitions after them; a result row per piece."""
+    return pa.RecordBatch.from_pylist(run_group(config_json, pieces, follow_s), schema=RESULT_SCHEMA)
+
+
+def run_group(config_json: bytes, pieces: list[list], follow_s: float) -> list[dict[str, Any]]:
+    """apply_group's result rows, as they are: what a local worker or the command's own process
+    sends back (local_tasks). No Arrow there: building a RecordBatch from rows imports pandas, a
+    second of a worker's CPU beside Debezium's snapshot, for rows read back at once."""
     began = time.monotonic()
     config = worker_config(config_json)
     applies = [PieceApply(config, config_json, t, int(p), int(s), int(e), bool(f)) for t, p, s, e, f in pieces]
@@ -402,12 +409,7 @@ def apply_group(config_json: bytes, pieces: list[list], follow_s: float = 0.0) -
         a.read_to(a.end)
     if follow_s > 0:
         follow(config.kafka.client_config(), [a for a in applies if a.follow], began + follow_s)
-    return pa.RecordBatch.from_pylist([a.result() for a in applies], schema=RESULT_SCHEMA)
-
-
-def run_group(config_json: bytes, pieces: list[list], follow_s: float) -> list[dict[str, Any]]:
-    """apply_group's result rows: what a local worker sends back (local_tasks)."""
-    return apply_group(config_json, pieces, follow_s).to_pylist()
+    return [a.result() for a in applies]
 
 
 def follow(conf: dict[str, Any], applies: list[PieceApply], deadline: float) -> None:

@@ -1,5 +1,6 @@
 """Both real search client adapters against the stack's engine."""
 import uuid
+from dataclasses import replace
 
 import pytest
 
@@ -33,11 +34,15 @@ def test_both_client_adapters_write_versioned(stack, engine_cls):
     assert sink.apply([ch(1, version=10)], tables).stale == 1      # older: refused
     assert sink.apply([ch(1, "delete", version=30)], tables).applied == 1
     assert sink.apply([ch(1, version=25)], tables).stale == 1      # no resurrection
+    # One request, three outcomes: the answer (filtered to status, error, index) keeps each in its place.
+    refused = replace(ch(4, version=50), row={"id": "not a number"})
+    mixed = sink.apply([ch(3, version=50), ch(1, version=5), refused], tables)
+    assert (mixed.applied, mixed.stale, [d.position for d in mixed.dead]) == (1, 1, [refused.position])
+    assert "mapper_parsing_exception" in mixed.dead[0].reason
+    assert sink.apply([ch(3, "delete", version=60)], tables).applied == 1
     sink.engine.refresh(alias)
     assert sink.engine.count(alias) == 0
     # A tombstone-only delete: at the stored version (a redelivered copy of that change applies again).
-    from dataclasses import replace
-
     from derived.change import UNKNOWN
 
     assert sink.apply([ch(2, version=40)], tables).applied == 1

@@ -157,6 +157,8 @@ def test_a_small_snapshot_is_applied_in_this_process_and_a_large_one_by_spark_or
                                            for t, p, s, e, _ in pieces], schema=bb.RESULT_SCHEMA)
 
     monkeypatch.setattr(bb, "apply_group", apply_group)
+    monkeypatch.setattr(bb, "run_group", lambda config_json, pieces, follow_s: apply_group(
+        config_json, pieces, follow_s).to_pylist())
 
     def no_session():
         raise AssertionError("a small snapshot waited for Spark")
@@ -265,6 +267,8 @@ def _bulk_on(monkeypatch, tmp_path, ends: list[dict], results):
         [{**row(s, e, False, e - s, partition=p, topic=t), "search_applied": 0, "cache_applied": 0,
           "dead_letters": 0, "letter_kinds": None, **results(s, e, p)} for t, p, s, e, _ in pieces],
         schema=bb.RESULT_SCHEMA))
+    monkeypatch.setattr(bb, "run_group", lambda config_json, pieces, follow_s: bb.apply_group(
+        config_json, pieces, follow_s).to_pylist())
     return bb, config
 
 
