@@ -1,8 +1,8 @@
 """cdckit beside pgsync 7.3.0 on the same stack and the same table (issue #42, item 4): initial sync
 time and update latency, each tool alone in its turn, one run.
 
-    .venv/bin/python benchmarks/beside_pgsync.py [--rows 200000] [--rate 200] [--duration 30] [--deletes 500]
-                                                 [--delete-rounds 5]
+    .venv/bin/python benchmarks/beside_pgsync.py [--rows 200000] [--rate 200] [--duration 30] [--warmup 10]
+                                                 [--deletes 500] [--delete-rounds 5]
 
 One table (`id, name, email, amount, status, seq, updated_at`), loaded once. pgsync (from PyPI in
 a venv of its own, kept under .devstack/peer, as the side-by-side test keeps it) syncs it into an
@@ -11,7 +11,9 @@ bootstrap --once` (search only), then `cdckit run`. Per tool:
   initial_sync_s   from the first command's start until the index counts every row
   update latency   a writer updates random rows of 50 hot ones at --rate commits/s, each with a new
                    `seq`, recording the commit time; a poller searches the hot ids every 50 ms
-                   (what a search sees after the engine's refresh); latency = first seen - commit
+                   (what a search sees after the engine's refresh); latency = first seen - commit,
+                   counted after --warmup s of the same updates (reported apart: a job's first
+                   batches after its start pay its workers' imports and the JVM's compiling)
   deletes          --deletes rows deleted in one transaction, --delete-rounds times 3 s apart (each
                    tool its own ids); the time from the commit until a search of those ids finds
                    none, polled every 20 ms: the median round and the slowest
@@ -73,8 +75,10 @@ def wait_count(url: str, index: str, rows: int, started: float, limit_s: float =
     raise SystemExit(f"{index} did not reach {rows:,} documents within {limit_s:.0f} s")
 
 
-def latency(dsn: dict, table: str, url: str, index: str, rate: int, seconds: float) -> dict:
-    """Commit-to-searchable for updates of hot rows at `rate` commits/s."""
+def latency(dsn: dict, table: str, url: str, index: str, rate: int, seconds: float, warmup_s: float = 0) -> dict:
+    """Commit-to-searchable for updates of hot rows at `rate` commits/s, for `warmup_s` then for
+    `seconds`: the figures are the second part's (a tool in service is warm); the first part's are
+    `warmup` (a job's first batches after its start pay its workers' imports and the JVM's compiling)."""
     import psycopg
     import requests
 
@@ -98,7 +102,8 @@ def latency(dsn: dict, table: str, url: str, index: str, rate: int, seconds: flo
     poller.start()
     rnd, seq = random.Random(7), 1_000_000
     with psycopg.connect(**dsn, autocommit=True) as conn:
-        end, nxt = time.perf_counter() + seconds, time.perf_counter()
+        end, nxt = time.perf_counter() + warmup_s + seconds, time.perf_counter()
+        measured_from = time.time() + warmup_s
         while time.perf_counter() < end:
             i = rnd.randint(1, HOT)
             seq += 1
@@ -110,8 +115,14 @@ def latency(dsn: dict, table: str, url: str, index: str, rate: int, seconds: flo
     stop.set()
     poller.join(5)
     # A value overwritten before a poll saw it is not counted (the next one is).
-    lat = [seen[k] - t for k, t in committed.items() if k in seen]
-    return {"commits": len(committed), "seen": len(lat), **percentiles(lat)}
+    warm = [seen[k] - t for k, t in committed.items() if k in seen and t < measured_from]
+    measured = {k: t for k, t in committed.items() if t >= measured_from}
+    lat = [seen[k] - t for k, t in measured.items() if k in seen]
+    # Where the tail is: the slowest 1 % by when they were committed (s after the measured part began).
+    slowest = sorted(((seen[k] - t, t - measured_from) for k, t in measured.items() if k in seen), reverse=True)
+    tail = [[round(at, 1), round(late, 2)] for late, at in slowest[:max(1, len(slowest) // 100)]]
+    return {"commits": len(measured), "seen": len(lat), **percentiles(lat), "slowest_at_s": sorted(tail),
+            "warmup": {"seconds": warmup_s, "seen": len(warm), **percentiles(warm)}}
 
 
 def deletes(dsn: dict, table: str, url: str, index: str, first: int, rows: int, rounds: int,
@@ -160,6 +171,8 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=200_000)
     ap.add_argument("--rate", type=int, default=200)
     ap.add_argument("--duration", type=float, default=30)
+    ap.add_argument("--warmup", type=float, default=10,
+                    help="seconds of the same updates before the measured ones (reported apart as `warmup`)")
     ap.add_argument("--deletes", type=int, default=500, help="rows deleted in one transaction")
     ap.add_argument("--delete-rounds", type=int, default=5, choices=range(1, 21), metavar="1-20",
                     help="such deletes per tool, 3 s apart")
@@ -170,7 +183,8 @@ def main() -> None:
 
     bins = pgsync_bin()
     tmp = scratch_dir("cdckit-beside-pgsync-")
-    result: dict = {"rows": args.rows, "rate": args.rate, "duration_s": args.duration, "pgsync": PGSYNC}
+    result: dict = {"rows": args.rows, "rate": args.rate, "duration_s": args.duration, "warmup_s": args.warmup,
+                    "pgsync": PGSYNC}
     # Each tool deletes its own rows, above the hot ones.
     pgsync_deleted, cdckit_deleted = HOT + 1, HOT + 1 + args.deletes * args.delete_rounds
     with bench_stack() as s, RssSampler(s) as sampler:
@@ -201,7 +215,7 @@ def main() -> None:
             time.sleep(5)
             with sampler.phase("pgsync"):
                 result["pgsync_update_latency_s"] = latency(dsn, table, s.search_url, index, args.rate,
-                                                            args.duration)
+                                                            args.duration, args.warmup)
                 result["pgsync_deletes"] = deletes(dsn, table, s.search_url, index, pgsync_deleted, args.deletes,
                                                   args.delete_rounds)
             print(f"pgsync: update latency {result['pgsync_update_latency_s']}; deletes {result['pgsync_deletes']}",
@@ -229,20 +243,22 @@ def main() -> None:
                        capture_output=True)
         result["cdckit_initial_sync_s"] = round(wait_count(s.search_url, f"cdckit-{prefix}", rows, started), 1)
         print(f"cdckit: {args.rows:,} rows in {result['cdckit_initial_sync_s']} s", flush=True)
-        job = subprocess.Popen([*cdckit, "run", "-c", str(path)], cwd=ROOT, env=cenv, stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL, start_new_session=True)
+        job_log = (tmp / "cdckit-run.log").open("wb")   # kept with CDCKIT_BENCH_KEEP_TMP=1
+        job = subprocess.Popen([*cdckit, "run", "-c", str(path)], cwd=ROOT, env=cenv, stdout=job_log,
+                               stderr=subprocess.STDOUT, start_new_session=True)
         sampler.add_root(job.pid, "cdckit command")
         try:
             time.sleep(20)   # the job's start (Spark, the first batch)
             with sampler.phase("cdckit"):
                 result["cdckit_update_latency_s"] = latency(dsn, table, s.search_url, f"cdckit-{prefix}", args.rate,
-                                                            args.duration)
+                                                            args.duration, args.warmup)
                 result["cdckit_deletes"] = deletes(dsn, table, s.search_url, f"cdckit-{prefix}", cdckit_deleted,
                                                    args.deletes, args.delete_rounds)
             print(f"cdckit: update latency {result['cdckit_update_latency_s']}; deletes {result['cdckit_deletes']}",
                   flush=True)
         finally:
             stop_job(job)
+            job_log.close()
             requests.delete(f"{s.connect_url}/connectors/{prefix}-postgres", timeout=30)
     result["cpu_s"] = {"pgsync": sampler.cpu_s.get("pgsync", {}), "cdckit": sampler.cpu_s.get("cdckit", {})}
     result["own_cpu_s"] = {"pgsync": own_cpu(result["cpu_s"]["pgsync"], PGSYNC_OWN),

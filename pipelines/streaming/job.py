@@ -9,7 +9,7 @@ import time
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 import orjson
 
@@ -191,7 +191,7 @@ def batch_writer(config: Config, on_batch: Callable | None = None, config_path: 
             metrics.batch(stats, seconds, out, live.config)
         for line in first_letters.lines(stats.letter_kinds, lambda topic: _table_name(live.config, topic)):
             log.warning(line)
-        log.info(batch_line(batch_id, stats, seconds, gate.lag if gate else None))
+        log.info(batch_line(batch_id, stats, seconds, gate.lag if gate else None, live.config.sinks))
         if on_batch:
             on_batch(batch_id, stats, out)
         return stats
@@ -293,14 +293,17 @@ def _check_schema(schema, config: Config) -> None:
         log.warning("schema check skipped: %s: %s", type(exc).__name__, str(exc)[:200])
 
 
-def batch_line(batch_id: int, stats: BatchStats, seconds: float, lag: dict[str, int] | None) -> str:
-    """The one INFO line per batch: what it read and wrote per store, how far behind the topics'
-    ends the pipeline was at its start, and how old the newest change it applied was."""
+def batch_line(batch_id: int, stats: BatchStats, seconds: float, lag: dict[str, int] | None,
+               sinks: Iterable[str] = ("search", "cache")) -> str:
+    """The one INFO line per batch: what it read and wrote per configured store (`sinks`), how far
+    behind the topics' ends the pipeline was at its start, and how old the newest change it applied was."""
     parts = [f"batch {batch_id}: {stats.records:,} records"]
     if stats.snapshot_reads:
         parts.append(f"{stats.snapshot_reads:,} snapshot rows")
-    parts.append(f"search {stats.search_applied:,} applied/{stats.search_stale:,} stale")
-    parts.append(f"cache {stats.cache_applied:,} applied/{stats.cache_stale:,} stale")
+    if "search" in sinks:
+        parts.append(f"search {stats.search_applied:,} applied/{stats.search_stale:,} stale")
+    if "cache" in sinks:   # a store left out of `sinks` takes every write and keeps nothing: no figures
+        parts.append(f"cache {stats.cache_applied:,} applied/{stats.cache_stale:,} stale")
     if stats.dead_letters:
         parts.append(f"{stats.dead_letters:,} DEAD LETTERS (`cdckit dlq list`)")
     if lag is not None:
