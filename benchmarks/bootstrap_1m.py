@@ -3,12 +3,14 @@ Debezium's snapshot into Kafka (the floor), time to synced for Redis alone, the 
 both, the search engine's raw bulk rate for the same documents, and peak memory per process role.
 
     .venv/bin/python benchmarks/bootstrap_1m.py [--rows 1000000] [--partitions 3]
-                                                [--sinks-runs cache,search,both]
+                                                [--sinks-runs cache,search,both] [--warm-rows 300000]
 
 The table (`public.bootstrap_1m`, 5 columns) is loaded once. Each run is a `cdckit bootstrap --once`
 of its own (topic prefix, slot, publication, connector, checkpoint, index and Redis key prefix) with
 `sinks` [cache], [search] or [search, cache]; its connector and replication slot are removed after
-it (the next run gets the cores), and the stores are counted (every row there?). Per run:
+it (the next run gets the cores), and the stores are counted (every row there?). Before them, not
+counted, a bootstrap of the table's first --warm-rows rows (its own table) into both stores: the
+servers' JVMs compile their hot code then, not during the first measured run. Per run:
   snapshot_into_kafka_s  from the command's start until the table's topic holds every row
   synced_s               from the command's start until the bootstrap watermark is recorded (the
                          stores are consistent with the snapshot); exit_s: until the command exited
@@ -40,6 +42,7 @@ from benchmarks.common import (ROOT, RssSampler, bench_stack, scratch_dir, drop_
                                write_result)
 
 TABLE = "public.bootstrap_1m"   # one table for every run: its name does not depend on a run's prefix
+WARM_TABLE = "public.bootstrap_warm"   # the warm-up run's (--warm-rows)
 RUNS = {"cache": ["cache"], "search": ["search"], "both": ["search", "cache"]}
 TARGETS = {"redis_vs_snapshot_max": 1.1, "search_vs_snapshot_max": 1.3, "both_vs_snapshot_max": 1.3,
            "search_vs_raw_min": 0.8, "both_vs_slowest_max": 1.10}
@@ -61,6 +64,12 @@ def main() -> None:
                          "search (sinks [search]), both (sinks [search, cache])")
     ap.add_argument("--raw-chunks", default="1000,2000,5000", help="bulk sizes of the raw runs; the best one counts")
     ap.add_argument("--no-raw", action="store_true", help="skip the raw bulk runs (no search ratio)")
+    ap.add_argument("--warm-rows", type=int, default=300_000,
+                    help="rows of a bootstrap into both stores before the measured runs, not counted (0: none): "
+                         "servers in service are warm; without it the first runs paid the JVMs' compiling (the "
+                         "engine 60 CPU s for the search run's million documents, 37 s for the both run's after "
+                         "it; Connect 55, 45, then 35 s for the same snapshot), so a run's figures depended on "
+                         "its place")
     ap.add_argument("--warm-docs", type=int, default=300_000,
                     help="documents bulk-indexed into a scratch index before the runs (0: none): a search engine "
                          "in service is warm; a fresh JVM compiles its indexing code during the first load, "
@@ -83,11 +92,20 @@ def main() -> None:
             conn.execute(f"INSERT INTO {TABLE} SELECT g, 'customer ' || g, 'c' || g || '@example.com', g * 1.5, "
                          f"now() FROM generate_series(1, {args.rows}) g")
             conn.execute(f"VACUUM ANALYZE {TABLE}")
+            if args.warm_rows:
+                conn.execute(f"DROP TABLE IF EXISTS {WARM_TABLE}")
+                conn.execute(f"CREATE TABLE {WARM_TABLE} (LIKE {TABLE} INCLUDING ALL)")
+                conn.execute(f"INSERT INTO {WARM_TABLE} SELECT * FROM {TABLE} WHERE id <= {args.warm_rows}")
             print(f"loaded {args.rows:,} rows into {TABLE} in {time.perf_counter() - t0:.1f} s", flush=True)
         if args.warm_docs and any("search" in RUNS[r] for r in runs):
             warm = _warm_engine(s.search_url, args.warm_docs)
             print(f"search engine warmed: {warm['docs']:,} documents in {warm['seconds']} s", flush=True)
         raw_from = None if args.no_raw else "search" if "search" in runs else ("both" if "both" in runs else None)
+        if args.warm_rows:
+            warmed, prefix = _bootstrap(s, "both", args, tmp, sampler, table=WARM_TABLE,
+                                        rows=min(args.warm_rows, args.rows), label="warm-up")
+            _drop_stores(s, "both", prefix)
+            print(f"warm-up (not counted): {warmed['stores']} in {warmed['synced_s']} s", flush=True)
         for run in runs:
             by_run[run], prefix = _bootstrap(s, run, args, tmp, sampler)
             if run == raw_from:
@@ -96,8 +114,10 @@ def main() -> None:
             _drop_stores(s, run, prefix)
         with psycopg.connect(**dsn, autocommit=True) as conn:
             conn.execute(f"DROP TABLE IF EXISTS {TABLE}")
+            conn.execute(f"DROP TABLE IF EXISTS {WARM_TABLE}")
     memory = sampler.as_json()
     result = {"rows": args.rows, "partitions": args.partitions, "runs": runs, "table": TABLE,
+              "warm_rows": min(args.warm_rows, args.rows), "warm_docs": args.warm_docs,
               "search_engine": s.search_engine, "by_run": by_run, "raw_bulk": raw, "raw_bulk_sweep": sweep,
               "memory": memory}
     result.update(_ratios(by_run, raw, args.rows))
@@ -118,32 +138,33 @@ def _warm_engine(url: str, docs: int) -> dict:
     return raw_bulk(url, rows, chunk=2000)
 
 
-def _bootstrap(s, run: str, args, tmp: Path, sampler: RssSampler) -> tuple[dict, str]:
-    """One `cdckit bootstrap --once` with its own prefix, slot, publication, connector and checkpoint;
-    its connector and slot are removed afterwards. (figures, prefix)"""
+def _bootstrap(s, run: str, args, tmp: Path, sampler: RssSampler, table: str = TABLE, rows: int | None = None,
+               label: str | None = None) -> tuple[dict, str]:
+    """One `cdckit bootstrap --once` of `table` (`rows` rows) with its own prefix, slot, publication,
+    connector and checkpoint; its connector and slot are removed afterwards. (figures, prefix)"""
     import yaml
 
     from connectors.kafka.offsets import end_offsets
     from pipelines.config import parse_config
 
     prefix = f"b{uuid.uuid4().hex[:6]}"
-    sinks = RUNS[run]
-    ckpt = tmp / f"ckpt-{run}"
+    sinks, label, rows = RUNS[run], label or run, rows or args.rows
+    ckpt = tmp / f"ckpt-{label}"
     config = {
         "topic_prefix": prefix, "metrics_port": 0, "sinks": sinks,
         "postgres": {"host": "127.0.0.1", "port": s.ports["postgres"], "database": "cdckit", "user": "postgres",
                      "sslmode": "disable", "slot": prefix, "publication": prefix},
         "kafka": {"bootstrap_servers": s.bootstrap_servers, "partitions": args.partitions},
         "connect": {"url": s.connect_url},
-        "tables": [{"name": TABLE, "index": prefix, "redis_key": f"{prefix}:{{id}}"}],
+        "tables": [{"name": table, "index": prefix, "redis_key": f"{prefix}:{{id}}"}],
         "search": {"kind": "opensearch", "url": s.search_url, "index_settings": {"number_of_replicas": 0}},
         "redis": {"url": s.redis_url},
         "spark": {"checkpoint_dir": str(ckpt), "trigger": "1 second", "max_offsets_per_trigger": 150_000},
     }
     connector = parse_config(config).connector_name
-    path = tmp / f"cdckit-{run}.yaml"
+    path = tmp / f"cdckit-{label}.yaml"
     path.write_text(yaml.safe_dump(config))
-    topic = f"{prefix}.{TABLE}"
+    topic = f"{prefix}.{table}"
     in_kafka: dict[str, float] = {}
     watching = threading.Event()
 
@@ -153,13 +174,13 @@ def _bootstrap(s, run: str, args, tmp: Path, sampler: RssSampler) -> tuple[dict,
                 end = end_offsets({"bootstrap.servers": s.bootstrap_servers}, [topic]).get(topic, {})
             except Exception:  # noqa: BLE001 - topic not created yet
                 end = {}
-            if sum(int(o) for o in end.values()) >= args.rows:
+            if sum(int(o) for o in end.values()) >= rows:
                 in_kafka["seconds"] = time.perf_counter() - started
                 return
 
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
-    log = tmp / f"bootstrap-{run}.log"
-    print(f"[{run}] bootstrap --once, sinks {sinks}, prefix {prefix}, connector {connector}", flush=True)
+    log = tmp / f"bootstrap-{label}.log"
+    print(f"[{label}] bootstrap --once, sinks {sinks}, prefix {prefix}, connector {connector}", flush=True)
     try:
         wall0, started = time.time(), time.perf_counter()
         watcher = threading.Thread(target=watch_topic, args=(started,), daemon=True)
@@ -169,7 +190,7 @@ def _bootstrap(s, run: str, args, tmp: Path, sampler: RssSampler) -> tuple[dict,
                                     cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
         sampler.add_root(proc.pid, "spark driver")
         try:
-            with sampler.phase(run):
+            with sampler.phase(label):
                 code = proc.wait()
         finally:
             sampler.remove_root(proc.pid)
@@ -178,21 +199,21 @@ def _bootstrap(s, run: str, args, tmp: Path, sampler: RssSampler) -> tuple[dict,
         watcher.join(5)
         if code != 0:
             print(log.read_text(errors="replace")[-4000:])
-            raise SystemExit(f"[{run}] bootstrap failed (exit {code}); log: {log}")
+            raise SystemExit(f"[{label}] bootstrap failed (exit {code}); log: {log}")
         completed_at = _watermark_at(ckpt)
         synced_s = completed_at - wall0 if completed_at else exit_s
         snap = in_kafka.get("seconds")
         stores = _count_stores(s, sinks, prefix)
-        complete = all(n == args.rows for n in stores.values())
+        complete = all(n == rows for n in stores.values())
         out = {"sinks": sinks, "prefix": prefix, "connector": connector,
                "snapshot_into_kafka_s": round(snap, 1) if snap else None,
-               "snapshot_rows_per_s": round(args.rows / snap) if snap else None,
+               "snapshot_rows_per_s": round(rows / snap) if snap else None,
                "synced_s": round(synced_s, 1), "synced_from": "watermark" if completed_at else "exit",
-               "exit_s": round(exit_s, 1), "rows_per_s": round(args.rows / synced_s),
+               "exit_s": round(exit_s, 1), "rows_per_s": round(rows / synced_s),
                "stores": stores, "every_row": complete, "log": str(log)}
-        print(f"[{run}] snapshot into Kafka {_s(snap)}, synced {synced_s:.1f} s ({args.rows / synced_s:,.0f} rows/s), "
+        print(f"[{label}] snapshot into Kafka {_s(snap)}, synced {synced_s:.1f} s ({rows / synced_s:,.0f} rows/s), "
               f"command exited at {exit_s:.1f} s; stores hold {json.dumps(stores)}"
-              + ("" if complete else f"  <-- NOT every row ({args.rows:,})"), flush=True)
+              + ("" if complete else f"  <-- NOT every row ({rows:,})"), flush=True)
         return out, prefix
     finally:
         watching.set()
