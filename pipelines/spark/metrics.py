@@ -111,10 +111,14 @@ class PipelineMetrics:
         """A finished batch: `stats` its totals, `rows` its per-partition stats rows (by table
         through `config`; topics of no configured table, such as the heartbeat's, are left out)."""
         self.records.inc(stats.records)
-        self.applied.labels("search").inc(stats.search_applied)
-        self.applied.labels("cache").inc(stats.cache_applied)
-        self.stale.labels("search").inc(stats.search_stale)
-        self.stale.labels("cache").inc(stats.cache_stale)
+        # A store left out of `sinks` takes every write and keeps nothing: it gets no counts.
+        sinks = config.sinks if config is not None else ("search", "cache")
+        if "search" in sinks:
+            self.applied.labels("search").inc(stats.search_applied)
+            self.stale.labels("search").inc(stats.search_stale)
+        if "cache" in sinks:
+            self.applied.labels("cache").inc(stats.cache_applied)
+            self.stale.labels("cache").inc(stats.cache_stale)
         self.dead.inc(stats.dead_letters)
         self.batch_seconds.observe(seconds)
         now = time.time()

@@ -131,3 +131,16 @@ def test_the_visible_endpoint_refuses_a_store_the_pipeline_does_not_write():
     for store in ("search", "both"):
         status, body = visible_answer(m, f"lsn=0/10&store={store}")
         assert status.startswith("400") and b"does not write search" in body, body
+
+
+def test_a_store_left_out_of_sinks_gets_no_applied_counts():
+    """The null store in its place takes every write: counting those would say Redis got them."""
+    config = two_table_config()
+    config.sinks = ["search"]
+    m = PipelineMetrics(0)
+    m.batch(BatchStats(records=5, search_applied=4, search_stale=1, cache_applied=4, cache_stale=1), 0.1, [], config)
+    get = m.registry.get_sample_value
+    assert get("cdckit_events_applied_total", {"store": "search"}) == 4
+    assert get("cdckit_events_stale_total", {"store": "search"}) == 1
+    assert not get("cdckit_events_applied_total", {"store": "cache"})
+    assert not get("cdckit_events_stale_total", {"store": "cache"})
