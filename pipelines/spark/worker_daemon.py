@@ -39,7 +39,10 @@ PRELOADED = ("pipelines.spark.partition_apply", "pipelines.spark.kafka_source")
 
 def preload() -> None:
     """PRELOADED imported, then frozen out of the collector's sight (the workers' collections
-    would walk the modules, and the writes of its marks would copy the shared pages per worker)."""
+    would walk the modules, and the writes of its marks would copy the shared pages per worker).
+    pyspark's daemon forks without threads of its own; these imports bring pyarrow's and numpy's
+    native ones (jemalloc's background thread, OpenBLAS's pool), which both libraries stop or
+    mend around a fork (tests/unit/pipelines/spark/test_worker_daemon.py forks workers after it)."""
     import gc
     import importlib
 

@@ -113,6 +113,8 @@ def test_the_pipelines_own_exposition_parses_into_the_view():
                  "newest_source_ts_ms": int(time.time() * 1000)}]
 
     class Cfg:
+        sinks = ["search", "cache"]
+
         @staticmethod
         def table_for_topic(topic):
             return type("T", (), {"name": "public.customers"}) if topic == "cdc.public.customers" else None

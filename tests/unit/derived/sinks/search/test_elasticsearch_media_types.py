@@ -9,10 +9,11 @@ from derived.sinks.search.engines import ElasticsearchEngine
 
 
 def test_requests_carry_plain_json_media_types(monkeypatch):
-    sent = []
+    sent, targets = [], []
 
     def perform_request(self, method, target, body=None, headers=None, request_timeout=None):
         sent.append(dict(headers))
+        targets.append(target)
         meta = ApiResponseMeta(status=200, http_version="1.1", duration=0.0, node=self.config,
                                headers=HttpHeaders({"content-type": "application/json"}))
         return NodeApiResponse(meta, b'{"took": 1, "errors": false, "items": []}')
@@ -24,3 +25,5 @@ def test_requests_carry_plain_json_media_types(monkeypatch):
     assert headers["accept"] == "application/json"
     assert headers["content-type"] == "application/x-ndjson"
     assert not any("compatible-with" in value for value in headers.values())
+    # The answer is asked for what the sink reads of it only (engines.BULK_FILTER).
+    assert targets == ["/_bulk?filter_path=items.*.status,items.*.error,items.*._index"]
