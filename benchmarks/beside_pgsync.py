@@ -117,9 +117,9 @@ def latency(dsn: dict, table: str, url: str, index: str, rate: int, seconds: flo
     # A value overwritten before a poll saw it is not counted (the next one is).
     warm = [seen[k] - t for k, t in committed.items() if k in seen and t < measured_from]
     measured = {k: t for k, t in committed.items() if t >= measured_from}
-    lat = [seen[k] - t for k, t in measured.items() if k in seen]
-    # Where the tail is: the slowest 1 % by when they were committed (s after the measured part began).
+    # (latency, when committed: s after the measured part began), slowest first: the tail's place too.
     slowest = sorted(((seen[k] - t, t - measured_from) for k, t in measured.items() if k in seen), reverse=True)
+    lat = [late for late, _ in slowest]
     tail = [[round(at, 1), round(late, 2)] for late, at in slowest[:max(1, len(slowest) // 100)]]
     return {"commits": len(measured), "seen": len(lat), **percentiles(lat), "slowest_at_s": sorted(tail),
             "warmup": {"seconds": warmup_s, "seen": len(warm), **percentiles(warm)}}
