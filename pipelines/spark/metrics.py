@@ -111,7 +111,7 @@ class PipelineMetrics:
         """A finished batch: `stats` its totals, `rows` its per-partition stats rows (by table
         through `config`; topics of no configured table, such as the heartbeat's, are left out)."""
         self.records.inc(stats.records)
-        # A store left out of `sinks` takes every write and keeps nothing: it gets no counts.
+        # A store left out of `sinks` gets no series (not even zeros).
         sinks = config.sinks if config is not None else ("search", "cache")
         if "search" in sinks:
             self.applied.labels("search").inc(stats.search_applied)

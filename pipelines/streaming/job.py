@@ -302,7 +302,7 @@ def batch_line(batch_id: int, stats: BatchStats, seconds: float, lag: dict[str, 
         parts.append(f"{stats.snapshot_reads:,} snapshot rows")
     if "search" in sinks:
         parts.append(f"search {stats.search_applied:,} applied/{stats.search_stale:,} stale")
-    if "cache" in sinks:   # a store left out of `sinks` takes every write and keeps nothing: no figures
+    if "cache" in sinks:   # a store left out of `sinks` is not named at all
         parts.append(f"cache {stats.cache_applied:,} applied/{stats.cache_stale:,} stale")
     if stats.dead_letters:
         parts.append(f"{stats.dead_letters:,} DEAD LETTERS (`cdckit dlq list`)")

@@ -107,3 +107,16 @@ def test_rejections_of_a_rebuilds_fresh_generation_are_dead_lettered_once():
     live.search, dlq = RefusingStore(), Letters()
     apply_records([rec(1, key(2), value("c", 2, 110, "two", 100))], live, {}, dlq, rebuild=fresh)
     assert [(d.position.offset, d.extra) for d in dlq.letters] == [(1, {})]
+
+
+def test_a_store_the_config_leaves_out_counts_nothing_applied():
+    """The null store in the cache's place keeps nothing: the batch's figures (log lines, metrics,
+    rebuild and dead-letter replay summaries) say the cache got nothing, not every write."""
+    from derived.sinks.memory import NullStore
+
+    search = VersionedStore()
+    s = Stores(search, NullStore(), {"public.items": SearchTable("items")}, {"public.items": CacheTable("item:{id}")},
+               {"public.items": None}, MARKERS)
+    stats = apply_records(BEFORE + AFTER, s, {}, NoLetters())
+    assert names(search) == {"1": "one", "2": "two", "3": "three"}
+    assert (stats.search_applied, stats.cache_applied, stats.cache_stale) == (3, 0, 0)

@@ -134,7 +134,7 @@ def test_the_visible_endpoint_refuses_a_store_the_pipeline_does_not_write():
 
 
 def test_a_store_left_out_of_sinks_gets_no_applied_counts():
-    """The null store in its place takes every write: counting those would say Redis got them."""
+    """A store the config leaves out gets no series at all, not even zeros."""
     config = two_table_config()
     config.sinks = ["search"]
     m = PipelineMetrics(0)

@@ -67,7 +67,7 @@ def test_one_line_per_batch_says_what_it_did():
                            "2 DEAD LETTERS (`cdckit dlq list`), lag 12, freshness 1.")
     assert line.endswith(", 0.42 s")
     assert "freshness" not in batch_line(13, BatchStats(records=1), 0.1, None)
-    # A store left out of `sinks` takes every write and keeps nothing: the line does not count it.
+    # A store left out of `sinks` is not named in the line.
     only_search = batch_line(14, stats, 0.1, None, ["search"])
     assert "search 1,000 applied" in only_search and "cache" not in only_search
 
