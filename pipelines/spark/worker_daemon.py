@@ -9,15 +9,7 @@ the zip is that copy (it lies inside the installed package), it is dropped from 
 installed package and its cached bytecode are imported. A Spark distribution's zip (a cluster's
 $SPARK_HOME) is left as it is.
 """
-import os
-import sys
-
-
-def _prefer_installed_pyspark() -> None:
-    installed = [p for p in sys.path if p.endswith(".zip") and f"{os.sep}pyspark{os.sep}python{os.sep}lib{os.sep}" in p
-                 and os.path.isdir(os.path.join(p.split(f"{os.sep}pyspark{os.sep}python{os.sep}")[0], "pyspark"))]
-    for path in installed:
-        sys.path.remove(path)
+from pipelines.spark.installed_pyspark import prefer_installed_pyspark
 
 
 def quiet_known_warnings() -> None:
@@ -55,7 +47,7 @@ def preload() -> None:
     gc.freeze()
 
 
-_prefer_installed_pyspark()
+prefer_installed_pyspark()
 quiet_known_warnings()
 
 from pyspark import daemon  # noqa: E402 - after the path is set
