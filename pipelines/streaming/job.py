@@ -459,6 +459,7 @@ def _run_queries(spark, config: Config, config_path: Path | None, on_batch, once
                  stop: StopRequest, metrics, written: Callable[[], None] | None = None,
                  beat: Heartbeat | None = None) -> int:
     pause = RESTART_PAUSE_S
+    slow_starts = 0   # starts in a row that failed on a Python worker too slow to connect back
     while True:
         gate = BatchGate()
         began = time.monotonic()
@@ -492,7 +493,9 @@ def _run_queries(spark, config: Config, config_path: Path | None, on_batch, once
             # This run applied batches before it failed: a new outage, not the same one going on,
             # so its pause starts short again (it only grew while restarts kept failing at once).
             pause = RESTART_PAUSE_S
-        if not _restartable(text) or stop.is_set():
+            slow_starts = 0
+        slow_starts = slow_starts + 1 if WORKER_SLOW in text else 0
+        if not (_restartable(text) or 0 < slow_starts <= WORKER_START_RETRIES) or stop.is_set():
             error = from_spark_failure(text)
             error.trace = text
             spark.stop()
@@ -596,6 +599,11 @@ def _follow(query, metrics, stop: StopRequest, once: Callable[[], bool] | None, 
 
 
 _RESTARTABLE = ("StoreUnavailable", "KafkaUnavailable", "NoFetchResponse")
+# Spark waits a fixed 10 s (not a setting) for a Python worker it starts to connect back, a Python
+# data source's runner among them: on overloaded cores one missed it and the query never started.
+# Restarted a few times in a row; a Python that cannot start at all fails the same way every time.
+WORKER_SLOW = "Python worker failed to connect back"
+WORKER_START_RETRIES = 3
 
 
 def _restartable(text: str) -> bool:

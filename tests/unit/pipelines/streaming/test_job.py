@@ -131,6 +131,51 @@ def test_the_restart_pause_grows_while_restarts_fail_at_once_and_starts_short_af
 
 
 
+def test_a_query_whose_python_worker_missed_sparks_10_s_is_started_again_a_few_times(monkeypatch, tmp_path):
+    """Spark's fixed 10 s wait for a Python worker (a Python source's runner) to connect back: on
+    overloaded cores a start fails on it and is restarted; a Python that never starts fails the
+    same way every time, so four in a row end the run with the error."""
+    import pytest
+
+    from pipelines.errors import CdckitError
+    from pipelines.stopping import StopRequest
+    from pipelines.streaming import job
+
+    slow = ("org.apache.spark.SparkException: Python worker failed to connect back.\n"
+            "Caused by: java.net.SocketTimeoutException: Timed out while waiting for the Python worker to connect back")
+
+    class Query:
+        isActive = False
+
+        def __init__(self, failure):
+            self.failure = failure
+
+        def exception(self):
+            return self.failure
+
+        def stop(self):
+            pass
+
+    def runs(failures):
+        outcomes = iter(failures)
+        pauses = []
+        monkeypatch.setattr(job, "start", lambda *a, **k: Query(next(outcomes)))
+        monkeypatch.setattr(job.restart_pause, "pause", lambda stop, seconds, ready: pauses.append(seconds) or False)
+        return pauses
+
+    monkeypatch.setattr(job, "committed_batch", lambda _: None)
+    config = SimpleNamespace(spark=SimpleNamespace(checkpoint_dir=tmp_path))
+    pauses = runs([slow, slow, slow, None])
+    assert job._run_queries(SimpleNamespace(stop=lambda: None), config, None, None, None, StopRequest(), None) == 0
+    assert pauses == [5.0, 10.0, 20.0]
+    runs([slow] * 4)
+    with pytest.raises(CdckitError, match="connect back"):
+        job._run_queries(SimpleNamespace(stop=lambda: None), config, None, None, None, StopRequest(), None)
+    runs(["java.lang.IllegalStateException: something else"])   # anything else is not retried
+    with pytest.raises(CdckitError):
+        job._run_queries(SimpleNamespace(stop=lambda: None), config, None, None, None, StopRequest(), None)
+
+
 def test_the_batch_cadence_follows_the_config():
     from pipelines.streaming.job import batch_cadence
 
