@@ -17,6 +17,7 @@ import requests
 
 from pipelines.devstack.servers import Server
 from pipelines.devstack.settings import StackSettings
+from pipelines.spark import installed_pyspark
 
 WORKERS = 2
 WORKER_CORES = 1
@@ -43,6 +44,8 @@ def worker_python(settings: StackSettings) -> Path:
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(home)], check=True, capture_output=True)
         packages = next(home.glob("lib/python*/site-packages"))
         (packages / "cdckit-dependencies.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    # Its workers import the installed pyspark too, not Spark's zip (pipelines/spark/installed_pyspark.py).
+    installed_pyspark.install(next(home.glob("lib/python*/site-packages")))
     return python
 
 

@@ -6,13 +6,13 @@ without bytecode: each worker compiles pyspark's modules from source again (~1.7
 ~0.65 s for the installed package's, measured for a streaming source's runner). Workers forked by
 cdckit's daemon (worker_daemon.py) drop it themselves. Workers Spark starts on their own (a Python
 data source's planner and streaming runner) get no module of cdckit's: a `.pth` line in the
-environment's site-packages (written by scripts/setup: `python -m pipelines.spark.installed_pyspark`)
-drops it at their interpreter's start. It matters beyond the seconds: Spark waits a fixed 10 s for
+environment's site-packages drops it at their interpreter's start (written by scripts/setup,
+`python -m pipelines.spark.installed_pyspark`, and in the local cluster's worker Python). It matters beyond the seconds: Spark waits a fixed 10 s for
 such a worker to connect back, and on two busy cores the zip's import took longer (a query that
 never started).
 
-No imports beyond the standard library's: the `.pth` line runs at every start of the environment's
-interpreter, and acts only when a pyspark zip is on the path.
+The `.pth` line uses nothing but the standard library: it runs at every start of the environment's
+interpreter (a few microseconds), and changes only a path holding an installed pyspark's zips.
 """
 from __future__ import annotations
 
@@ -22,18 +22,23 @@ import sysconfig
 from pathlib import Path
 
 PTH_NAME = "cdckit-installed-pyspark.pth"
-PTH_LINE = ("import sys; any(p.endswith('pyspark.zip') for p in sys.path) and "
-            "__import__('pipelines.spark.installed_pyspark', fromlist=['_']).prefer_installed_pyspark()\n")
-_LIB = f"{os.sep}pyspark{os.sep}python{os.sep}lib{os.sep}"
+# One line, the standard library's only (a venv without cdckit's package gets it too: the cluster's
+# worker Python, pipelines/devstack/spark_cluster.py), the same test as prefer_installed_pyspark's.
+# A lambda: names a .pth line binds are not seen by a comprehension inside it (site exec()s the line).
+PTH_LINE = ("import os, sys; (lambda os, sys, d: sys.path.__setitem__(slice(None), [p for p in sys.path if not ("
+            "p.endswith('.zip') and d + 'lib' + os.sep in p and "
+            "os.path.isfile(os.path.join(p.split(d)[0], 'pyspark', '__init__.py')))]))"
+            "(os, sys, os.sep + 'pyspark' + os.sep + 'python' + os.sep)\n")
+_DIR = f"{os.sep}pyspark{os.sep}python{os.sep}"
 
 
 def prefer_installed_pyspark(path: list[str] | None = None) -> list[str]:
-    """The pyspark and py4j zips that lie inside an installed pyspark package taken off `path`
-    (sys.path by default); a Spark distribution's zips (a cluster's $SPARK_HOME) stay. Returns
-    what was removed."""
+    """The pyspark and py4j zips that lie inside an installed pyspark package (a folder with its
+    `__init__.py`) taken off `path` (sys.path by default); a Spark distribution's zips (a cluster's
+    $SPARK_HOME, even one in a folder named pyspark) stay. Returns what was removed."""
     path = sys.path if path is None else path
-    removed = [p for p in path if p.endswith(".zip") and _LIB in p
-               and os.path.isdir(os.path.join(p.split(f"{os.sep}pyspark{os.sep}python{os.sep}")[0], "pyspark"))]
+    removed = [p for p in path if p.endswith(".zip") and f"{_DIR}lib{os.sep}" in p
+               and os.path.isfile(os.path.join(p.split(_DIR)[0], "pyspark", "__init__.py"))]
     for p in removed:
         path.remove(p)
     return removed

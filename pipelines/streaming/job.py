@@ -336,13 +336,14 @@ def start(spark, config: Config, on_batch=None, config_path: Path | None = None,
     if documents is not None:
         _await_sources_started(documents.query)
     write = batch_writer(config, on_batch, config_path, metrics, gate, written)
-    writer = (change_stream(spark, config).writeStream.foreachBatch(compact_interruptions(write))
-              .option("checkpointLocation", str(config.spark.checkpoint_dir / "query")))
-    if config.spark.trigger == "available_now":
-        writer = writer.trigger(availableNow=True)
-    else:
-        writer = writer.trigger(processingTime=config.spark.trigger)
     try:
+        # Planning the source starts a Python worker too (the data source's schema), here, not in the query.
+        writer = (change_stream(spark, config).writeStream.foreachBatch(compact_interruptions(write))
+                  .option("checkpointLocation", str(config.spark.checkpoint_dir / "query")))
+        if config.spark.trigger == "available_now":
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(processingTime=config.spark.trigger)
         tables = writer.queryName("cdckit").start()
     except BaseException:
         if documents is not None:
@@ -463,11 +464,17 @@ def _run_queries(spark, config: Config, config_path: Path | None, on_batch, once
     while True:
         gate = BatchGate()
         began = time.monotonic()
-        query = start(spark, config, on_batch=on_batch, config_path=config_path, metrics=metrics, gate=gate,
-                      written=written)
+        try:
+            query = start(spark, config, on_batch=on_batch, config_path=config_path, metrics=metrics, gate=gate,
+                          written=written)
+        except Exception as exc:  # noqa: BLE001 - only a worker too slow to connect back is started again
+            query = _NeverStarted(exc)
+            if WORKER_SLOW not in str(exc):
+                raise
         resumed = committed_batch(config.spark.checkpoint_dir)
-        log.info("streaming: query started in %.1f s, %s", time.monotonic() - began,
-                 "first run" if resumed is None else f"resuming after batch {resumed}")
+        if not isinstance(query, _NeverStarted):
+            log.info("streaming: query started in %.1f s, %s", time.monotonic() - began,
+                     "first run" if resumed is None else f"resuming after batch {resumed}")
         try:
             stopped = _follow(query, metrics, stop, once, gate, config.spark.checkpoint_dir)
         except BaseException:  # e.g. `once` found the connector failed: nothing left running
@@ -596,6 +603,22 @@ def _follow(query, metrics, stop: StopRequest, once: Callable[[], bool] | None, 
         if hasattr(query, "tend"):
             query.tend()
     return False
+
+
+class _NeverStarted:
+    """A start that failed before Spark had a query (its source's planning): read as a query that failed."""
+
+    isActive = False
+    lastProgress = None
+
+    def __init__(self, failure: Exception):
+        self.failure = failure
+
+    def exception(self):
+        return self.failure
+
+    def stop(self) -> None:
+        pass
 
 
 _RESTARTABLE = ("StoreUnavailable", "KafkaUnavailable", "NoFetchResponse")

@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
+# Bound here: the stack starts on a thread of its own while unit tests may patch confluent_kafka.admin.
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
 ROOT = Path(__file__).resolve().parents[2]
 # Tests get their own ports and state so they never touch a developer's running stack.
 # CDCKIT_TEST_PORT_SHIFT moves them all, e.g. to run two suites side by side.
@@ -166,8 +169,6 @@ CLEANER_IO_BYTES_PER_S = 8 << 20
 
 
 def throttle_log_cleaner(bootstrap_servers: str, bytes_per_s: int = CLEANER_IO_BYTES_PER_S) -> None:
-    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
-
     entry = ConfigEntry("log.cleaner.io.max.bytes.per.second", str(float(bytes_per_s)),
                         incremental_operation=AlterConfigOpType.SET)
     admin = AdminClient({"bootstrap.servers": bootstrap_servers})
@@ -181,7 +182,10 @@ def throttle_log_cleaner(bootstrap_servers: str, bytes_per_s: int = CLEANER_IO_B
 def provide(state_dir: Path, env: dict[str, str] | None = None) -> Iterator[Endpoints]:
     world = container_world() if docker_reachable() else devstack_world(state_dir, env)
     with world as endpoints:
-        throttle_log_cleaner(endpoints.bootstrap_servers)
+        try:
+            throttle_log_cleaner(endpoints.bootstrap_servers)
+        except Exception as exc:  # noqa: BLE001 - a slower suite, not a wrong one
+            print(f"the test broker's log cleaner was not capped: {exc}")
         yield endpoints
 
 

@@ -175,6 +175,21 @@ def test_a_query_whose_python_worker_missed_sparks_10_s_is_started_again_a_few_t
     with pytest.raises(CdckitError):
         job._run_queries(SimpleNamespace(stop=lambda: None), config, None, None, None, StopRequest(), None)
 
+    # The source's planning starts a worker in start() itself: that failure is started again too.
+    outcomes = iter([RuntimeError(slow), None])
+
+    def start(*a, **k):
+        failure = next(outcomes)
+        if failure is not None:
+            raise failure
+        return Query(None)
+
+    monkeypatch.setattr(job, "start", start)
+    assert job._run_queries(SimpleNamespace(stop=lambda: None), config, None, None, None, StopRequest(), None) == 0
+    monkeypatch.setattr(job, "start", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("bad config")))
+    with pytest.raises(RuntimeError, match="bad config"):
+        job._run_queries(SimpleNamespace(stop=lambda: None), config, None, None, None, StopRequest(), None)
+
 
 def test_the_batch_cadence_follows_the_config():
     from pipelines.streaming.job import batch_cadence
