@@ -56,6 +56,26 @@ def test_groups_run_in_worker_processes_and_their_log_lines_reach_this_process(c
     assert sorted(lines) == ["task of 1 piece(s) in a worker", "task of 2 piece(s) in a worker"]
 
 
+def _collector(config_json, group, follow_s):
+    import gc
+
+    return [{"threshold": gc.get_threshold(), "frozen": gc.get_freeze_count(),
+             "task_module": __name__ in __import__("sys").modules}]
+
+
+def test_a_workers_collector_runs_rarely_with_its_modules_frozen():
+    """The bulk's workers (BULK_GC_THRESHOLDS): the task's module imported at the worker's start,
+    everything then frozen out of the collector's walks, its thresholds raised."""
+    from pipelines.bootstrap.local_tasks import BULK_GC_THRESHOLDS
+
+    tasks = LocalTasks(1, task=_collector)
+    try:
+        (row,) = tasks.run(b"{}", [[]], 0.0)
+    finally:
+        tasks.close()
+    assert row["threshold"] == BULK_GC_THRESHOLDS and row["frozen"] > 10_000 and row["task_module"]
+
+
 def test_a_worker_that_dies_fails_the_round_with_what_to_do():
     tasks = LocalTasks(1, task=_dies)
     try:
