@@ -7,9 +7,9 @@ without bytecode: each worker compiles pyspark's modules from source again (~1.7
 cdckit's daemon (worker_daemon.py) drop it themselves. Workers Spark starts on their own (a Python
 data source's planner and streaming runner) get no module of cdckit's: a `.pth` line in the
 environment's site-packages drops it at their interpreter's start (written by scripts/setup,
-`python -m pipelines.spark.installed_pyspark`, and in the local cluster's worker Python). It matters beyond the seconds: Spark waits a fixed 10 s for
-such a worker to connect back, and on two busy cores the zip's import took longer (a query that
-never started).
+`python -m pipelines.spark.installed_pyspark`, and in the local cluster's worker Python). It
+matters beyond the seconds: Spark waits a fixed 10 s for such a worker to connect back, and on two
+busy cores the zip's import took longer (a query that never started).
 
 The `.pth` line uses nothing but the standard library: it runs at every start of the environment's
 interpreter (a few microseconds), and changes only a path holding an installed pyspark's zips.
