@@ -42,10 +42,10 @@ def worker_python(settings: StackSettings) -> Path:
     python = home / "bin" / "python"
     if not python.exists():
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(home)], check=True, capture_output=True)
-        packages = next(home.glob("lib/python*/site-packages"))
-        (packages / "cdckit-dependencies.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    packages = next(home.glob("lib/python*/site-packages"))
+    (packages / "cdckit-dependencies.pth").write_text("\n".join(site.getsitepackages()) + "\n")
     # Its workers import the installed pyspark too, not Spark's zip (pipelines/spark/installed_pyspark.py).
-    installed_pyspark.install(next(home.glob("lib/python*/site-packages")))
+    installed_pyspark.install(packages)
     return python
 
 

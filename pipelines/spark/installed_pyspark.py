@@ -20,28 +20,29 @@ import os
 import sys
 import sysconfig
 from pathlib import Path
+from types import SimpleNamespace
 
 PTH_NAME = "cdckit-installed-pyspark.pth"
-# One line, the standard library's only (a venv without cdckit's package gets it too: the cluster's
-# worker Python, pipelines/devstack/spark_cluster.py), the same test as prefer_installed_pyspark's.
-# A lambda: names a .pth line binds are not seen by a comprehension inside it (site exec()s the line).
-PTH_LINE = ("import os, sys; (lambda os, sys, d: sys.path.__setitem__(slice(None), [p for p in sys.path if not ("
-            "p.endswith('.zip') and d + 'lib' + os.sep in p and "
-            "os.path.isfile(os.path.join(p.split(d)[0], 'pyspark', '__init__.py')))]))"
-            "(os, sys, os.sep + 'pyspark' + os.sep + 'python' + os.sep)\n")
-_DIR = f"{os.sep}pyspark{os.sep}python{os.sep}"
+# The test, once: the `.pth` line runs it as it is, and prefer_installed_pyspark evaluates it over any
+# list. Standard library only (a venv without cdckit's package gets the line too: the cluster's worker
+# Python, pipelines/devstack/spark_cluster.py). A lambda: names a .pth line binds are not seen by a
+# comprehension inside it (site exec()s the line).
+_DROP_INSTALLED_ZIPS = (
+    "(lambda os, sys, d: sys.path.__setitem__(slice(None), [p for p in sys.path if not ("
+    "p.endswith('.zip') and d + 'lib' + os.sep in p and "
+    "os.path.isfile(os.path.join(p.split(d)[0], 'pyspark', '__init__.py')))]))"
+    "(os, sys, os.sep + 'pyspark' + os.sep + 'python' + os.sep)")
+PTH_LINE = f"import os, sys; {_DROP_INSTALLED_ZIPS}\n"
 
 
 def prefer_installed_pyspark(path: list[str] | None = None) -> list[str]:
     """The pyspark and py4j zips that lie inside an installed pyspark package (a folder with its
-    `__init__.py`) taken off `path` (sys.path by default); a Spark distribution's zips (a cluster's
-    $SPARK_HOME, even one in a folder named pyspark) stay. Returns what was removed."""
+    `__init__.py`) taken off `path` (sys.path by default), in place; a Spark distribution's zips (a
+    cluster's $SPARK_HOME, even one in a folder named pyspark) stay. Returns what was removed."""
     path = sys.path if path is None else path
-    removed = [p for p in path if p.endswith(".zip") and f"{_DIR}lib{os.sep}" in p
-               and os.path.isfile(os.path.join(p.split(_DIR)[0], "pyspark", "__init__.py"))]
-    for p in removed:
-        path.remove(p)
-    return removed
+    before = list(path)
+    eval(_DROP_INSTALLED_ZIPS, {"os": os, "sys": SimpleNamespace(path=path)})  # noqa: S307 - our constant
+    return [p for p in before if p not in path]
 
 
 def install(site_packages: Path | None = None) -> Path:
